@@ -1,0 +1,3 @@
+from cake.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""The hardware facts CAKE relies on, defined once.
+
+Two tables: `ARCHS` holds what an ISA target guarantees (limits and instructions the checker enforces);
+`DEVICES` holds what a product delivers (SM count, rates, bandwidth) for the cost model and rooflines.
+Units live in field names. Each number names its source; a `measured_*` field is our own measurement.
+
+Sources (short names used below):
+  [ccg]   CUDA C++ Programming Guide, "Compute Capabilities" tables (technical specifications per CC).
+  [ptx]   PTX ISA 8.x/9.x: wgmma requires sm_90a, tcgen05 requires sm_100a, setmaxnreg sm_90a,
+          cp.async.bulk.tensor (TMA) sm_90, cp.async sm_80, mbarrier expect_tx sm_90.
+  [a100]  NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB).
+  [h100]  NVIDIA H100 Tensor Core GPU datasheet (SXM5), dense (no sparsity) figures.
+  [h200]  NVIDIA H200 Tensor Core GPU datasheet (SXM); compute identical to H100 SXM.
+  [b200]  NVIDIA Blackwell (HGX B200) datasheet, dense figures per GPU.
+  [cake]  Measured by us on the lent H200, 2026-11-30 (DESIGN.md "Measured on an H200").
+  [kinds] Read on the lent H200 machine via torch.cuda.get_device_properties, 2026-10-28 (KINDS.md).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Feature(enum.Enum):
+    """Instructions and mechanisms whose availability differs between targets."""
+
+    MMA_SYNC = "mma.sync"  # warp-level mma, sm_80+
+    LDMATRIX = "ldmatrix"
+    CP_ASYNC = "cp.async"  # per-thread async global->shared copies, sm_80+
+    MBARRIER = "mbarrier"  # shared-memory barriers with arrival counts, sm_80+
+    MBARRIER_TX = "mbarrier.expect_tx"  # transaction-count barriers, sm_90+
+    TMA = "cp.async.bulk.tensor"  # tensor-map bulk copies, sm_90+
+    WGMMA = "wgmma"  # warpgroup mma, sm_90a only
+    SETMAXNREG = "setmaxnreg"  # per-warpgroup register reallocation, sm_90a only
+    TCGEN05 = "tcgen05"  # 5th-gen tensor cores with TMEM accumulators, sm_100a only
+    TMEM = "tmem"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchSpec:
+    """Limits of one compilation target (what the static checker proves against)."""
+
+    name: str  # the target as nvcc spells it: sm_80, sm_90a, sm_100a
+    compute_capability: tuple[int, int]
+    smem_per_block_max_bytes: int  # opt-in maximum dynamic shared memory per block [ccg]
+    smem_per_sm_bytes: int  # [ccg]
+    smem_reserved_per_block_bytes: int  # system use per block [ccg]
+    registers_per_sm: int  # 32-bit registers [ccg]
+    registers_per_thread_max: int  # [ccg]
+    register_allocation_granularity: int  # registers per thread allocated in multiples of this (setmaxnreg: 8)
+    threads_per_block_max: int  # [ccg]
+    warps_per_sm_max: int  # [ccg]
+    blocks_per_sm_max: int  # [ccg]
+    named_barriers_per_block: int  # bar.sync ids 0..15 [ptx]
+    tmem_columns: int  # 0 where the target has no tensor memory; 512 x 128 lanes x 32 bit on sm_100a [ptx]
+    tma_box_dim_max_elements: int  # each boxDim <= 256 [CUDA driver API cuTensorMapEncodeTiled]
+    tma_alignment_bytes: int  # global address and strides 16-byte aligned [driver API]
+    features: frozenset[Feature]
+    source: str
+
+    def has(self, feature: Feature) -> bool:
+        return feature in self.features
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSpec:
+    """Throughput of one product, for rooflines and the cost model. Rates are dense (no sparsity)."""
+
+    name: str
+    arch: str  # default target in ARCHS
+    sm_count: int
+    boost_clock_mhz: int
+    tensor_tflops: dict[str, float]  # per input dtype: bf16, fp16, tf32, fp8
+    cuda_core_fp32_tflops: float
+    hbm_bytes_per_s: float
+    l2_bytes: int
+    hbm_bytes: int
+    measured_gemm_bf16_tflops: float | None  # torch bf16 GEMM 8192^3 median [cake]
+    measured_copy_bytes_per_s: float | None  # device-to-device copy, read + write [cake]
+    source: str
+
+    @property
+    def gemm_ceiling_tflops(self) -> float:
+        """The tensor-core ceiling to judge against: measured when we have it, else the datasheet."""
+        return self.measured_gemm_bf16_tflops or self.tensor_tflops["bf16"]
+
+    @property
+    def bandwidth_ceiling_bytes_per_s(self) -> float:
+        return self.measured_copy_bytes_per_s or self.hbm_bytes_per_s
+
+
+_AMPERE = frozenset({Feature.MMA_SYNC, Feature.LDMATRIX, Feature.CP_ASYNC, Feature.MBARRIER})
+_HOPPER = _AMPERE | {Feature.MBARRIER_TX, Feature.TMA}
+_HOPPER_A = _HOPPER | {Feature.WGMMA, Feature.SETMAXNREG}
+_BLACKWELL_A = _HOPPER | {Feature.TCGEN05, Feature.TMEM, Feature.SETMAXNREG}
+
+ARCHS: dict[str, ArchSpec] = {
+    "sm_80": ArchSpec(
+        name="sm_80", compute_capability=(8, 0),
+        smem_per_block_max_bytes=163 * 1024, smem_per_sm_bytes=164 * 1024, smem_reserved_per_block_bytes=1024,
+        registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
+        threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
+        named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
+        features=_AMPERE, source="[ccg] CC 8.0; [ptx]",
+    ),
+    "sm_90": ArchSpec(
+        name="sm_90", compute_capability=(9, 0),
+        smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
+        threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
+        named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
+        features=_HOPPER, source="[ccg] CC 9.0; [ptx] (no arch-specific wgmma/setmaxnreg without the 'a')",
+    ),
+    "sm_90a": ArchSpec(
+        name="sm_90a", compute_capability=(9, 0),
+        smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
+        threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
+        named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
+        features=_HOPPER_A, source="[ccg] CC 9.0; [ptx] sm_90a",
+    ),
+    "sm_100a": ArchSpec(
+        name="sm_100a", compute_capability=(10, 0),
+        smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
+        threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
+        named_barriers_per_block=16, tmem_columns=512, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
+        features=_BLACKWELL_A, source="[ccg] CC 10.0; [ptx] sm_100a tcgen05, TMEM 512 columns",
+    ),
+}
+
+DEVICES: dict[str, DeviceSpec] = {
+    "A100-SXM4-80GB": DeviceSpec(
+        name="A100-SXM4-80GB", arch="sm_80", sm_count=108, boost_clock_mhz=1410,
+        tensor_tflops={"bf16": 312.0, "fp16": 312.0, "tf32": 156.0},
+        cuda_core_fp32_tflops=19.5, hbm_bytes_per_s=2.039e12, l2_bytes=40 * 1024**2, hbm_bytes=80 * 1000**3,
+        measured_gemm_bf16_tflops=None, measured_copy_bytes_per_s=None, source="[a100]",
+    ),
+    "H100-SXM5": DeviceSpec(
+        name="H100-SXM5", arch="sm_90a", sm_count=132, boost_clock_mhz=1980,
+        tensor_tflops={"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp8": 1978.9},
+        cuda_core_fp32_tflops=66.9, hbm_bytes_per_s=3.35e12, l2_bytes=50 * 1024**2, hbm_bytes=80 * 1000**3,
+        measured_gemm_bf16_tflops=None, measured_copy_bytes_per_s=None, source="[h100]",
+    ),
+    "H200": DeviceSpec(
+        name="H200", arch="sm_90a", sm_count=132, boost_clock_mhz=1980,
+        tensor_tflops={"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp8": 1978.9},
+        cuda_core_fp32_tflops=66.9, hbm_bytes_per_s=4.8e12, l2_bytes=60 * 1000**2, hbm_bytes=141 * 1000**3,
+        measured_gemm_bf16_tflops=723.0, measured_copy_bytes_per_s=4.25e12,
+        source="[h200] rates; [kinds] SM count and L2; [cake] measured ceilings",
+    ),
+    "B200": DeviceSpec(
+        name="B200", arch="sm_100a", sm_count=148, boost_clock_mhz=1965,
+        tensor_tflops={"bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp8": 4500.0},
+        cuda_core_fp32_tflops=80.0, hbm_bytes_per_s=8.0e12, l2_bytes=126 * 1024**2, hbm_bytes=180 * 1000**3,
+        measured_gemm_bf16_tflops=None, measured_copy_bytes_per_s=None, source="[b200]",
+    ),
+}
+
+# The device each target is ranked for when the user names only an arch.
+DEFAULT_DEVICE_FOR_ARCH: dict[str, str] = {
+    "sm_80": "A100-SXM4-80GB", "sm_90": "H200", "sm_90a": "H200", "sm_100a": "B200",
+}
+
+
+class UnknownArchError(ValueError):
+    pass
+
+
+def arch(name: str) -> ArchSpec:
+    """The target named `name`, or an error listing the known ones."""
+    try:
+        return ARCHS[name]
+    except KeyError:
+        known = ", ".join(ARCHS)
+        raise UnknownArchError(f"unknown arch `{name}`; known targets: {known}") from None
+
+
+def device_for(arch_name: str) -> DeviceSpec:
+    return DEVICES[DEFAULT_DEVICE_FOR_ARCH[arch(arch_name).name]]

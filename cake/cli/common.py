@@ -1,0 +1,15 @@
+"""What every subcommand shares: exit codes and the one usage-error type."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # clean: no findings
+    FINDINGS = 1  # the input was read and judged, and something is wrong with it
+    USAGE = 2  # bad arguments, or an input that could not be read or loaded
+
+
+class UsageError(Exception):
+    """Bad usage or unreadable input; `main` prints it and exits with ExitCode.USAGE."""

@@ -1,0 +1,34 @@
+"""The `cake` entry point: exit codes and the arch table."""
+
+import json
+import subprocess
+import sys
+
+from cake.arch import ARCHS, DEVICES, Feature, device_for
+from cake.cli import main
+
+
+def test_no_command_is_usage_error() -> None:
+    assert main([]) == 2
+
+
+def test_unknown_command_is_usage_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "cake", "no-such-command"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "invalid choice" in proc.stderr
+
+
+def test_arch_json_lists_every_target(capsys) -> None:
+    assert main(["arch", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["archs"]) == set(ARCHS)
+    assert data["archs"]["sm_90a"]["smem_per_block_max_bytes"] == 232448
+
+
+def test_arch_facts_are_consistent() -> None:
+    assert ARCHS["sm_90a"].has(Feature.WGMMA) and not ARCHS["sm_90"].has(Feature.WGMMA)
+    assert ARCHS["sm_100a"].has(Feature.TCGEN05) and ARCHS["sm_100a"].tmem_columns == 512
+    assert not ARCHS["sm_80"].has(Feature.TMA)
+    for device in DEVICES.values():
+        assert device.arch in ARCHS
+    assert device_for("sm_90a").name == "H200"
