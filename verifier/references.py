@@ -1,0 +1,106 @@
+"""fp64 references, output scales and input structure for the starter ops.
+
+A reference takes the op's inputs in signature order — floats already upcast to float64 on the CPU,
+integer tensors as int64, an omitted optional input as None — and returns a tuple with one tensor per
+output. These functions are the meaning of the ops; `contracts.py` only binds them to signatures.
+
+A *scale* returns, per output, a non-negative fp64 magnitude broadcastable to that output: the size of
+the terms an implementation sums, which is what rounding error is proportional to (see tolerance.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+RMSNORM_EPS = 1e-6  # part of the op's definition (issue 3), not a tolerance
+
+
+def softmax(x: Tensor) -> tuple[Tensor]:
+    return (torch.softmax(x, dim=-1),)
+
+
+def softmax_scale(x: Tensor) -> tuple[Tensor]:
+    # Outputs lie in [0, 1] and each is a quotient by a sum of terms <= 1.
+    return (torch.ones_like(x[..., :1]),)
+
+
+def rmsnorm(x: Tensor, w: Tensor) -> tuple[Tensor]:
+    return (x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + RMSNORM_EPS) * w,)
+
+
+def rmsnorm_scale(x: Tensor, w: Tensor) -> tuple[Tensor]:
+    y = rmsnorm(x, w)[0]
+    return (y.abs().amax(dim=-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0),)
+
+
+def row_sum(x: Tensor) -> tuple[Tensor]:
+    return (x.sum(dim=-1),)
+
+
+def row_sum_scale(x: Tensor) -> tuple[Tensor]:
+    return (x.abs().amax(dim=-1).nan_to_num(0.0, 0.0, 0.0) if x.shape[-1] else x.sum(dim=-1),)
+
+
+def matmul(a: Tensor, b: Tensor) -> tuple[Tensor]:
+    return (a @ b,)
+
+
+def matmul_scale(a: Tensor, b: Tensor) -> tuple[Tensor]:
+    # max_k |a_ik| * max_k |b_kj| bounds every product in the dot product for (i, j).
+    ra = a.abs().amax(dim=1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)
+    cb = b.abs().amax(dim=0, keepdim=True).nan_to_num(0.0, 0.0, 0.0)
+    return (ra * cb,)
+
+
+def kmeans_distances(x: Tensor, c: Tensor) -> Tensor:
+    """Squared Euclidean distances [B, N, K] in fp64, computed directly (no norm expansion)."""
+    return ((x[:, :, None, :] - c[:, None, :, :]) ** 2).sum(dim=-1)
+
+
+def kmeans_assign(x: Tensor, c: Tensor) -> tuple[Tensor]:
+    # A NaN distance is never the minimum (documented in the contract); a row of NaNs gives 0.
+    d = kmeans_distances(x, c).nan_to_num(nan=float("inf"))
+    return (d.argmin(dim=-1),)
+
+
+def kmeans_assign_scale(x: Tensor, c: Tensor) -> tuple[Tensor]:
+    # Implementations expand |x|^2 - 2 x.c + |c|^2, whose cancellation error scales with both norms.
+    xs = (x * x).amax(dim=-1).nan_to_num(0.0, 0.0, 0.0)  # [B, N]
+    cs = (c * c).amax(dim=-1).amax(dim=-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # [B, 1]
+    return (xs + cs,)
+
+
+def kmeans_update(x: Tensor, ids: Tensor, c_old: Tensor) -> tuple[Tensor]:
+    b, _, d = x.shape
+    k = c_old.shape[1]
+    index = ids.long()[:, :, None].expand(b, ids.shape[1], d)
+    sums = torch.zeros(b, k, d, dtype=x.dtype).scatter_add_(1, index, x)
+    counts = torch.zeros(b, k, dtype=x.dtype).scatter_add_(1, ids.long(), torch.ones_like(ids, dtype=x.dtype))
+    mean = sums / counts.clamp(min=1)[:, :, None]
+    return (torch.where(counts[:, :, None] > 0, mean, c_old),)
+
+
+def kmeans_update_scale(x: Tensor, ids: Tensor, c_old: Tensor) -> tuple[Tensor]:
+    xs = x.abs().amax(dim=1, keepdim=True).nan_to_num(0.0, 0.0, 0.0) if x.shape[1] else x[:, :1] * 0
+    return (torch.maximum(xs, c_old.abs().nan_to_num(0.0, 0.0, 0.0)),)
+
+
+def kmeans_assign_structure(inputs: list[Tensor | None], gen: torch.Generator) -> None:
+    """Near-ties: duplicate centroids (exact ties) and points placed on a centroid pair's midplane."""
+    x, c = inputs[0], inputs[1]
+    assert x is not None and c is not None
+    k = c.shape[1]
+    if k >= 2:
+        c[:, 1::2] = c[:, 0:-1:2]  # centroid 2j+1 duplicates 2j: every such argmin is a tie
+        # Half of the points sit exactly on centroid 0 plus a tiny nudge: near-ties with its duplicate.
+        x[:, ::2] = c[:, :1] + 1e-3 * torch.randn(x[:, ::2].shape, generator=gen, dtype=x.dtype)
+
+
+def kmeans_update_structure(inputs: list[Tensor | None], gen: torch.Generator) -> None:
+    """Empty clusters: ids drawn from the even clusters only, so every odd cluster is empty."""
+    ids, c_old = inputs[1], inputs[2]
+    assert ids is not None and c_old is not None
+    k = c_old.shape[1]
+    evens = (k + 1) // 2
+    ids.copy_(2 * torch.randint(0, evens, tuple(ids.shape), generator=gen, dtype=ids.dtype))

@@ -1,0 +1,118 @@
+"""Typed results: what a gate says about a kernel, and what a battery says about all gates.
+
+A `GateResult` is the unit of judgement. Its `status` is the only field a caller may branch on; `reason`
+is for humans and `evidence` pins the worst element so a failure can be checked by hand. Every result that
+is not a PASS or SKIP carries a replay token when a case produced it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass
+
+
+class GateStatus(enum.Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"  # the kernel ran and violated the contract
+    SKIP = "SKIP"  # the gate does not apply here; `reason` says why
+    TIMEOUT = "TIMEOUT"  # set by the isolating worker; the library itself never times out
+    RUNTIME_ERROR = "RUNTIME_ERROR"  # the kernel raised; never a pass
+
+    @property
+    def is_failure(self) -> bool:
+        return self in _FAILURES
+
+
+_FAILURES = frozenset({GateStatus.FAIL, GateStatus.TIMEOUT, GateStatus.RUNTIME_ERROR})
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The worst element of a failing case. `index` is into the named output (or input, for MUTATE)."""
+
+    tensor: str
+    index: tuple[int, ...]
+    got: float | str
+    expected: float | str
+    error: float
+    tolerance: float
+    inputs_hash: str = ""
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["index"] = list(self.index)
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> Evidence:
+        fields = dict(data)
+        fields["index"] = tuple(int(i) for i in fields["index"])  # type: ignore[attr-defined]
+        return Evidence(**fields)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    gate_id: str
+    status: GateStatus
+    reason: str
+    evidence: Evidence | None = None
+    replay_token: str | None = None
+    cases_run: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "gate_id": self.gate_id,
+            "status": self.status.value,
+            "reason": self.reason,
+            "evidence": self.evidence.to_json() if self.evidence else None,
+            "replay_token": self.replay_token,
+            "cases_run": self.cases_run,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> GateResult:
+        evidence = data.get("evidence")
+        return GateResult(
+            gate_id=str(data["gate_id"]),
+            status=GateStatus(data["status"]),
+            reason=str(data["reason"]),
+            evidence=Evidence.from_json(evidence) if isinstance(evidence, dict) else None,
+            replay_token=str(data["replay_token"]) if data.get("replay_token") else None,
+            cases_run=int(data.get("cases_run", 0)),  # type: ignore[call-overload]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """All gate results for one kernel against one contract. `passed` is true only when no gate failed,
+    timed out or raised; skipped gates do not fail a kernel but stay visible."""
+
+    op: str
+    passed: bool
+    gates: tuple[GateResult, ...]
+
+    @staticmethod
+    def of(op: str, gates: tuple[GateResult, ...]) -> Verdict:
+        return Verdict(op, not any(g.status.is_failure for g in gates), gates)
+
+    @property
+    def failures(self) -> tuple[GateResult, ...]:
+        return tuple(g for g in self.gates if g.status.is_failure)
+
+    def gate(self, gate_id: str) -> GateResult:
+        for result in self.gates:
+            if result.gate_id == gate_id:
+                return result
+        raise KeyError(f"no result for gate {gate_id} in the verdict for {self.op}")
+
+    def to_json(self) -> str:
+        data = {"op": self.op, "passed": self.passed, "gates": [g.to_json() for g in self.gates]}
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> Verdict:
+        data = json.loads(text)
+        gates = tuple(GateResult.from_json(g) for g in data["gates"])
+        return Verdict(op=data["op"], passed=bool(data["passed"]), gates=gates)

@@ -1,0 +1,103 @@
+"""The tolerance model: how far a correct kernel may land from the fp64 reference.
+
+For one output element with fp64 reference value r, the allowed absolute error is
+
+    tol = coefficient(op, dtype) * (eps_out * |r| + eps_acc * sqrt(N) * scale) + tiny_out
+
+- eps_out: machine epsilon of the output dtype — rounding the exact result once into the output;
+- eps_acc: epsilon of the accumulator the contract promises (fp32 for every starter op), times sqrt(N)
+  for a reduction of length N — the expected random-walk growth of rounding error (ORD-01);
+- scale: the op's magnitude of the summed terms (references.py), so cancellation is judged against the
+  size of what was summed, not the tiny result;
+- tiny_out: the smallest subnormal of the output dtype, so exact zeros and subnormal results compare sanely.
+
+`coefficient` is calibrated on correct controls (1.5 x the p95 of error / model, see calibrate.py) and
+read from `data/tolerances.json`, the only place tolerance numbers live. An (op, dtype) missing from the
+table uses the table's `default_coefficient`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+TABLE_PATH = Path(__file__).parent / "data" / "tolerances.json"
+DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
+    torch.int32: "int32", torch.int64: "int64",
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES[dtype]
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    for dtype, known in DTYPE_NAMES.items():
+        if known == name:
+            return dtype
+    raise ValueError(f"unknown dtype `{name}`; known: {', '.join(DTYPE_NAMES.values())}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToleranceTable:
+    default_coefficient: float
+    coefficients: Mapping[str, Mapping[str, float]]  # op -> dtype name -> coefficient
+
+    def coefficient(self, op: str, dtype: torch.dtype) -> float:
+        return self.coefficients.get(op, {}).get(dtype_name(dtype), self.default_coefficient)
+
+
+@functools.cache
+def load_table(path: Path = TABLE_PATH) -> ToleranceTable:
+    data = json.loads(path.read_text())
+    coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
+    return ToleranceTable(float(data["default_coefficient"]), coefficients)
+
+
+def eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+
+
+def tiny(dtype: torch.dtype) -> float:
+    if not dtype.is_floating_point:
+        return 0.0
+    info = torch.finfo(dtype)
+    return info.smallest_normal * info.eps  # the smallest positive subnormal
+
+
+@dataclass(frozen=True, slots=True)
+class ToleranceModel:
+    """Per-op part of the model: which dim is the reduction, and the magnitude of the summed terms."""
+
+    reduction: Callable[[Mapping[str, int]], int]
+    scale: Callable[..., tuple[Tensor, ...]]
+    accumulator: torch.dtype = torch.float32
+
+    def unit(self, dims: Mapping[str, int], inputs64: list[Tensor | None], refs: tuple[Tensor, ...],
+             in_dtype: torch.dtype, out_dtypes: tuple[torch.dtype, ...]) -> tuple[Tensor, ...]:
+        """The model with coefficient 1, per output element (what calibration divides errors by)."""
+        n = max(1, self.reduction(dims))
+        acc = max(eps(self.accumulator), eps(in_dtype)) * math.sqrt(n)
+        units = []
+        for ref, scale, out_dtype in zip(refs, self.scale(*inputs64), out_dtypes, strict=True):
+            # Integer outputs (argmin ids) are judged on the scores they select, rounded at the input dtype.
+            e_out = eps(out_dtype) if out_dtype.is_floating_point else eps(in_dtype)
+            magnitude = ref.abs().nan_to_num(0.0, 0.0, 0.0) if ref.is_floating_point() else 0.0
+            units.append(e_out * magnitude + acc * scale.to(torch.float64))
+        return tuple(units)
+
+    def bound(self, op: str, dtype: torch.dtype, dims: Mapping[str, int], inputs64: list[Tensor | None],
+              refs: tuple[Tensor, ...], out_dtypes: tuple[torch.dtype, ...],
+              table: ToleranceTable | None = None) -> tuple[Tensor, ...]:
+        coefficient = (table or load_table()).coefficient(op, dtype)
+        units = self.unit(dims, inputs64, refs, dtype, out_dtypes)
+        return tuple(coefficient * u + tiny(o if o.is_floating_point else dtype)
+                     for u, o in zip(units, out_dtypes, strict=True))

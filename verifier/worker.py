@@ -1,0 +1,296 @@
+"""Run a candidate kernel's gates in an isolated worker subprocess.
+
+The parent never runs kernel code. It starts `python -m cake.verifier.worker_main` in a new session
+(its own process group), sends one gate at a time, and waits with a deadline:
+
+- the gate answers                 -> its GateResult, as the gate computed it;
+- the deadline passes              -> the whole process group is killed, the gate is TIMEOUT, and a
+                                      fresh worker runs the remaining gates;
+- the worker dies (signal, exit)   -> RUNTIME_ERROR with the exit status and the tail of its stderr,
+                                      a fresh worker, and the battery goes on;
+- a RUNTIME_ERROR on CUDA          -> the worker is replaced too: a CUDA error poisons the context.
+
+Verdicts without TIMEOUT or RUNTIME_ERROR are cached on disk (see `verdict_cache`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from cake.verifier.results import GateResult, GateStatus, Verdict
+from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
+from cake.verifier.worker_protocol import (
+    KernelRef,
+    MessageType,
+    decode,
+    encode,
+    replay_outcome_from_json,
+    resource_report_to_json,
+)
+
+# Importing torch (and triton) in a fresh worker takes seconds; a kernel module that needs more than
+# this to import is treated as unloadable rather than as a slow gate.
+LOAD_TIMEOUT_S = 120.0
+STDERR_TAIL_LINES = 12
+
+
+class KernelLoadError(Exception):
+    """The worker could not load the kernel: a usage problem, not a verdict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    kind: MessageType
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    after_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Died:
+    """The worker exited without answering. `returncode` < 0 is the signal number (POSIX)."""
+
+    returncode: int
+    stderr_tail: str
+
+    def describe(self) -> str:
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"worker killed by {name}"
+        return f"worker exited with status {self.returncode}"
+
+
+Outcome = Answer | TimedOut | Died
+
+
+def worker_env(device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if device == "cpu":
+        # Triton reads this at import time; the worker has not imported anything yet.
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+class Worker:
+    """One worker process with one loaded kernel. Not thread-safe; one request at a time."""
+
+    def __init__(self, kernel_ref: KernelRef, device: str):
+        self.kernel_ref = kernel_ref
+        self.device = device
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "cake.verifier.worker_main"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=worker_env(device),
+            start_new_session=True,  # its own process group: a timeout kills the kernel's children too
+        )
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def load(self, timeout_s: float = LOAD_TIMEOUT_S) -> None:
+        outcome = self.request(encode(MessageType.LOAD, kernel=self.kernel_ref.to_json()), timeout_s)
+        if isinstance(outcome, Answer) and outcome.kind is MessageType.LOADED:
+            return
+        self.kill()
+        if isinstance(outcome, Answer):
+            raise KernelLoadError(f"cannot load {self.kernel_ref.describe()}: {outcome.payload['message']}")
+        if isinstance(outcome, TimedOut):
+            raise KernelLoadError(f"loading {self.kernel_ref.describe()} took more than {timeout_s:.0f} s")
+        raise KernelLoadError(
+            f"loading {self.kernel_ref.describe()} failed ({outcome.describe()}):\n{outcome.stderr_tail}"
+        )
+
+    def request(self, message: bytes, timeout_s: float) -> Outcome:
+        """Send one request and wait for one answer line, at most `timeout_s` seconds."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(message)
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            return self._died()
+        deadline = time.monotonic() + timeout_s
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                return TimedOut(timeout_s)
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)  # raw fd: a buffered reader would hide data from select
+            if not chunk:
+                return self._died()
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        kind, payload = decode(line)
+        return Answer(kind, payload)
+
+    def _died(self) -> Died:
+        returncode = self._proc.wait()
+        self._kill_group()  # the worker is gone; its children may not be
+        return Died(returncode, self.stderr_tail())
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace")
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the whole group has already exited
+
+    def kill(self) -> None:
+        self._kill_group()
+        self._proc.wait()
+
+    def close(self) -> None:
+        """Ask the worker to exit (end of input), then make sure its group is gone."""
+        if self._proc.poll() is None and self._proc.stdin is not None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass  # killed below either way
+        self.kill()
+        self._stderr.close()
+
+
+class WorkerSession:
+    """Runs gates one at a time, replacing the worker after a timeout or a crash."""
+
+    def __init__(self, kernel_ref: KernelRef, device: str, timeout_s: float):
+        self.kernel_ref = kernel_ref
+        self.device = device
+        self.timeout_s = timeout_s
+        self._worker: Worker | None = None
+        self.restarts = 0
+
+    def __enter__(self) -> WorkerSession:
+        self._ensure_worker()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def _ensure_worker(self) -> Worker:
+        if self._worker is None:
+            worker = Worker(self.kernel_ref, self.device)
+            worker.load()
+            self._worker = worker
+        return self._worker
+
+    def _discard_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+            self.restarts += 1
+
+    def run_gate(self, gate_id: str, op: str, *, dtypes: Sequence[str], seed: int,
+                 resource_report: Any = None) -> GateResult:
+        worker = self._ensure_worker()
+        message = encode(MessageType.GATE, gate_id=gate_id, op=op, device=self.device, dtypes=list(dtypes),
+                         seed=seed, resource_report=resource_report_to_json(resource_report))
+        outcome = worker.request(message, self.timeout_s)
+        if isinstance(outcome, Answer):
+            result = GateResult.from_json(outcome.payload["result"])
+            if result.status is GateStatus.RUNTIME_ERROR and self.device != "cpu":
+                self._discard_worker()  # a CUDA error leaves the context unusable for later gates
+            return result
+        self._discard_worker()
+        if isinstance(outcome, TimedOut):
+            return GateResult(gate_id, GateStatus.TIMEOUT,
+                              f"no answer within {outcome.after_s:g} s; worker process group killed")
+        tail = f"; stderr ends with:\n{outcome.stderr_tail}" if outcome.stderr_tail else ""
+        return GateResult(gate_id, GateStatus.RUNTIME_ERROR, f"{outcome.describe()} while running this gate{tail}")
+
+    def replay(self, token: str) -> Any:
+        worker = self._ensure_worker()
+        outcome = worker.request(encode(MessageType.REPLAY, token=token, device=self.device), self.timeout_s)
+        if isinstance(outcome, Answer):
+            return replay_outcome_from_json(outcome.payload["outcome"])
+        self._discard_worker()
+        return outcome
+
+
+def verify_in_worker(
+    op: str,
+    kernel_ref: KernelRef,
+    *,
+    device: str,
+    dtypes: Sequence[str],
+    seed: int,
+    all_gates: bool,
+    timeout_s: float,
+    resource_report: Any = None,
+    gates: Sequence[str] | None = None,
+    cache: VerdictCache | None = None,
+    use_cache: bool = True,
+) -> Verdict:
+    """Run the contract battery for `op` on the kernel named by `kernel_ref`, isolated.
+
+    Raises KeyError for an unknown op and KernelLoadError when the kernel cannot be loaded; every
+    other outcome, crashes and hangs included, is a Verdict. Gates run in the battery's order; the
+    first gate that does not PASS or SKIP ends the battery unless `all_gates`.
+    """
+    from cake.verifier.battery import GATE_ORDER
+    from cake.verifier.contracts import get_contract
+
+    get_contract(op)  # an unknown op is a usage error before any process starts
+    gate_ids = tuple(gates) if gates is not None else tuple(GATE_ORDER)
+    store = (cache or default_cache()) if use_cache else None
+    key = verdict_key(kernel_ref=kernel_ref, op=op, device=device, dtypes=dtypes, seed=seed,
+                      gates=gate_ids, all_gates=all_gates, resource_report=resource_report_to_json(resource_report))
+    if store is not None:
+        cached = store.get(key)
+        if cached is not None:
+            return cached
+
+    results = []
+    with WorkerSession(kernel_ref, device, timeout_s) as session:
+        for gate_id in gate_ids:
+            result = session.run_gate(gate_id, op, dtypes=dtypes, seed=seed, resource_report=resource_report)
+            results.append(result)
+            if not all_gates and result.status.is_failure:
+                break
+    verdict = Verdict.of(op, tuple(results))
+    if store is not None and cacheable(verdict):
+        store.put(key, verdict)
+    return verdict
+
+
+def cacheable(verdict: Verdict) -> bool:
+    """TIMEOUT and RUNTIME_ERROR depend on the machine and its load as much as on the kernel."""
+    return all(g.status not in (GateStatus.TIMEOUT, GateStatus.RUNTIME_ERROR) for g in verdict.gates)
+
+
+def replay_in_worker(token: str, kernel_ref: KernelRef, *, device: str, timeout_s: float) -> Any:
+    """Replay one failure token in a worker: the replay outcome, or TimedOut / Died."""
+    with WorkerSession(kernel_ref, device, timeout_s) as session:
+        return session.replay(token)

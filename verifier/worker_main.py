@@ -1,0 +1,109 @@
+"""The worker process: loads one kernel, then runs one gate (or one replay) per request.
+
+Started by `cake.verifier.worker` as `python -m cake.verifier.worker_main` in its own session, with
+`TRITON_INTERPRET=1` already in the environment when the device is the CPU (Triton reads it at import,
+so it cannot be set from here). The worker catches nothing from the kernel or the gates: a crash ends
+the process, and the parent records RUNTIME_ERROR with the tail of this process's stderr. That keeps
+"the kernel crashed" from ever turning into a quiet score.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, decode, encode
+
+
+def _claim_protocol_channel() -> BinaryIO:
+    """Keep the real stdout for the protocol and send fd 1 (Python and C prints alike) to stderr."""
+    channel = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return channel
+
+
+def load_kernel(ref: KernelRef) -> Callable[..., Any] | str:
+    """The kernel callable, or a one-line reason it cannot be named. Exceptions raised by the
+    kernel's own module code propagate (the parent reports them as a load failure)."""
+    if ref.kind is RefKind.FILE:
+        path = Path(ref.target)
+        # A unique module name, so that two kernels called `kernel.py` never share a module, and the
+        # module is registered so Triton's @jit (which reads source through `inspect`) can find it.
+        module_name = f"cake_kernel_{ref.source_hash()[:16]}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            return f"cannot import {path}"
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        sys.path.insert(0, str(path.parent))  # so a kernel can import its sibling helpers
+        spec.loader.exec_module(module)
+        kernel = getattr(module, ref.name, None)
+        if kernel is None:
+            return f"{path.name} has no attribute {ref.name!r}"
+    else:
+        try:
+            module = importlib.import_module(ref.target)
+        except ImportError as error:
+            return f"loader module {ref.target!r} is not importable: {error}"
+        loader = getattr(module, ref.name, None)
+        if loader is None:
+            return f"loader module {ref.target!r} has no function {ref.name!r}"
+        kernel = loader(ref.argument)
+    if not callable(kernel):
+        return f"{ref.describe()} is not callable"
+    return kernel
+
+
+def main() -> None:
+    channel = _claim_protocol_channel()
+    # Imported after the channel is claimed so that import-time prints cannot reach the protocol.
+    from cake.verifier.worker_protocol import replay_outcome_to_json
+
+    kernel: Callable[..., Any] | None = None
+    for line in sys.stdin.buffer:
+        kind, payload = decode(line)
+        if kind is MessageType.LOAD:
+            loaded = load_kernel(KernelRef.from_json(payload["kernel"]))
+            if isinstance(loaded, str):
+                channel.write(encode(MessageType.LOAD_ERROR, message=loaded))
+                return
+            kernel = loaded
+            channel.write(encode(MessageType.LOADED))
+        elif kind is MessageType.GATE:
+            assert kernel is not None, "protocol: GATE before LOAD"
+            result = _run_gate(kernel, payload)
+            channel.write(encode(MessageType.GATE_RESULT, result=result.to_json()))
+        elif kind is MessageType.REPLAY:
+            assert kernel is not None, "protocol: REPLAY before LOAD"
+            from cake.verifier.replay import replay
+
+            outcome = replay(payload["token"], kernel, payload["device"])
+            channel.write(encode(MessageType.REPLAY_RESULT, outcome=replay_outcome_to_json(outcome)))
+        else:
+            raise ValueError(f"protocol: unexpected message {kind.value!r} sent to a worker")
+
+
+def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any]) -> Any:
+    from cake.verifier.contracts import get_contract
+    from cake.verifier.gates import run_gate
+    from cake.verifier.worker_protocol import resource_report_from_json
+
+    return run_gate(
+        payload["gate_id"],
+        get_contract(payload["op"]),
+        kernel,
+        device=payload["device"],
+        dtypes=tuple(payload["dtypes"]),
+        seed=payload["seed"],
+        resource_report=resource_report_from_json(payload.get("resource_report")),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What the verifier parent and its worker subprocess say to each other, and how a kernel is named.
+
+The wire format is one JSON object per line. The worker writes its answers on a private copy of its
+original stdout; everything the kernel prints lands on stderr, so a chatty kernel cannot corrupt the
+protocol.
+
+A kernel is named by a `KernelRef`, never by a Python object: the worker must be able to load it
+again after a restart, and the verifier imports nothing of `cake.ir`, `cake.lowering` or
+`cake.agents` — a loader reference names such a module by string, and only the worker imports it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class RefKind(enum.Enum):
+    FILE = "file"  # `path/to/kernel.py:func`
+    LOADER = "loader"  # `package.module:function` called with one argument (e.g. a `.cake` path)
+
+
+class KernelRefError(ValueError):
+    """A kernel reference that cannot name anything (bad syntax, missing file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRef:
+    """Names a kernel callable so that a fresh process can load it.
+
+    FILE: `target` is an absolute path to a `.py` file and `name` the callable in it.
+    LOADER: `target` is an importable module, `name` a function in it, and `argument` what the
+    function is called with; it returns the kernel callable.
+    """
+
+    kind: RefKind
+    target: str
+    name: str
+    argument: str | None = None
+
+    @staticmethod
+    def parse(text: str) -> KernelRef:
+        """Parse `PATH.py:FUNC`; the path is resolved against the current directory."""
+        path, sep, func = text.rpartition(":")
+        if not sep or not path or not func:
+            raise KernelRefError(f"kernel reference {text!r} is not of the form PATH.py:FUNC")
+        if not path.endswith(".py"):
+            raise KernelRefError(f"kernel reference {text!r}: {path!r} is not a .py file")
+        if not func.isidentifier():
+            raise KernelRefError(f"kernel reference {text!r}: {func!r} is not a Python identifier")
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.is_file():
+            raise KernelRefError(f"kernel file {path!r} does not exist")
+        return KernelRef(RefKind.FILE, str(resolved), func)
+
+    @staticmethod
+    def loader(loader: str, argument: str) -> KernelRef:
+        """`loader` is `module:function`; a path-like argument is resolved to an absolute path."""
+        module, sep, func = loader.rpartition(":")
+        if not sep or not module or not func.isidentifier():
+            raise KernelRefError(f"loader {loader!r} is not of the form package.module:function")
+        arg_path = Path(argument).expanduser()
+        resolved = str(arg_path.resolve()) if arg_path.exists() else argument
+        return KernelRef(RefKind.LOADER, module, func, resolved)
+
+    def describe(self) -> str:
+        if self.kind is RefKind.FILE:
+            return f"{self.target}:{self.name}"
+        return f"{self.target}:{self.name}({self.argument!r})"
+
+    def source_hash(self) -> str:
+        """Hash of what determines the kernel's behaviour, for the verdict cache.
+
+        FILE: the file's bytes. LOADER: the loader's name plus the argument file's bytes when the
+        argument is a file (the loader's own code is versioned with CAKE, not with the kernel).
+        Files a kernel imports besides its own are not hashed: a cache hit assumes they are fixed.
+        """
+        digest = hashlib.sha256()
+        digest.update(f"{self.kind.value}\0{self.target}\0{self.name}\0".encode())
+        if self.kind is RefKind.FILE:
+            digest.update(Path(self.target).read_bytes())
+        elif self.argument is not None:
+            arg_path = Path(self.argument)
+            digest.update(arg_path.read_bytes() if arg_path.is_file() else self.argument.encode())
+        return digest.hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "target": self.target, "name": self.name, "argument": self.argument}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> KernelRef:
+        return KernelRef(RefKind(data["kind"]), data["target"], data["name"], data.get("argument"))
+
+
+class MessageType(enum.Enum):
+    # parent -> worker
+    LOAD = "load"
+    GATE = "gate"
+    REPLAY = "replay"
+    # worker -> parent
+    LOADED = "loaded"
+    LOAD_ERROR = "load_error"
+    GATE_RESULT = "gate_result"
+    REPLAY_RESULT = "replay_result"
+
+
+def encode(kind: MessageType, **payload: Any) -> bytes:
+    return (json.dumps({"type": kind.value, **payload}, allow_nan=True) + "\n").encode()
+
+
+def decode(line: bytes) -> tuple[MessageType, dict[str, Any]]:
+    data = json.loads(line)
+    return MessageType(data.pop("type")), data
