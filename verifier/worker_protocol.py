@@ -115,3 +115,29 @@ def encode(kind: MessageType, **payload: Any) -> bytes:
 def decode(line: bytes) -> tuple[MessageType, dict[str, Any]]:
     data = json.loads(line)
     return MessageType(data.pop("type")), data
+
+
+# Values that cross the pipe besides GateResult (which has its own to_json/from_json). The resource
+# report and the replay outcome are the library's types; these functions are the only place the
+# worker depends on their layout.
+
+def resource_report_to_json(report: Any) -> Any:
+    return None if report is None else report.to_json()
+
+
+def resource_report_from_json(data: Any) -> Any:
+    if data is None:
+        return None
+    from cake.verifier.gates import ResourceReport
+
+    return ResourceReport.from_json(data)
+
+
+def replay_outcome_to_json(outcome: Any) -> Any:
+    return outcome.to_json()
+
+
+def replay_outcome_from_json(data: Any) -> Any:
+    from cake.verifier.replay import ReplayOutcome
+
+    return ReplayOutcome.from_json(data)
