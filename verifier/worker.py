@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cake.verifier.results import GateResult, GateStatus, Verdict
 from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
@@ -36,6 +36,9 @@ from cake.verifier.worker_protocol import (
     replay_outcome_from_json,
     resource_report_to_json,
 )
+
+if TYPE_CHECKING:
+    from cake.verifier.gates.base import ResourceReport
 
 # Importing torch (and triton) in a fresh worker takes seconds; a kernel module that needs more than
 # this to import is treated as unloadable rather than as a slow gate.
@@ -180,6 +183,12 @@ class Worker:
         self._stderr.close()
 
 
+@dataclass(frozen=True, slots=True)
+class StandardOutcome:
+    passed: bool
+    reason: str
+
+
 class WorkerSession:
     """Runs gates one at a time, replacing the worker after a timeout or a crash."""
 
@@ -213,7 +222,7 @@ class WorkerSession:
             self.restarts += 1
 
     def run_gate(self, gate_id: str, op: str, *, dtypes: Sequence[str], seed: int,
-                 resource_report: Any = None) -> GateResult:
+                 resource_report: ResourceReport | None = None) -> GateResult:
         worker = self._ensure_worker()
         message = encode(MessageType.GATE, gate_id=gate_id, op=op, device=self.device, dtypes=list(dtypes),
                          seed=seed, resource_report=resource_report_to_json(resource_report))
@@ -229,6 +238,17 @@ class WorkerSession:
                               f"no answer within {outcome.after_s:g} s; worker process group killed")
         tail = f"; stderr ends with:\n{outcome.stderr_tail}" if outcome.stderr_tail else ""
         return GateResult(gate_id, GateStatus.RUNTIME_ERROR, f"{outcome.describe()} while running this gate{tail}")
+
+    def standard(self, op: str, seed: int) -> StandardOutcome:
+        """The KernelBench-style check, in the worker: a hang or a crash fails it (and says so)."""
+        worker = self._ensure_worker()
+        outcome = worker.request(encode(MessageType.STANDARD, op=op, device=self.device, seed=seed), self.timeout_s)
+        if isinstance(outcome, Answer):
+            return StandardOutcome(bool(outcome.payload["passed"]), str(outcome.payload["reason"]))
+        self._discard_worker()
+        if isinstance(outcome, TimedOut):
+            return StandardOutcome(False, f"timed out after {outcome.after_s:g} s")
+        return StandardOutcome(False, outcome.describe())
 
     def replay(self, token: str) -> Any:
         worker = self._ensure_worker()
@@ -248,7 +268,7 @@ def verify_in_worker(
     seed: int,
     all_gates: bool,
     timeout_s: float,
-    resource_report: Any = None,
+    resource_report: ResourceReport | None = None,
     gates: Sequence[str] | None = None,
     cache: VerdictCache | None = None,
     use_cache: bool = True,
@@ -272,17 +292,35 @@ def verify_in_worker(
         if cached is not None:
             return cached
 
-    results = []
     with WorkerSession(kernel_ref, device, timeout_s) as session:
-        for gate_id in gate_ids:
-            result = session.run_gate(gate_id, op, dtypes=dtypes, seed=seed, resource_report=resource_report)
-            results.append(result)
-            if not all_gates and result.status.is_failure:
-                break
-    verdict = Verdict.of(op, tuple(results))
+        verdict = _run_battery(session, op, gate_ids, dtypes=dtypes, seed=seed, all_gates=all_gates,
+                               resource_report=resource_report)
     if store is not None and cacheable(verdict):
         store.put(key, verdict)
     return verdict
+
+
+def _run_battery(session: WorkerSession, op: str, gate_ids: Sequence[str], *, dtypes: Sequence[str], seed: int,
+                 all_gates: bool, resource_report: ResourceReport | None) -> Verdict:
+    results = []
+    for gate_id in gate_ids:
+        result = session.run_gate(gate_id, op, dtypes=dtypes, seed=seed, resource_report=resource_report)
+        results.append(result)
+        if not all_gates and result.status.is_failure:
+            break
+    return Verdict.of(op, tuple(results))
+
+
+def audit_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,
+                    all_gates: bool, timeout_s: float, use_cache: bool = True,
+                    cache: VerdictCache | None = None) -> tuple[StandardOutcome, Verdict]:
+    """The standard check and the contract battery for one kernel. The battery goes through
+    `verify_in_worker` (and its cache); the standard check is cheap and always runs."""
+    with WorkerSession(kernel_ref, device, timeout_s) as session:
+        standard = session.standard(op, seed)
+    verdict = verify_in_worker(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates,
+                               timeout_s=timeout_s, cache=cache, use_cache=use_cache)
+    return standard, verdict
 
 
 def cacheable(verdict: Verdict) -> bool:

@@ -85,6 +85,10 @@ def main() -> None:
 
             outcome = replay(payload["token"], kernel, payload["device"])
             channel.write(encode(MessageType.REPLAY_RESULT, outcome=replay_outcome_to_json(outcome)))
+        elif kind is MessageType.STANDARD:
+            assert kernel is not None, "protocol: STANDARD before LOAD"
+            passed, reason = _run_standard(kernel, payload)
+            channel.write(encode(MessageType.STANDARD_RESULT, passed=passed, reason=reason))
         else:
             raise ValueError(f"protocol: unexpected message {kind.value!r} sent to a worker")
 
@@ -103,6 +107,14 @@ def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any]) -> Any:
         seed=payload["seed"],
         resource_report=resource_report_from_json(payload.get("resource_report")),
     )
+
+
+def _run_standard(kernel: Callable[..., Any], payload: dict[str, Any]) -> tuple[bool, str]:
+    from cake.verifier.contracts import get_contract
+    from cake.verifier.standard import standard_check
+
+    result = standard_check(get_contract(payload["op"]), kernel, device=payload["device"], seed=payload["seed"])
+    return bool(result.passed), str(result.reason)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,16 @@ again after a restart, and the verifier imports nothing of `cake.ir`, `cake.lowe
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cake.verifier.gates.base import ResourceReport
 
 
 class RefKind(enum.Enum):
@@ -101,11 +105,13 @@ class MessageType(enum.Enum):
     LOAD = "load"
     GATE = "gate"
     REPLAY = "replay"
+    STANDARD = "standard"  # the KernelBench-style check, for `cake audit`
     # worker -> parent
     LOADED = "loaded"
     LOAD_ERROR = "load_error"
     GATE_RESULT = "gate_result"
     REPLAY_RESULT = "replay_result"
+    STANDARD_RESULT = "standard_result"
 
 
 def encode(kind: MessageType, **payload: Any) -> bytes:
@@ -121,16 +127,16 @@ def decode(line: bytes) -> tuple[MessageType, dict[str, Any]]:
 # report and the replay outcome are the library's types; these functions are the only place the
 # worker depends on their layout.
 
-def resource_report_to_json(report: Any) -> Any:
-    return None if report is None else report.to_json()
+def resource_report_to_json(report: ResourceReport | None) -> dict[str, Any] | None:
+    return None if report is None else dataclasses.asdict(report)
 
 
-def resource_report_from_json(data: Any) -> Any:
+def resource_report_from_json(data: dict[str, Any] | None) -> ResourceReport | None:
     if data is None:
         return None
-    from cake.verifier.gates import ResourceReport
+    from cake.verifier.gates.base import ResourceReport
 
-    return ResourceReport.from_json(data)
+    return ResourceReport.from_mapping(data)
 
 
 def replay_outcome_to_json(outcome: Any) -> Any:

@@ -14,6 +14,10 @@ from cake.cli.common import ExitCode, UsageError
 # Subcommand modules, in the order `cake --help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "arch",
+    "verify",
+    "replay",
+    "audit",
+    "ops",
 )
 
 
