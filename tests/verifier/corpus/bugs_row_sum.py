@@ -1,0 +1,49 @@
+"""Planted row_sum bugs."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+_OUT_BUFFERS: dict[tuple[tuple[int, ...], torch.dtype], Tensor] = {}
+_RESULTS: dict[tuple[int, tuple[int, ...], torch.dtype], Tensor] = {}
+
+
+def row_sum_fp16_accumulator(x: Tensor) -> Tensor:
+    # BUG: the running sum is held in x.dtype across 64-column chunks (no fp32 accumulator).
+    acc = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+    for start in range(0, x.shape[-1], 64):
+        acc = acc + x[..., start:start + 64].sum(dim=-1)
+    return acc
+
+
+def row_sum_drops_remainder(x: Tensor) -> Tensor:
+    # BUG: processes whole 64-column tiles only; the last N % 64 columns are never added.
+    n = x.shape[-1] - x.shape[-1] % 64
+    return x[..., :n].float().sum(dim=-1).to(x.dtype)
+
+
+def row_sum_flush_subnormals(x: Tensor) -> Tensor:
+    # BUG: flushes subnormal inputs to zero ("denormals are slow"), so rows of tiny values sum to 0.
+    tiny = torch.finfo(x.dtype).tiny
+    x = torch.where(x.abs() < tiny, torch.zeros_like(x), x)
+    return x.float().sum(dim=-1).to(x.dtype)
+
+
+def row_sum_reuses_output(x: Tensor) -> Tensor:
+    # BUG: keeps one output buffer per shape and returns it every call: the caller's earlier result
+    # is silently overwritten by the next call.
+    key = (tuple(x.shape), x.dtype)
+    out = _OUT_BUFFERS.get(key)
+    if out is None or out.device != x.device:
+        out = _OUT_BUFFERS[key] = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
+    out.copy_(x.float().sum(dim=-1))
+    return out
+
+
+def row_sum_caches_results(x: Tensor) -> Tensor:
+    # BUG: memoizes on (address, shape, dtype); fresh data written into a reused buffer gets a stale answer.
+    key = (x.data_ptr(), tuple(x.shape), x.dtype)
+    if key not in _RESULTS:
+        _RESULTS[key] = x.float().sum(dim=-1).to(x.dtype)
+    return _RESULTS[key]
