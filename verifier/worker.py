@@ -259,6 +259,59 @@ class WorkerSession:
         return outcome
 
 
+def _gate_ids(gates: Sequence[str] | None) -> tuple[str, ...]:
+    """The requested gates in battery order (cheap gates first), as `run_battery` orders them."""
+    from cake.verifier.gates import GATE_ORDER, get_gate
+
+    if gates is None:
+        return tuple(GATE_ORDER)
+    for gate_id in gates:
+        get_gate(gate_id)  # an unknown ID is a usage error, raised before any process starts
+    return tuple(g for g in GATE_ORDER if g in set(gates))
+
+
+def run_battery_in_session(session: WorkerSession, op: str, gate_ids: Sequence[str], *, dtypes: Sequence[str],
+                           seed: int, all_gates: bool, resource_report: ResourceReport | None = None) -> Verdict:
+    """Gates one at a time in `session`. Without `all_gates`, the gates after the first failure are listed
+    as SKIP exactly as the in-process `run_battery` lists them, so both paths give the same verdict."""
+    results: list[GateResult] = []
+    stopped: str | None = None
+    for gate_id in gate_ids:
+        if stopped is not None:
+            results.append(GateResult(gate_id, GateStatus.SKIP, f"not run: {stopped} failed (run all gates to see it)"))
+            continue
+        result = session.run_gate(gate_id, op, dtypes=dtypes, seed=seed, resource_report=resource_report)
+        results.append(result)
+        if result.status.is_failure and not all_gates:
+            stopped = gate_id
+    return Verdict.of(op, tuple(results))
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    store: VerdictCache | None
+    key: str
+
+    def get(self) -> Verdict | None:
+        return self.store.get(self.key) if self.store is not None else None
+
+    def put(self, verdict: Verdict) -> None:
+        if self.store is not None and cacheable(verdict):
+            self.store.put(self.key, verdict)
+
+
+def _lookup(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int, all_gates: bool,
+            gate_ids: Sequence[str], resource_report: ResourceReport | None, cache: VerdictCache | None,
+            use_cache: bool) -> _Lookup:
+    from cake.verifier.contracts import get_contract
+
+    get_contract(op)  # an unknown op is a usage error before any process starts
+    store = (cache or default_cache()) if use_cache else None
+    key = verdict_key(kernel_ref=kernel_ref, op=op, device=device, dtypes=dtypes, seed=seed, gates=gate_ids,
+                      all_gates=all_gates, resource_report=resource_report_to_json(resource_report))
+    return _Lookup(store, key)
+
+
 def verify_in_worker(
     op: str,
     kernel_ref: KernelRef,
@@ -275,51 +328,35 @@ def verify_in_worker(
 ) -> Verdict:
     """Run the contract battery for `op` on the kernel named by `kernel_ref`, isolated.
 
-    Raises KeyError for an unknown op and KernelLoadError when the kernel cannot be loaded; every
-    other outcome, crashes and hangs included, is a Verdict. Gates run in the battery's order; the
-    first gate that does not PASS or SKIP ends the battery unless `all_gates`.
+    Raises UnknownOpError (a KeyError) for an unknown op or gate, and KernelLoadError when the kernel
+    cannot be loaded; every other outcome, crashes and hangs included, is a Verdict.
     """
-    from cake.verifier.battery import GATE_ORDER
-    from cake.verifier.contracts import get_contract
-
-    get_contract(op)  # an unknown op is a usage error before any process starts
-    gate_ids = tuple(gates) if gates is not None else tuple(GATE_ORDER)
-    store = (cache or default_cache()) if use_cache else None
-    key = verdict_key(kernel_ref=kernel_ref, op=op, device=device, dtypes=dtypes, seed=seed,
-                      gates=gate_ids, all_gates=all_gates, resource_report=resource_report_to_json(resource_report))
-    if store is not None:
-        cached = store.get(key)
-        if cached is not None:
-            return cached
-
+    gate_ids = _gate_ids(gates)
+    lookup = _lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates, gate_ids=gate_ids,
+                     resource_report=resource_report, cache=cache, use_cache=use_cache)
+    cached = lookup.get()
+    if cached is not None:
+        return cached
     with WorkerSession(kernel_ref, device, timeout_s) as session:
-        verdict = _run_battery(session, op, gate_ids, dtypes=dtypes, seed=seed, all_gates=all_gates,
-                               resource_report=resource_report)
-    if store is not None and cacheable(verdict):
-        store.put(key, verdict)
+        verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed, all_gates=all_gates,
+                                         resource_report=resource_report)
+    lookup.put(verdict)
     return verdict
 
 
-def _run_battery(session: WorkerSession, op: str, gate_ids: Sequence[str], *, dtypes: Sequence[str], seed: int,
-                 all_gates: bool, resource_report: ResourceReport | None) -> Verdict:
-    results = []
-    for gate_id in gate_ids:
-        result = session.run_gate(gate_id, op, dtypes=dtypes, seed=seed, resource_report=resource_report)
-        results.append(result)
-        if not all_gates and result.status.is_failure:
-            break
-    return Verdict.of(op, tuple(results))
-
-
 def audit_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,
-                    all_gates: bool, timeout_s: float, use_cache: bool = True,
-                    cache: VerdictCache | None = None) -> tuple[StandardOutcome, Verdict]:
-    """The standard check and the contract battery for one kernel. The battery goes through
-    `verify_in_worker` (and its cache); the standard check is cheap and always runs."""
+                    all_gates: bool, timeout_s: float, cache: VerdictCache | None = None,
+                    use_cache: bool = True) -> tuple[StandardOutcome, Verdict]:
+    """The standard check and the contract battery for one kernel, in one worker (the verdict cached
+    as `verify_in_worker` caches it)."""
+    gate_ids = _gate_ids(None)
+    lookup = _lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates, gate_ids=gate_ids,
+                     resource_report=None, cache=cache, use_cache=use_cache)
     with WorkerSession(kernel_ref, device, timeout_s) as session:
         standard = session.standard(op, seed)
-    verdict = verify_in_worker(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates,
-                               timeout_s=timeout_s, cache=cache, use_cache=use_cache)
+        verdict = lookup.get() or run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed,
+                                                         all_gates=all_gates)
+    lookup.put(verdict)
     return standard, verdict
 
 

@@ -15,9 +15,12 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, decode, encode
+
+if TYPE_CHECKING:
+    from cake.verifier.results import GateResult
 
 
 def _claim_protocol_channel() -> BinaryIO:
@@ -66,6 +69,7 @@ def main() -> None:
     from cake.verifier.worker_protocol import replay_outcome_to_json
 
     kernel: Callable[..., Any] | None = None
+    interpreter = False
     for line in sys.stdin.buffer:
         kind, payload = decode(line)
         if kind is MessageType.LOAD:
@@ -74,10 +78,13 @@ def main() -> None:
                 channel.write(encode(MessageType.LOAD_ERROR, message=loaded))
                 return
             kernel = loaded
+            # Only a kernel that brought Triton in runs under the interpreter (torch never imports it);
+            # the gates skip bf16 for such kernels on the CPU, where the interpreter's bf16 is garbage.
+            interpreter = os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules
             channel.write(encode(MessageType.LOADED))
         elif kind is MessageType.GATE:
             assert kernel is not None, "protocol: GATE before LOAD"
-            result = _run_gate(kernel, payload)
+            result = _run_gate(kernel, payload, interpreter)
             channel.write(encode(MessageType.GATE_RESULT, result=result.to_json()))
         elif kind is MessageType.REPLAY:
             assert kernel is not None, "protocol: REPLAY before LOAD"
@@ -93,9 +100,9 @@ def main() -> None:
             raise ValueError(f"protocol: unexpected message {kind.value!r} sent to a worker")
 
 
-def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any]) -> Any:
+def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any], interpreter: bool) -> GateResult:
+    from cake.verifier.battery import run_gate
     from cake.verifier.contracts import get_contract
-    from cake.verifier.gates import run_gate
     from cake.verifier.worker_protocol import resource_report_from_json
 
     return run_gate(
@@ -105,6 +112,7 @@ def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any]) -> Any:
         device=payload["device"],
         dtypes=tuple(payload["dtypes"]),
         seed=payload["seed"],
+        interpreter=interpreter,
         resource_report=resource_report_from_json(payload.get("resource_report")),
     )
 

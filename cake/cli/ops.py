@@ -58,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
         dims = ", ".join(f"{d.name}={d.default_small}/{d.default_gpu}" for d in contract.dims)
         table.add_row(contract.name, signature(contract), " ".join(dtype_name(t) for t in contract.dtypes),
                       dims, "\n".join(contract.semantics))
-    Console().print(table)
+    Console(width=max(Console().width, 140)).print(table)
     return ExitCode.OK

@@ -1,0 +1,101 @@
+"""The isolating worker: hangs become TIMEOUT, crashes become RUNTIME_ERROR, and the battery goes on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cake.verifier.results import GateStatus
+from cake.verifier.verdict_cache import VerdictCache
+from cake.verifier.worker import KernelLoadError, verify_in_worker
+from cake.verifier.worker_protocol import KernelRef, KernelRefError
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+# CMP-01 holds no NaN; EXC-01 plants NaN; CMP-03 (no NaN in the logical values) runs after it.
+GATES = ("CMP-01", "EXC-01", "CMP-03")
+TIMEOUT_S = 20.0  # generous: a fresh worker imports torch, and CI runs two test processes at once
+
+
+def ref(func: str, file: str = "misbehaving.py") -> KernelRef:
+    return KernelRef.parse(f"{CORPUS / file}:{func}")
+
+
+def run(func: str, timeout_s: float = TIMEOUT_S, **kwargs: object):
+    return verify_in_worker("row_sum", ref(func), device="cpu", dtypes=("float32",), seed=0, all_gates=True,
+                            timeout_s=timeout_s, gates=GATES, use_cache=False, **kwargs)  # type: ignore[arg-type]
+
+
+def statuses(verdict) -> dict[str, GateStatus]:
+    return {g.gate_id: g.status for g in verdict.gates}
+
+
+def test_hang_is_timeout_and_later_gates_still_run() -> None:
+    verdict = run("hangs_on_nan", timeout_s=8.0)
+    assert statuses(verdict) == {"CMP-01": GateStatus.PASS, "EXC-01": GateStatus.TIMEOUT, "CMP-03": GateStatus.PASS}
+    assert not verdict.passed
+    assert "killed" in verdict.gate("EXC-01").reason
+
+
+@pytest.mark.parametrize("func, signal_or_status", [("exits_on_nan", "status 3"), ("segfaults_on_nan", "SIGSEGV")])
+def test_crash_is_runtime_error_and_parent_continues(func: str, signal_or_status: str) -> None:
+    verdict = run(func)
+    assert statuses(verdict) == {"CMP-01": GateStatus.PASS, "EXC-01": GateStatus.RUNTIME_ERROR,
+                                 "CMP-03": GateStatus.PASS}
+    assert signal_or_status in verdict.gate("EXC-01").reason
+
+
+def test_kernel_prints_cannot_forge_protocol() -> None:
+    verdict = run("chatty")
+    assert verdict.passed, verdict.to_json()
+
+
+def test_early_stop_after_first_failure() -> None:
+    verdict = verify_in_worker("row_sum", ref("hangs_on_nan"), device="cpu", dtypes=("float32",), seed=0,
+                               all_gates=False, timeout_s=8.0, gates=GATES, use_cache=False)
+    assert statuses(verdict) == {"CMP-01": GateStatus.PASS, "EXC-01": GateStatus.TIMEOUT, "CMP-03": GateStatus.SKIP}
+    assert verdict.gate("CMP-03").reason.startswith("not run: EXC-01 failed")
+
+
+@pytest.mark.parametrize("file, func, message", [
+    ("misbehaving.py", "no_such_function", "no attribute"),
+    ("misbehaving.py", "not_a_function", "not callable"),
+    ("broken_import.py", "kernel", "fails at import time"),
+])
+def test_unloadable_kernel_is_a_load_error(file: str, func: str, message: str) -> None:
+    with pytest.raises(KernelLoadError, match=message):
+        verify_in_worker("row_sum", ref(func, file), device="cpu", dtypes=("float32",), seed=0, all_gates=True,
+                         timeout_s=TIMEOUT_S, gates=GATES[:1], use_cache=False)
+
+
+def test_loader_reference_that_does_not_import_is_a_load_error(tmp_path: Path) -> None:
+    loader = KernelRef.loader("cake.no_such_module:load", str(tmp_path / "x.cake"))
+    with pytest.raises(KernelLoadError, match="not importable"):
+        verify_in_worker("row_sum", loader, device="cpu", dtypes=("float32",), seed=0, all_gates=True,
+                         timeout_s=TIMEOUT_S, gates=GATES[:1], use_cache=False)
+
+
+def test_bad_references_are_rejected_before_any_process(tmp_path: Path) -> None:
+    for text in ("no_colon.py", f"{tmp_path}/missing.py:f", f"{CORPUS / 'controls.py'}:not-ident", "x.txt:f"):
+        with pytest.raises(KernelRefError):
+            KernelRef.parse(text)
+
+
+def test_verdicts_are_cached_and_keyed_on_source(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype)\n")
+    cache = VerdictCache(tmp_path / "cache")
+    args = dict(device="cpu", dtypes=("float32",), seed=0, all_gates=True, timeout_s=TIMEOUT_S,
+                gates=("CMP-01",), cache=cache)
+    first = verify_in_worker("row_sum", KernelRef.parse(f"{kernel}:k"), **args)  # type: ignore[arg-type]
+    entries = list((tmp_path / "cache").rglob("*.json"))
+    assert first.passed and len(entries) == 1
+    # A hit returns the stored verdict without starting a worker: poison the entry to prove it was read.
+    data = json.loads(entries[0].read_text())
+    data["gates"][0]["reason"] = "from the cache"
+    entries[0].write_text(json.dumps(data))
+    assert verify_in_worker("row_sum", KernelRef.parse(f"{kernel}:k"), **args).gates[0].reason == "from the cache"  # type: ignore[arg-type]
+    # Editing the kernel changes its source hash: a miss, a fresh verdict, a second entry.
+    kernel.write_text("def k(x):\n    return x.sum(-1) * 0\n")
+    second = verify_in_worker("row_sum", KernelRef.parse(f"{kernel}:k"), **args)  # type: ignore[arg-type]
+    assert not second.passed and len(list((tmp_path / "cache").rglob("*.json"))) == 2
