@@ -65,9 +65,9 @@ def kmeans_assign(x: Tensor, c: Tensor) -> tuple[Tensor]:
 
 
 def kmeans_assign_scale(x: Tensor, c: Tensor) -> tuple[Tensor]:
-    # Implementations expand |x|^2 - 2 x.c + |c|^2, whose cancellation error scales with both norms.
-    xs = (x * x).amax(dim=-1).nan_to_num(0.0, 0.0, 0.0)  # [B, N]
-    cs = (c * c).amax(dim=-1).amax(dim=-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # [B, 1]
+    # Implementations expand |x|^2 - 2 x.c + |c|^2, whose cancellation error scales with both squared norms.
+    xs = (x * x).sum(dim=-1).nan_to_num(0.0, 0.0, 0.0)  # [B, N]
+    cs = (c * c).sum(dim=-1).amax(dim=-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # [B, 1]
     return (xs + cs,)
 
 

@@ -1,0 +1,63 @@
+"""PRC and EXC gates: per-dtype precision, fp32 accumulation, NaN/Inf positions, subnormals."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from cake.verifier.gates.base import (
+    DtypePolicy,
+    Gate,
+    GateContext,
+    boundary_dims,
+    cases,
+    check_against_reference,
+    register,
+)
+from cake.verifier.gates.ordering import long_dims
+from cake.verifier.inputs import Case, Layout, ValueFamily
+
+F, L = ValueFamily, Layout
+
+
+def _prc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
+    base = ctx.contract.default_dims(ctx.device)
+    return cases(ctx, "PRC-01", dtype, [(base, F.RANDN, L.CONTIGUOUS), (boundary_dims(ctx, "PRC-01", 0), F.RANDN, L.CONTIGUOUS)])
+
+
+PRC_01 = register(Gate("PRC-01", "each of fp32/fp16/bf16: output dtype follows the contract, values at that dtype's tolerance",
+                       _prc01_plan, check_against_reference))
+
+
+def _prc02_applies(ctx: GateContext) -> str | None:
+    return None if torch.float16 in ctx.dtypes else "fp16 not among the requested dtypes"
+
+
+def _prc02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
+    dims = long_dims(ctx)
+    return cases(ctx, "PRC-02", dtype, [(dims, F.POSITIVE, L.CONTIGUOUS), (dims, F.RANDN, L.CONTIGUOUS)])
+
+
+PRC_02 = register(Gate("PRC-02", "fp16 inputs keep an fp32 accumulator (long positive sums)", _prc02_plan,
+                       check_against_reference, DtypePolicy.FP16, applies=_prc02_applies,
+                       notes=("under the Triton CPU interpreter a single fp16 tl.sum accumulates in fp32 (numpy); "
+                              "only a loop-carried fp16 accumulator is visible on CPU: the GPU is authoritative",)))
+
+
+def _exc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
+    base = ctx.contract.default_dims(ctx.device)
+    return cases(ctx, "EXC-01", dtype, [(base, F.SPECIAL, L.CONTIGUOUS), (boundary_dims(ctx, "EXC-01", 0), F.SPECIAL, L.CONTIGUOUS),
+                                        (boundary_dims(ctx, "EXC-01", 1), F.SPECIAL, L.CONTIGUOUS)])
+
+
+EXC_01 = register(Gate("EXC-01", "NaN/+-Inf at exactly the reference's positions and signs (tolerance-free)",
+                       _exc01_plan, functools.partial(check_against_reference, nonfinite_only=True)))
+
+
+def _exc02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
+    base = ctx.contract.default_dims(ctx.device)
+    return cases(ctx, "EXC-02", dtype, [(base, F.SUBNORMAL, L.CONTIGUOUS), (long_dims(ctx), F.SUBNORMAL, L.CONTIGUOUS)])
+
+
+EXC_02 = register(Gate("EXC-02", "subnormal inputs are not flushed to zero where the reference keeps them",
+                       _exc02_plan, check_against_reference))
