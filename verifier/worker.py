@@ -31,9 +31,9 @@ from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
 from cake.verifier.worker_protocol import (
     KernelRef,
     MessageType,
+    ReplayOutcome,
     decode,
     encode,
-    replay_outcome_from_json,
     resource_report_to_json,
 )
 
@@ -250,12 +250,13 @@ class WorkerSession:
             return StandardOutcome(False, f"timed out after {outcome.after_s:g} s")
         return StandardOutcome(False, outcome.describe())
 
-    def replay(self, token: str) -> Any:
+    def replay(self, token: str) -> ReplayOutcome | TimedOut | Died:
         worker = self._ensure_worker()
         outcome = worker.request(encode(MessageType.REPLAY, token=token, device=self.device), self.timeout_s)
         if isinstance(outcome, Answer):
-            return replay_outcome_from_json(outcome.payload["outcome"])
+            return ReplayOutcome.from_json(outcome.payload["outcome"])
         self._discard_worker()
+        assert not isinstance(outcome, Answer)
         return outcome
 
 
@@ -365,7 +366,8 @@ def cacheable(verdict: Verdict) -> bool:
     return all(g.status not in (GateStatus.TIMEOUT, GateStatus.RUNTIME_ERROR) for g in verdict.gates)
 
 
-def replay_in_worker(token: str, kernel_ref: KernelRef, *, device: str, timeout_s: float) -> Any:
+def replay_in_worker(token: str, kernel_ref: KernelRef, *, device: str,
+                     timeout_s: float) -> ReplayOutcome | TimedOut | Died:
     """Replay one failure token in a worker: the replay outcome, or TimedOut / Died."""
     with WorkerSession(kernel_ref, device, timeout_s) as session:
         return session.replay(token)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, decode, encode
+from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, ReplayOutcome, decode, encode
 
 if TYPE_CHECKING:
     from cake.verifier.results import GateResult
@@ -66,7 +66,6 @@ def load_kernel(ref: KernelRef) -> Callable[..., Any] | str:
 def main() -> None:
     channel = _claim_protocol_channel()
     # Imported after the channel is claimed so that import-time prints cannot reach the protocol.
-    from cake.verifier.worker_protocol import replay_outcome_to_json
 
     kernel: Callable[..., Any] | None = None
     interpreter = False
@@ -88,10 +87,7 @@ def main() -> None:
             channel.write(encode(MessageType.GATE_RESULT, result=result.to_json()))
         elif kind is MessageType.REPLAY:
             assert kernel is not None, "protocol: REPLAY before LOAD"
-            from cake.verifier.replay import replay
-
-            outcome = replay(payload["token"], kernel, payload["device"])
-            channel.write(encode(MessageType.REPLAY_RESULT, outcome=replay_outcome_to_json(outcome)))
+            channel.write(encode(MessageType.REPLAY_RESULT, outcome=_replay(kernel, payload, interpreter).to_json()))
         elif kind is MessageType.STANDARD:
             assert kernel is not None, "protocol: STANDARD before LOAD"
             passed, reason = _run_standard(kernel, payload)
@@ -115,6 +111,14 @@ def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any], interpreter: 
         interpreter=interpreter,
         resource_report=resource_report_from_json(payload.get("resource_report")),
     )
+
+
+def _replay(kernel: Callable[..., Any], payload: dict[str, Any], interpreter: bool) -> ReplayOutcome:
+    from cake.verifier.replay import replay
+
+    result = replay(payload["token"], kernel, payload["device"], interpreter=interpreter)
+    return ReplayOutcome(result.token, result.case.describe(), result.inputs_hash, result.status, result.reason,
+                         result.evidence)
 
 
 def _run_standard(kernel: Callable[..., Any], payload: dict[str, Any]) -> tuple[bool, str]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cake.verifier.gates.base import ResourceReport
+    from cake.verifier.results import Evidence, GateStatus
 
 
 class RefKind(enum.Enum):
@@ -139,11 +140,25 @@ def resource_report_from_json(data: dict[str, Any] | None) -> ResourceReport | N
     return ResourceReport.from_mapping(data)
 
 
-def replay_outcome_to_json(outcome: Any) -> Any:
-    return outcome.to_json()
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplayOutcome:
+    """What a replay in the worker reports: the library's ReplayResult without its Case object."""
 
+    token: str
+    case: str  # the case's one-line description
+    inputs_hash: str
+    status: GateStatus
+    reason: str
+    evidence: Evidence | None
 
-def replay_outcome_from_json(data: Any) -> Any:
-    from cake.verifier.replay import ReplayOutcome
+    def to_json(self) -> dict[str, Any]:
+        return {"token": self.token, "case": self.case, "inputs_hash": self.inputs_hash, "status": self.status.value,
+                "reason": self.reason, "evidence": self.evidence.to_json() if self.evidence else None}
 
-    return ReplayOutcome.from_json(data)
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ReplayOutcome:
+        from cake.verifier.results import Evidence, GateStatus
+
+        evidence = data.get("evidence")
+        return ReplayOutcome(data["token"], data["case"], data["inputs_hash"], GateStatus(data["status"]),
+                             data["reason"], Evidence.from_json(evidence) if evidence else None)

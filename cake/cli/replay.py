@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{token.gate_id}: RUNTIME_ERROR ({outcome.describe()})\n{outcome.stderr_tail}")
         return ExitCode.FINDINGS
     print(f"inputs hash: {outcome.inputs_hash}")
-    print(f"{token.gate_id} case {token.case_index}: {outcome.result.status.value}: {outcome.result.reason}")
-    if outcome.result.evidence is not None:
-        print(f"evidence: {evidence_text(outcome.result)}")
-    return ExitCode.FINDINGS if outcome.result.status.is_failure else ExitCode.OK
+    print(f"{token.gate_id} case {token.case_index} ({outcome.case}): {outcome.status.value}: {outcome.reason}")
+    if outcome.evidence is not None:
+        print(f"evidence: {evidence_text(outcome.evidence)}")
+    return ExitCode.FINDINGS if outcome.status.is_failure else ExitCode.OK

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cake.cli.common import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from cake.verifier.results import GateResult, Verdict
+    from cake.verifier.results import Evidence, Verdict
     from cake.verifier.worker_protocol import KernelRef
 
 # `--schedule` loads a `.cake` file through the lowering's runtime. The verifier never imports the
@@ -126,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if verdict.passed else ExitCode.FINDINGS
 
 
-def evidence_text(result: GateResult) -> str:
-    ev = result.evidence
+def evidence_text(ev: Evidence | None) -> str:
     if ev is None:
         return ""
     where = f"{ev.tensor}[{', '.join(map(str, ev.index))}]"
@@ -146,7 +145,7 @@ def print_verdict(verdict: Verdict, kernel: str, *, device: str) -> None:
     for result in verdict.gates:
         status = result.status.value
         table.add_row(result.gate_id, f"[{STATUS_STYLE[status]}]{status}[/]", str(result.cases_run),
-                      result.reason, evidence_text(result), result.replay_token or "")
+                      result.reason, evidence_text(result.evidence), result.replay_token or "")
     console = Console(width=max(Console().width, 160))
     console.print(table)
     outcome = "[green]PASSED[/]" if verdict.passed else f"[bold red]FAILED[/] ({len(verdict.failures)} gate(s))"

@@ -33,3 +33,12 @@ def rmsnorm_square_in_input_dtype(x: Tensor, w: Tensor) -> Tensor:
     # (a row of 37 values of 100 is enough), so large rows come out as zeros.
     ms = (x * x).sum(dim=-1, keepdim=True).float() / x.shape[-1]
     return (x.float() * torch.rsqrt(ms + 1e-6) * w.float()).to(x.dtype)
+
+
+def rmsnorm_mean_over_block(x: Tensor, w: Tensor) -> Tensor:
+    # BUG: divides the sum of squares by the padded block width (next power of two) instead of N, as a
+    # Triton port that reused BLOCK_SIZE would; exact whenever N is a power of two.
+    n = x.shape[-1]
+    block = 1 << max(0, (n - 1).bit_length())
+    x32 = x.float()
+    return (x32 * torch.rsqrt((x32 * x32).sum(dim=-1, keepdim=True) / block + 1e-6) * w.float()).to(x.dtype)
