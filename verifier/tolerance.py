@@ -2,14 +2,15 @@
 
 For one output element with fp64 reference value r, the allowed absolute error is
 
-    tol = coefficient(op, dtype) * (eps_out * |r| + eps_acc * sqrt(N) * scale) + tiny_out
+    tol = coefficient(op, dtype) * (eps_out * |r| + eps_acc * sqrt(N) * scale + tiny_out)
 
 - eps_out: machine epsilon of the output dtype — rounding the exact result once into the output;
 - eps_acc: epsilon of the accumulator the contract promises (fp32 for every starter op), times sqrt(N)
   for a reduction of length N — the expected random-walk growth of rounding error (ORD-01);
 - scale: the op's magnitude of the summed terms (references.py), so cancellation is judged against the
   size of what was summed, not the tiny result;
-- tiny_out: the smallest subnormal of the output dtype, so exact zeros and subnormal results compare sanely.
+- tiny_out: the smallest subnormal of the output dtype (of the input dtype for index outputs), so exact
+  zeros and subnormal results compare sanely.
 
 `coefficient` is calibrated on correct controls (1.5 x the p95 of error / model, see calibrate.py) and
 read from `data/tolerances.json`, the only place tolerance numbers live. An (op, dtype) missing from the
@@ -93,7 +94,8 @@ class ToleranceModel:
             # Integer outputs (argmin ids) are judged on the scores they select, rounded at the input dtype.
             e_out = eps(out_dtype) if out_dtype.is_floating_point else eps(in_dtype)
             magnitude = ref.abs().nan_to_num(0.0, 0.0, 0.0) if ref.is_floating_point() else 0.0
-            units.append(e_out * magnitude + acc * scale.to(torch.float64))
+            floor = tiny(out_dtype if out_dtype.is_floating_point else in_dtype)
+            units.append(e_out * magnitude + acc * scale.to(torch.float64) + floor)
         return tuple(units)
 
     def bound(self, op: str, dtype: torch.dtype, dims: Mapping[str, int], inputs64: list[Tensor | None],
@@ -101,5 +103,4 @@ class ToleranceModel:
               table: ToleranceTable | None = None, worst_case: bool = False) -> tuple[Tensor, ...]:
         coefficient = (table or load_table()).coefficient(op, dtype)
         units = self.unit(dims, inputs64, refs, dtype, out_dtypes, worst_case)
-        return tuple(coefficient * u + tiny(o if o.is_floating_point else dtype)
-                     for u, o in zip(units, out_dtypes, strict=True))
+        return tuple(coefficient * u for u in units)
