@@ -1,0 +1,92 @@
+"""`cake verify`, `cake replay`, `cake audit`, `cake ops`: exit codes 0 / 1 / 2 and what they print."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from cake.cli import main
+
+CORPUS = Path(__file__).resolve().parent.parent / "verifier" / "corpus"
+CONTROL = f"{CORPUS / 'controls.py'}:row_sum_torch"
+BUG = f"{CORPUS / 'bugs_row_sum.py'}:row_sum_drops_remainder"
+FAST = ["--dtypes", "fp32", "--timeout", "60"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAKE_VERDICT_CACHE", str(tmp_path / "verdicts"))
+
+
+def test_verify_control_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--op", "row_sum", "--kernel", CONTROL, *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "PASSED" in out and "CMP-01" in out
+
+
+def test_verify_bug_exits_1_and_writes_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "verdict.json"
+    assert main(["verify", "--op", "row_sum", "--kernel", BUG, *FAST, "--json", str(out_json)]) == 1
+    data = json.loads(out_json.read_text())
+    failing = [g for g in data["gates"] if g["status"] == "FAIL"]
+    assert not data["passed"] and len(failing) == 1  # stopped at the first failure
+    assert failing[0]["replay_token"].startswith("cake1:row_sum:")
+    assert "FAILED" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--op", "no_such_op", "--kernel", CONTROL], "unknown op"),
+    (["--op", "row_sum", "--kernel", f"{CORPUS}/missing.py:f"], "does not exist"),
+    (["--op", "row_sum", "--kernel", f"{CORPUS / 'broken_import.py'}:kernel"], "fails at import time"),
+    (["--op", "row_sum", "--kernel", f"{CORPUS / 'controls.py'}:no_such_function"], "no attribute"),
+    (["--kernel", CONTROL], "--op is required"),
+    (["--op", "row_sum", "--kernel", CONTROL, "--dtypes", "fp8"], "unknown dtype"),
+])
+def test_verify_usage_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", *argv, "--timeout", "60"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_verify_schedule_without_loader_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The loader lands with the lowering; until then --schedule must say why it cannot run.
+    if importlib.util.find_spec("cake.lowering.runtime") is not None:
+        pytest.skip("cake.lowering.runtime exists: --schedule is tested with the lowering")
+    schedule = tmp_path / "k.cake"
+    schedule.write_text("schedule k implements row_sum\n")
+    assert main(["verify", "--schedule", str(schedule)]) == 2
+    assert "schedule loader" in capsys.readouterr().err
+
+
+def test_replay_reproduces_and_control_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "verdict.json"
+    main(["verify", "--op", "row_sum", "--kernel", BUG, *FAST, "--json", str(out_json)])
+    failing = next(g for g in json.loads(out_json.read_text())["gates"] if g["status"] == "FAIL")
+    capsys.readouterr()
+    assert main(["replay", failing["replay_token"], "--kernel", BUG]) == 1
+    out = capsys.readouterr().out
+    assert f"inputs hash: {failing['evidence']['inputs_hash']}" in out
+    assert main(["replay", failing["replay_token"], "--kernel", CONTROL]) == 0  # same bytes, correct kernel
+
+
+def test_replay_bad_token_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "not-a-token", "--kernel", CONTROL]) == 2
+    assert "not a replay token" in capsys.readouterr().err
+
+
+def test_audit_two_by_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "audit.json"
+    assert main(["audit", "--op", "row_sum", CONTROL, BUG, *FAST, "--json", str(out_json)]) == 1
+    data = json.loads(out_json.read_text())
+    assert data["two_by_two"] == {"standard_pass_contract_pass": 1, "standard_pass_contract_fail": 1,
+                                  "standard_fail_contract_pass": 0, "standard_fail_contract_fail": 0}
+    assert data["gate_failures"]  # the bug fails at least one gate, counted per gate
+    assert "standard check × contract gates" in capsys.readouterr().out
+
+
+def test_ops_lists_the_starter_contracts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ops", "--json"]) == 0
+    ops = {row["op"] for row in json.loads(capsys.readouterr().out)}
+    assert ops >= {"softmax", "rmsnorm", "row_sum", "matmul", "kmeans_assign", "kmeans_update"}
