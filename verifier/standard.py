@@ -1,6 +1,6 @@
 """The KernelBench-style *standard* check, implemented only to be compared against (`cake audit`).
 
-Its definition: one fixed shape (each dim's GPU default, capped for the CPU), a few randn fp32 inputs,
+Its definition: one fixed shape (the contract's default dims for the device), a few randn fp32 inputs,
 `torch.allclose(out, ref, atol=STANDARD_ATOL, rtol=STANDARD_RTOL)`. These constants define the standard
 check; they are not tolerances the contract gates use.
 """

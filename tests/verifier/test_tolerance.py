@@ -1,0 +1,40 @@
+"""Tolerance model sanity: derived from dtype, reduction length and scale; calibrated data loads."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from cake.verifier.compare import to_reference_inputs
+from cake.verifier.contracts import CONTRACTS
+from cake.verifier.inputs import Layout, ValueFamily, make_case, materialize
+from cake.verifier.tolerance import load_table
+
+
+def _bound(op: str, dtype: torch.dtype, **dims: int) -> torch.Tensor:
+    contract = CONTRACTS[op]
+    case = make_case({**contract.default_dims("cpu"), **dims}, dtype, ValueFamily.RANDN, Layout.CONTIGUOUS, 0, "t", 0)
+    inputs64 = to_reference_inputs(materialize(contract, case))
+    refs = contract.reference(*inputs64)
+    out = contract.output_dtypes(list(materialize(contract, case)), dtype)
+    return contract.tolerance.bound(op, dtype, case.dim_map, inputs64, refs, out)[0]
+
+
+def test_lower_precision_gets_looser_tolerance() -> None:
+    f32, f16, bf16 = (_bound("row_sum", d).mean().item() for d in (torch.float32, torch.float16, torch.bfloat16))
+    assert f32 < f16 < bf16
+
+
+def test_tolerance_grows_like_sqrt_of_reduction_length() -> None:
+    # Positive inputs would grow |ref| with N too; the accumulator term alone grows like sqrt(N).
+    short = _bound("matmul", torch.float32, K=16).mean().item()
+    long = _bound("matmul", torch.float32, K=1024).mean().item()
+    assert 2.0 < long / short < 4 * math.sqrt(1024 / 16)
+
+
+def test_table_is_committed_and_covers_every_op_and_dtype() -> None:
+    table = load_table()
+    for name, contract in CONTRACTS.items():
+        for dtype in contract.dtypes:
+            assert table.coefficient(name, dtype) >= 1.0
+    assert table.coefficient("no_such_op", torch.float32) == table.default_coefficient
