@@ -36,9 +36,9 @@ def rmsnorm_square_in_input_dtype(x: Tensor, w: Tensor) -> Tensor:
 
 
 def rmsnorm_mean_over_block(x: Tensor, w: Tensor) -> Tensor:
-    # BUG: divides the sum of squares by the padded block width (next power of two) instead of N, as a
-    # Triton port that reused BLOCK_SIZE would; exact whenever N is a power of two.
+    # BUG: rows wider than one 64-wide tile take a looping path that divides the sum of squares by the
+    # padded width (tiles * 64) instead of N; exact for N <= 64 and for multiples of 64.
     n = x.shape[-1]
-    block = 1 << max(0, (n - 1).bit_length())
+    block = n if n <= 64 else -(-n // 64) * 64
     x32 = x.float()
     return (x32 * torch.rsqrt((x32 * x32).sum(dim=-1, keepdim=True) / block + 1e-6) * w.float()).to(x.dtype)

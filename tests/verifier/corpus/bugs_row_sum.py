@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch import Tensor
 
 _OUT_BUFFERS: dict[tuple[tuple[int, ...], torch.dtype], Tensor] = {}
-_RESULTS: dict[tuple[int, tuple[int, ...], torch.dtype], Tensor] = {}
+# Keyed by the input tensor object (id plus a weak reference, so a freed input whose id is reused by a
+# new tensor is not confused with it).
+_RESULTS: dict[int, tuple[weakref.ref[Tensor], Tensor]] = {}
 
 
 def row_sum_fp16_accumulator(x: Tensor) -> Tensor:
@@ -18,9 +22,12 @@ def row_sum_fp16_accumulator(x: Tensor) -> Tensor:
 
 
 def row_sum_drops_remainder(x: Tensor) -> Tensor:
-    # BUG: processes whole 64-column tiles only; the last N % 64 columns are never added.
-    n = x.shape[-1] - x.shape[-1] % 64
-    return x[..., :n].float().sum(dim=-1).to(x.dtype)
+    # BUG: a row that fits one 64-wide tile is summed whole, but the multi-tile path walks whole tiles
+    # only, so for N > 64 the last N % 64 columns are never added.
+    n = x.shape[-1]
+    if n <= 64:
+        return x.float().sum(dim=-1).to(x.dtype)
+    return x[..., : n - n % 64].float().sum(dim=-1).to(x.dtype)
 
 
 def row_sum_flush_subnormals(x: Tensor) -> Tensor:
@@ -42,8 +49,11 @@ def row_sum_reuses_output(x: Tensor) -> Tensor:
 
 
 def row_sum_caches_results(x: Tensor) -> Tensor:
-    # BUG: memoizes on (address, shape, dtype); fresh data written into a reused buffer gets a stale answer.
-    key = (x.data_ptr(), tuple(x.shape), x.dtype)
-    if key not in _RESULTS:
-        _RESULTS[key] = x.float().sum(dim=-1).to(x.dtype)
-    return _RESULTS[key]
+    # BUG: memoizes per input tensor ("the same activation is summed twice"): new values written into
+    # the same tensor in place get the stale answer.
+    hit = _RESULTS.get(id(x))
+    if hit is not None and hit[0]() is x:
+        return hit[1]
+    y = x.float().sum(dim=-1).to(x.dtype)
+    _RESULTS[id(x)] = (weakref.ref(x), y)
+    return y

@@ -50,38 +50,38 @@ def row_sum_triton_half_accumulator(x: Tensor) -> Tensor:
 
 @triton.jit
 def _softmax_kernel(x_ptr, y_ptr, n_cols, stride_row, stride_col, out_stride,
-                    BLOCK: tl.constexpr, PAD_WITH_ZERO: tl.constexpr):
+                    BLOCK: tl.constexpr, ASSUME_CONTIGUOUS: tl.constexpr):
     # One block holds the whole row (BLOCK = next power of two >= n_cols).
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    if PAD_WITH_ZERO:
-        # BUG: padding lanes load 0.0 instead of -inf, so exp(0 - max) leaks into the denominator
-        # whenever n_cols is not a power of two.
-        x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=mask, other=0.0).to(tl.float32)
+    if ASSUME_CONTIGUOUS:
+        # BUG: addresses rows as row * n_cols + col, ignoring the strides it was given: a transposed,
+        # sliced or strided x is read from the wrong places.
+        offsets = row * n_cols + cols
     else:
-        x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=mask,
-                    other=-float("inf")).to(tl.float32)
+        offsets = row * stride_row + cols * stride_col
+    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, axis=0))
     y = e / tl.sum(e, axis=0)
     tl.store(y_ptr + row * out_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _softmax(x: Tensor, pad_with_zero: bool) -> Tensor:
+def _softmax(x: Tensor, assume_contiguous: bool) -> Tensor:
     m, n = x.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m and n:
         _softmax_kernel[(m,)](x, y, n, x.stride(0), x.stride(1), y.stride(0),
-                              BLOCK=triton.next_power_of_2(n), PAD_WITH_ZERO=pad_with_zero)
+                              BLOCK=triton.next_power_of_2(n), ASSUME_CONTIGUOUS=assume_contiguous)
     return y
 
 
 def softmax_triton(x: Tensor) -> Tensor:
-    return _softmax(x, pad_with_zero=False)
+    return _softmax(x, assume_contiguous=False)
 
 
-def softmax_triton_zero_padding(x: Tensor) -> Tensor:
-    return _softmax(x, pad_with_zero=True)
+def softmax_triton_assumes_contiguous(x: Tensor) -> Tensor:
+    return _softmax(x, assume_contiguous=True)
 
 
 @triton.jit
