@@ -1,0 +1,49 @@
+// cake_common.cuh -- what every CAKE-generated CUDA translation unit shares.
+//
+// Small, target-neutral device helpers: shared-memory addresses, lane/warp ids, and the tensor-map type
+// that TMA descriptors travel in. Everything is `static __device__ __forceinline__`, so a helper costs
+// nothing unless generated code calls it, and a translation unit may inline this file verbatim.
+#pragma once
+#include <stdint.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#define CAKE_DEVICE static __device__ __forceinline__
+
+// A CUtensorMap travels by value inside the kernel's __grid_constant__ argument block. It is declared here
+// (same size and alignment as cuda.h's CUtensorMap) so that generated code needs no driver header.
+struct alignas(64) CakeTensorMap {
+  unsigned long long opaque[16];
+};
+static_assert(sizeof(CakeTensorMap) == 128, "CUtensorMap is 128 bytes");
+
+// The 32-bit shared-window address of a generic pointer into shared memory (what PTX's .shared operands take).
+CAKE_DEVICE uint32_t cake_smem_addr(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+CAKE_DEVICE int cake_lane() { return static_cast<int>(threadIdx.x & 31u); }
+CAKE_DEVICE int cake_warp() { return static_cast<int>(threadIdx.x >> 5); }
+
+CAKE_DEVICE int cake_cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// Rounds the dynamic shared-memory base up to `align` bytes (a power of two): the swizzled layouts that
+// TMA writes and wgmma/tcgen05 read repeat on 1024-byte boundaries, which `extern __shared__` does not promise.
+CAKE_DEVICE uint8_t* cake_align_smem(uint8_t* base, uint32_t align) {
+  const uint32_t addr = cake_smem_addr(base);
+  return base + (((addr + align - 1u) & ~(align - 1u)) - addr);
+}
+
+// Element conversions used by generated casts.
+CAKE_DEVICE float cake_to_f32(float v) { return v; }
+CAKE_DEVICE float cake_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+CAKE_DEVICE float cake_to_f32(__half v) { return __half2float(v); }
+CAKE_DEVICE float cake_to_f32(int v) { return static_cast<float>(v); }
+
+// Running arg-min update that keeps the first index on ties and never selects a NaN.
+CAKE_DEVICE void cake_argmin_merge(float& best, int& best_i, float v, int i) {
+  if (v < best || (v == best && i < best_i)) { best = v; best_i = i; }
+}
+CAKE_DEVICE void cake_argmax_merge(float& best, int& best_i, float v, int i) {
+  if (v > best || (v == best && i < best_i)) { best = v; best_i = i; }
+}

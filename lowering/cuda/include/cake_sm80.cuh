@@ -1,0 +1,53 @@
+// cake_sm80.cuh -- Ampere-class warp-level helpers (valid on sm_80 and later): cp.async with zero fill and
+// commit/wait groups, ldmatrix, and mma.sync m16n8k16 with fp32 accumulation.
+#pragma once
+#include "cake_common.cuh"
+
+// 16-byte global->shared copy; when `valid` is false the destination is zero-filled and nothing is read.
+CAKE_DEVICE void cake_cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
+  const uint32_t src_bytes = valid ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(cake_smem_addr(smem_dst)), "l"(gmem_src), "r"(src_bytes) : "memory");
+}
+// 4-byte variant for rows that are not 16-byte aligned.
+CAKE_DEVICE void cake_cp_async_4(void* smem_dst, const void* gmem_src, bool valid) {
+  const uint32_t src_bytes = valid ? 4u : 0u;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               :: "r"(cake_smem_addr(smem_dst)), "l"(gmem_src), "r"(src_bytes) : "memory");
+}
+CAKE_DEVICE void cake_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+CAKE_DEVICE void cake_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+// Makes the mbarrier track completion of this thread's prior cp.async operations (one arrival each,
+// counted against the barrier's expected arrivals: `.noinc`).
+CAKE_DEVICE void cake_cp_async_mbarrier_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(cake_smem_addr(bar)) : "memory");
+}
+
+// Four 8x8 b16 matrices from shared memory; lane i supplies the row address of matrix i/8, row i%8.
+CAKE_DEVICE void cake_ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(cake_smem_addr(smem_row)));
+}
+CAKE_DEVICE void cake_ldmatrix_x2(uint32_t (&r)[2], const void* smem_row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(cake_smem_addr(smem_row)));
+}
+
+// D[16x8] += A[16x16] (row) * B[16x8] (col), fp32 accumulators. Fragment layout (g = lane/4, t = lane%4):
+//   c0,c1 -> row g,   cols 2t, 2t+1;   c2,c3 -> row g+8, cols 2t, 2t+1.
+CAKE_DEVICE void cake_mma_m16n8k16_bf16(float* c, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+CAKE_DEVICE void cake_mma_m16n8k16_f16(float* c, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
