@@ -1,0 +1,80 @@
+"""The flash_kmeans workload: `cake evolve --op flash_kmeans`.
+
+Two kernels, bound to the verifier's contracts by name:
+
+* `kmeans_assign(x[B,N,D], c[B,K,D]) -> ids[B,N]` — the op the CAKE paper evolves (fitness is defined on it);
+* `kmeans_update(x[B,N,D], ids[B,N], c_old[B,K,D]) -> c_new[B,K,D]` — cluster means, memory-bound.
+
+Seeds are the plain schedules a clean start begins from. The strong hand-written schedules (ping-pong
+warpgroups, cp.async, tcgen05) are references only: comparing against them is fine, seeding from them would
+hand the search the answer. Fitness is measured at the CAKE cell against the better of flash-kmeans and the
+best plain Triton tile sweep (DESIGN.md: the sweep alone already gives 1.107x over flash-kmeans).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cake.experiments.flash_kmeans import baselines, shapes
+from cake.experiments.workload import Baseline, Fitness, OpSpec, Pipeline, Prepared, Workload
+
+FOLDER = Path(__file__).resolve().parent
+
+ASSIGN_SEED = "assign_plain.cake"
+UPDATE_SEED = "update_atomic.cake"
+ASSIGN_REFERENCES = ("assign_pingpong.cake", "assign_cp_async.cake", "assign_tcgen05.cake")
+
+# DESIGN.md "Measured on an H200": the best of a 36-config sweep of the plain fused assign.
+PLAIN_SWEEP_BEST_PARAMS: dict[str, int] = {"BN": 256, "BK": 64, "WARPS": 4, "STAGES": 2}
+
+
+def load_plain_sweep_best() -> Prepared:
+    """The seed schedule at the sweep's best parameters, lowered by CAKE's Triton backend."""
+    from cake.experiments.flash_kmeans.schedules import load_with_params
+
+    return Prepared(run=load_with_params(FOLDER / ASSIGN_SEED, PLAIN_SWEEP_BEST_PARAMS))
+
+
+PLAIN_SWEEP_BEST = Baseline(
+    "plain_sweep_best", "assign_plain.cake at BN=256 BK=64 WARPS=4 STAGES=2 (DESIGN.md's best sweep config)",
+    load_plain_sweep_best)
+
+ASSIGN = OpSpec(
+    contract="kmeans_assign",
+    seeds=(ASSIGN_SEED,),
+    references=ASSIGN_REFERENCES,
+    cpu_shape=shapes.CPU_ASSIGN,
+    gpu_shapes=shapes.GPU_SHAPES,
+    baselines=(*baselines.ASSIGN_BASELINES, PLAIN_SWEEP_BEST),
+    spot_sample=shapes.ASSIGN_SPOT_SAMPLE,
+    folder=FOLDER,
+)
+
+UPDATE = OpSpec(
+    contract="kmeans_update",
+    seeds=(UPDATE_SEED,),
+    references=(),
+    cpu_shape=shapes.CPU_UPDATE,
+    gpu_shapes=shapes.GPU_SHAPES,
+    baselines=baselines.UPDATE_BASELINES,
+    spot_sample=shapes.UPDATE_SPOT_SAMPLE,
+    folder=FOLDER,
+)
+
+LLOYD = Pipeline(
+    name="lloyd_iteration",
+    description="one Lloyd iteration = assign then update, against flash-kmeans' batch_kmeans_Euclid per iteration",
+    steps=("kmeans_assign", "kmeans_update"),
+    inputs_from="kmeans_assign",
+    iterations=baselines.LLOYD_ITERATIONS,
+    compose=baselines.compose_lloyd,
+    baselines=baselines.LLOYD_BASELINES,
+)
+
+WORKLOAD = Workload(
+    name="flash_kmeans",
+    description="batched Euclidean k-means: assign (tensor cores + argmin) and centroid update (memory-bound)",
+    ops=(ASSIGN, UPDATE),
+    fitness=Fitness(op="kmeans_assign", shapes=(shapes.CAKE_CELL.name,), against=("flash_kmeans", "plain_sweep_best")),
+    pipelines=(LLOYD,),
+)

@@ -1,0 +1,587 @@
+"""The analytic cost model: predict a schedule's time on a device before any GPU time is spent.
+
+It exists to rank candidates, so every term is monotone in the work it models. Per launch:
+
+1. **Work** (`count_work`, exact from the IR at a concrete shape): tensor-core flops per mma form, CUDA-core
+   ops (elementwise ops, reductions, argmin — per element), bytes requested from global memory (through L2)
+   and the unique bytes that must come from HBM, shared-memory traffic, barrier operations, and the
+   software-pipeline depth with the bytes each stage carries.
+2. **Occupancy** (`occupancy`): shared memory (declared buffers via `cake.ir.analysis.smem_layout`, plus
+   the staging a backend adds for tiles loaded in a pipelined loop when the schedule declares none),
+   registers (declared budgets via `analysis.register_budget`, else an estimate from live tiles), threads,
+   and the CTAs per SM they allow; wave quantization is over SMs (the busiest SM runs ceil(tiles / SMs)).
+3. **Terms**: tensor, CUDA-core and smem time at the per-SM rate scaled by issue efficiency (resident warps),
+   L2 and HBM time at device bandwidth, memory latency by Little's law (bytes in flight = resident CTAs x
+   stages x bytes per stage), sync time, launch overhead.
+4. **Overlap**: tensor vs CUDA-core time is max + residual x min, the residual being 1 / resident CTAs for
+   plain schedules and the ping-pong residual for `pingpong` roles; compute vs memory overlaps the same
+   way, with stages x resident CTAs hiding the memory side.
+
+Calibration factors (`cake.ir.cost_calibration`) multiply each term's time.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cake.ir import analysis as an
+from cake.ir import nodes as n
+from cake.ir.cost_calibration import CostConstants, Factors, calibration_for, constants_for
+
+from cake.arch import DEVICES, ArchSpec, DeviceSpec, arch, device_for
+
+
+class Bound(enum.Enum):
+    """What limits a launch: the term with the largest time."""
+
+    TENSOR = "tensor cores"
+    CUDA_CORE = "CUDA cores"
+    SMEM = "shared memory"
+    L2 = "L2 bandwidth"
+    HBM = "HBM bandwidth"
+    LATENCY = "memory latency"
+    SYNC = "synchronization"
+    LAUNCH = "launch overhead"
+
+
+class CostError(ValueError):
+    """The model cannot price this schedule at this shape (an unbound size, or it does not fit the SM)."""
+
+
+# ------------------------------------------------------------------------------------------------ work
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What one unit of the grid (one tile) does; launch totals are this times the tile count."""
+
+    tensor_flops: float = 0.0  # at full rate (already divided by the form's rate fraction)
+    cuda_ops: float = 0.0
+    global_bytes: float = 0.0  # requested from global memory, through L2
+    store_bytes: float = 0.0
+    smem_bytes: float = 0.0
+    syncs: float = 0.0
+    stage_bytes: float = 0.0  # global bytes one pipeline stage carries
+    stages: int = 1  # software-pipeline depth of the loop carrying the most bytes (1 = not pipelined)
+    tensor_reads: tuple[tuple[str, float, float], ...] = ()  # (tensor, bytes requested per tile, its size)
+
+
+_REDUCTIONS = {"sum": 1.0, "max": 1.0, "min": 1.0, "argmin": 2.0, "argmax": 2.0, "cumsum": 2.0}
+_SFU = frozenset({"exp", "exp2", "log", "sqrt", "rsqrt"})
+_FREE = frozenset({"cdiv"})
+
+
+@dataclass(slots=True)
+class _Tile:
+    shape: tuple[int, ...]
+    elem_bytes: int
+    space: str  # "reg" | "smem" | "global" | "tmem"
+    stages: int = 1
+
+
+@dataclass(slots=True)
+class _Counter:
+    kernel: n.Kernel
+    launch: n.Launch
+    env: an.Env
+    consts: CostConstants
+    threads: int
+    scope: dict[str, _Tile] = field(default_factory=dict)
+    tensor_flops: float = 0.0
+    cuda_ops: float = 0.0
+    global_bytes: float = 0.0
+    store_bytes: float = 0.0
+    smem_bytes: float = 0.0
+    syncs: float = 0.0
+    reads: dict[str, float] = field(default_factory=dict)
+    loop_bytes: list[tuple[float, int]] = field(default_factory=list)  # (bytes per iteration, stages)
+    staged_smem: float = 0.0  # smem a backend allocates for tiles loaded in pipelined loops
+    reg_tiles: list[tuple[int, float]] = field(default_factory=list)  # (rank, bytes) of computed register tiles
+
+    def val(self, expr: n.Expr) -> int:
+        try:
+            return an.value(expr, self.env)
+        except an.Unbound as missing:
+            raise CostError(f"the cost model needs a value for {', '.join(missing.names)}") from None
+
+    # ---- expressions: shape inference that counts as it goes ----
+    def expr(self, e: n.Expr, mult: float) -> tuple[tuple[int, ...], int]:
+        if isinstance(e, (n.IntLit, n.BoolLit, n.SizeOf)):
+            return (), 4
+        if isinstance(e, n.FloatLit):
+            return (), 4
+        if isinstance(e, n.Name):
+            tile = self.scope.get(e.id)
+            if tile is None:
+                return (), 4  # a scalar: param, dim, loop or grid variable
+            if tile.space == "smem":
+                self.smem_bytes += mult * math.prod(tile.shape) * tile.elem_bytes
+            return tile.shape, tile.elem_bytes
+        if isinstance(e, n.Index):
+            return self.index(e, mult, read=True)
+        if isinstance(e, n.Load):
+            shape, eb = self.index(e.source, mult, read=False) if isinstance(e.source, n.Index) else \
+                self.expr(e.source, mult)
+            name = an.ref_name(e.source)
+            nbytes = mult * math.prod(shape) * eb
+            tile = self.scope.get(name or "")
+            if tile is not None and tile.space == "global":
+                self.global_bytes += nbytes
+                self.reads[name or "?"] = self.reads.get(name or "?", 0.0) + nbytes
+            return shape, eb
+        if isinstance(e, n.Transpose):
+            shape, eb = self.expr(e.operand, mult)
+            return tuple(reversed(shape)), eb
+        if isinstance(e, n.UnaryOp):
+            shape, eb = self.expr(e.operand, mult)
+            self.cuda_ops += mult * math.prod(shape)
+            return shape, eb
+        if isinstance(e, n.BinOp):
+            a, ea = self.expr(e.lhs, mult)
+            b, eb_ = self.expr(e.rhs, mult)
+            shape = _broadcast(a, b)
+            self.cuda_ops += mult * math.prod(shape)
+            return shape, max(ea, eb_)
+        if isinstance(e, n.Mma):
+            return self.mma(e.a, e.b, e.form, mult, e.acc)
+        if isinstance(e, n.Call):
+            return self.call(e, mult)
+        raise CostError(f"the cost model does not know the expression {type(e).__name__}")
+
+    def call(self, e: n.Call, mult: float) -> tuple[tuple[int, ...], int]:
+        if e.func in _FREE:
+            return (), 4
+        if e.func == "arange":
+            size = self.val(e.args[0])
+            self.cuda_ops += mult * size
+            return (size,), 4
+        axis_kw = next((k for k in e.kwargs if k.name == "axis"), None)
+        args = [self.expr(a, mult) for a in e.args]
+        if e.func in _REDUCTIONS and axis_kw is not None and len(args) == 1:
+            source, eb = args[0]
+            self.cuda_ops += mult * math.prod(source) * _REDUCTIONS[e.func]
+            axis = self.val(axis_kw.value)
+            if e.func == "cumsum":
+                return source, eb
+            return tuple(d for i, d in enumerate(source) if i != axis % max(1, len(source))), eb
+        shape: tuple[int, ...] = ()
+        for s, _ in args:
+            shape = _broadcast(shape, s)
+        eb = 4 if e.func != "cast" else _cast_bytes(e, self.env)
+        cost = self.consts.sfu_op_cost if e.func in _SFU else 1.0
+        self.cuda_ops += mult * math.prod(shape) * cost
+        return shape, eb
+
+    def mma(self, a: n.Expr, b: n.Expr, form: str, mult: float, acc: n.Expr | None = None) -> tuple[tuple[int, ...], int]:
+        sa, ea = self.expr(a, mult)
+        sb, eb = self.expr(b, mult)
+        if acc is not None:
+            self.expr(acc, mult)
+        if len(sa) != 2 or len(sb) != 2:
+            raise CostError(f"mma operands must be 2-D tiles, got {sa} and {sb}")
+        m_, k_ = sa
+        n_ = sb[1]
+        rate = self.form_rate(form, m_)
+        if rate <= 0:
+            raise CostError(f"mma form `{form}` does not run on {self.consts.arch}")
+        self.tensor_flops += mult * 2.0 * m_ * n_ * k_ / rate
+        # Register operands of a backend `dot` are staged through shared memory by the backend.
+        for operand, shape, nbytes in ((a, sa, ea), (b, sb, eb)):
+            if not self._from_smem(operand):
+                self.smem_bytes += mult * math.prod(shape) * nbytes
+        return (m_, n_), 4
+
+    def _from_smem(self, e: n.Expr) -> bool:
+        while isinstance(e, n.Transpose):
+            e = e.operand
+        tile = self.scope.get(an.ref_name(e) or "")
+        return tile is not None and tile.space in ("smem", "tmem")
+
+    def form_rate(self, form: str, rows: int) -> float:
+        family = form.split(".", 1)[0]
+        if family == "dot":
+            family = self.consts.dot_lowers_to
+            # A backend issues wgmma only for whole warpgroups and 64-row tiles; else it falls back.
+            if family == "wgmma" and (self.threads < 128 or rows < 64):
+                family = "mma_sync"
+        return self.consts.form_rate(family)
+
+    def index(self, e: n.Index, mult: float, read: bool) -> tuple[tuple[int, ...], int]:
+        name = an.ref_name(e)
+        tile = self.scope.get(name or "")
+        if tile is None:
+            for item in e.items:
+                if not isinstance(item, (n.Slice, n.NewAxis)):
+                    self.expr(item, mult)
+            return (), 4
+        items = list(e.items)
+        dims = list(tile.shape)
+        if tile.space in ("smem", "tmem") and tile.stages > 1 and items:
+            items = items[1:]  # the stage index
+        elif tile.space in ("smem", "tmem") and items and not isinstance(items[0], (n.Slice, n.NewAxis)) \
+                and len(items) > len(dims):
+            items = items[1:]
+        shape: list[int] = []
+        d = 0
+        for item in items:
+            if isinstance(item, n.NewAxis):
+                shape.append(1)
+                continue
+            extent = dims[d] if d < len(dims) else 1
+            d += 1
+            if isinstance(item, n.Slice):
+                shape.append(extent if item.size is None else self.val(item.size))
+            else:
+                sub, _ = self.expr(item, mult)
+                shape.extend(sub)  # a gather by a tile of indices keeps the index tile's shape
+        shape.extend(dims[d:])
+        result = tuple(shape)
+        if read and tile.space == "smem":
+            self.smem_bytes += mult * math.prod(result) * tile.elem_bytes
+        return result, tile.elem_bytes
+
+    # ---- statements ----
+    def body(self, stmts: tuple[n.Stmt, ...], mult: float, pipelined: int) -> None:
+        for stmt in stmts:
+            self.stmt(stmt, mult, pipelined)
+
+    def stmt(self, s: n.Stmt, mult: float, pipelined: int) -> None:
+        if isinstance(s, n.Let):
+            before = self.global_bytes
+            shape, eb = self.expr(s.value, mult)
+            if s.type is not None:
+                shape = tuple(self.val(x) for x in s.type.shape)
+                eb = an.elem_bytes(s.type.elem, self.env)
+            self.scope[s.name] = _Tile(shape, eb, "reg")
+            if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
+                self.staged_smem += pipelined * math.prod(shape) * eb
+            elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
+                self.staged_smem += math.prod(shape) * eb  # an mma operand loaded once still lands in smem
+            if not isinstance(s.value, n.Load):  # loaded operands stream through shared memory
+                self.reg_tiles.append((len(shape), math.prod(shape) * max(eb, 4)))
+        elif isinstance(s, n.Assign):
+            self.expr(s.value, mult)
+        elif isinstance(s, n.Copy):
+            shape, eb = self.index(s.source, mult, read=False)
+            nbytes = mult * math.prod(shape) * eb
+            name = an.ref_name(s.source) or "?"
+            self.global_bytes += nbytes
+            self.reads[name] = self.reads.get(name, 0.0) + nbytes
+            self.smem_bytes += nbytes  # the write into shared memory
+            if s.signals is not None:
+                self.syncs += mult
+        elif isinstance(s, n.Store):
+            shape, _ = self.expr(s.value, mult)
+            dest = self.scope.get(an.ref_name(s.dest) or "")
+            self.store_bytes += mult * math.prod(shape) * (dest.elem_bytes if dest else 4)
+        elif isinstance(s, n.Atomic):
+            shape, _ = self.expr(s.value, mult)
+            dest = self.scope.get(an.ref_name(s.dest) or "")
+            nbytes = mult * math.prod(shape) * (dest.elem_bytes if dest else 4)
+            self.global_bytes += nbytes  # read-modify-write in L2
+            self.store_bytes += nbytes
+            self.cuda_ops += mult * math.prod(shape)
+        elif isinstance(s, n.MmaAsync):
+            self.mma(s.a, s.b, s.form, mult)
+            if s.signals is not None:
+                self.syncs += mult
+        elif isinstance(s, n.For):
+            trips = max(0, self.val(s.stop) - self.val(s.start))
+            stages = self.val(s.pipeline.stages) if s.pipeline is not None else 1
+            before = self.global_bytes
+            self.body(s.body, mult * trips, max(pipelined, stages) if s.pipeline is not None else pipelined)
+            moved = self.global_bytes - before
+            if trips and moved:
+                self.loop_bytes.append((moved / (mult * trips), stages))
+        elif isinstance(s, (n.Wait, n.Arrive, n.ExpectTx, n.Sync, n.NamedBarrierSync)):
+            self.syncs += mult
+
+
+def _cast_bytes(e: n.Call, env: an.Env) -> int:
+    target = e.args[1] if len(e.args) > 1 else None
+    if isinstance(target, n.Name):
+        dtype = next((d for d in n.DType if d.value == target.id), None) or env.dtypes.get(target.id)
+        if dtype is not None:
+            return max(dtype.bytes, 1)
+    return 4
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if len(a) < len(b):
+        a, b = b, a
+    b = (1,) * (len(a) - len(b)) + b
+    return tuple(max(x, y) for x, y in zip(a, b, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchWork:
+    work: Work
+    tiles: int
+    staged_smem_bytes: int
+    reg_estimate_bytes: float  # register tiles of one CTA (for the estimate when no budget is declared)
+
+
+def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants) -> LaunchWork:
+    """Count one tile's work for `launch` (every role instance), and the tile count of the grid."""
+    threads = an.launch_threads(launch, env)
+    c = _Counter(kernel, launch, env, consts, threads)
+    for t in kernel.tensors:
+        c.scope[t.name] = _Tile(tuple(c.val(x) for x in t.type.shape), an.elem_bytes(t.type.elem, env), "global")
+    for sc in kernel.scratch:
+        c.scope[sc.name] = _Tile(tuple(c.val(x) for x in sc.type.shape), an.elem_bytes(sc.type.elem, env), "global")
+    for sm in launch.smem:
+        stages = 1 if sm.stages is None else c.val(sm.stages)
+        c.scope[sm.name] = _Tile(tuple(c.val(x) for x in sm.type.shape), an.elem_bytes(sm.type.elem, env), "smem",
+                                 stages)
+    for tm in launch.tmem:
+        stages = 1 if tm.stages is None else c.val(tm.stages)
+        c.scope[tm.name] = _Tile(tuple(c.val(x) for x in tm.type.shape), 4, "tmem", stages)
+    base_scope = dict(c.scope)
+    for role in launch.roles:
+        for _ in an.role_instances(role, env):
+            c.scope = dict(base_scope)
+            c.body(role.body, 1.0, 1)
+    tiles = 1
+    for axis in launch.grid.axes:
+        tiles *= max(0, c.val(axis.extent))
+    stage_bytes, stages = max(c.loop_bytes, default=(c.global_bytes, 1))
+    # Live registers: the largest 2-D tile with one intermediate beside it (1.5x), plus every vector.
+    largest = max((b for rank, b in c.reg_tiles if rank >= 2), default=0.0)
+    vectors = sum(b for rank, b in c.reg_tiles if rank < 2)
+    sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
+    reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
+    work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
+                stages, reads)
+    return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, 1.5 * largest + vectors)
+
+
+# ------------------------------------------------------------------------------------------- occupancy
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    smem_bytes_per_cta: int
+    regs_per_thread: int
+    threads_per_cta: int
+    ctas_per_sm: int
+    limited_by: str  # smem | registers | threads | blocks
+    tiles: int
+    persistent: bool
+    tiles_on_busiest_sm: int  # wave quantization: ceil over SMs
+    resident_ctas: int  # CTAs sharing an SM while the busiest SM works
+
+    @property
+    def resident_warps(self) -> int:
+        return self.resident_ctas * self.threads_per_cta // an.THREADS_PER_WARP
+
+
+def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, device: DeviceSpec,
+              consts: CostConstants, lw: LaunchWork) -> Occupancy:
+    threads = an.launch_threads(launch, env)
+    smem = an.smem_layout(launch, env).total_bytes + lw.staged_smem_bytes
+    budget = an.register_budget(launch, env, spec)
+    if any(r.declared for r in budget):
+        regs = max(1, sum(r.total for r in budget) // max(1, threads))
+    else:
+        per_thread = consts.register_base_per_thread + lw.reg_estimate_bytes / max(1, threads) / 4
+        g = spec.register_allocation_granularity
+        regs = min(spec.registers_per_thread_max, int(-(-per_thread // g) * g))
+    limits = {
+        "blocks": spec.blocks_per_sm_max,
+        "threads": spec.warps_per_sm_max * an.THREADS_PER_WARP // max(1, threads),
+        "registers": spec.registers_per_sm // max(1, regs * threads),
+        "smem": spec.smem_per_sm_bytes // (smem + spec.smem_reserved_per_block_bytes) if smem else spec.blocks_per_sm_max,
+    }
+    if smem > spec.smem_per_block_max_bytes:
+        limits["smem"] = 0
+    limited_by = min(limits, key=lambda k: limits[k])
+    ctas_per_sm = limits[limited_by]
+    if ctas_per_sm < 1:
+        raise CostError(f"launch `{launch.name}` does not fit one SM of {spec.name} "
+                        f"({smem:,} B shared memory, {regs} registers x {threads} threads)")
+    persistent = launch.grid.kind is n.GridKind.PERSISTENT
+    sms = device.sm_count
+    tiles = lw.tiles
+    if persistent:
+        ctas = min(tiles, sms * ctas_per_sm)
+        per_cta = -(-tiles // max(1, ctas))
+        busiest = per_cta * min(ctas_per_sm, -(-ctas // sms))
+    else:
+        busiest = -(-tiles // sms)
+    resident = max(1, min(ctas_per_sm, busiest))
+    return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, tiles, persistent, busiest, resident)
+
+
+# --------------------------------------------------------------------------------------------- timing
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """Each term's time in seconds at prior rates (factors not applied), and the overlap structure."""
+
+    tensor_s: float
+    cuda_s: float
+    smem_s: float
+    l2_s: float
+    hbm_s: float
+    latency_s: float
+    sync_s: float
+    overhead_s: float
+    compute_residual: float  # share of min(tensor, cuda) not hidden
+    memory_residual: float  # share of min(compute, memory) not hidden
+
+
+def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants, dtype: str,
+          pingpong: bool) -> Terms:
+    sms = device.sm_count
+    clock_hz = device.boost_clock_mhz * 1e6
+    busiest = occ.tiles_on_busiest_sm
+    warps = occ.resident_warps
+    tensor_issue = min(1.0, warps / consts.warps_for_full_tensor_issue)
+    cuda_issue = min(1.0, warps / consts.warps_for_full_cuda_issue)
+    peak_tensor = device.tensor_tflops.get(dtype, device.tensor_tflops["bf16"]) * 1e12 / sms
+    cuda_rate = device.cuda_core_fp32_tflops * 1e12 / 2.0 / sms  # one op per lane per clock (an FMA is 2 flops)
+    smem_rate = consts.smem_bytes_per_clock_per_sm * clock_hz
+    hbm_rate = device.bandwidth_ceiling_bytes_per_s
+    l2_rate = hbm_rate * consts.l2_to_hbm_bandwidth_ratio
+    total_global = work.global_bytes * occ.tiles
+    hbm_bytes = _hbm_bytes(work, occ.tiles, device.l2_bytes) + work.store_bytes * occ.tiles
+    in_flight = occ.resident_ctas * work.stages * work.stage_bytes
+    latency_rate = in_flight / (consts.memory_latency_ns * 1e-9) if in_flight else float("inf")
+    spill = max(1.0, occ.regs_per_thread / 255.0)
+    return Terms(
+        tensor_s=busiest * work.tensor_flops / (peak_tensor * tensor_issue),
+        cuda_s=busiest * work.cuda_ops * spill / (cuda_rate * cuda_issue),
+        smem_s=busiest * work.smem_bytes / smem_rate,
+        l2_s=(total_global + work.store_bytes * occ.tiles) / l2_rate,
+        hbm_s=hbm_bytes / hbm_rate,
+        latency_s=busiest * work.global_bytes / latency_rate,
+        sync_s=busiest * work.syncs * consts.sync_cycles / clock_hz / occ.resident_ctas,
+        overhead_s=consts.launch_overhead_s,
+        compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
+        memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
+    )
+
+
+def _hbm_bytes(work: Work, tiles: int, l2_bytes: int) -> float:
+    """Each tensor's bytes come from HBM once; re-reads hit L2 while the tensor fits in half of it, and miss
+    in proportion to how far it overflows (a tensor twice the usable L2 misses half its re-reads)."""
+    usable = l2_bytes / 2
+    total = 0.0
+    for _, per_tile, size in work.tensor_reads:
+        requested = per_tile * tiles
+        footprint = min(requested, size)
+        miss = 0.0 if footprint <= usable else 1.0 - usable / footprint
+        total += footprint + (requested - footprint) * miss
+    return total
+
+
+def combine(t: Terms, f: Factors) -> tuple[float, Bound]:
+    """The launch time from its terms and calibration factors, and the dominant term."""
+    parts = {
+        Bound.TENSOR: t.tensor_s * f.tensor, Bound.CUDA_CORE: t.cuda_s * f.cuda, Bound.SMEM: t.smem_s * f.smem,
+        Bound.L2: t.l2_s * f.l2, Bound.HBM: t.hbm_s * f.hbm, Bound.LATENCY: t.latency_s * f.latency,
+        Bound.SYNC: t.sync_s * f.sync, Bound.LAUNCH: t.overhead_s * f.overhead,
+    }
+    tc, cu = parts[Bound.TENSOR], parts[Bound.CUDA_CORE]
+    compute = max(tc, cu, parts[Bound.SMEM]) + min(tc, cu) * t.compute_residual
+    memory = max(parts[Bound.L2], parts[Bound.HBM], parts[Bound.LATENCY])
+    body = max(compute, memory) + min(compute, memory) * t.memory_residual
+    return body + parts[Bound.SYNC] + parts[Bound.LAUNCH], max(parts, key=lambda b: parts[b])
+
+
+# ------------------------------------------------------------------------------------------ prediction
+
+@dataclass(frozen=True, slots=True)
+class LaunchPrediction:
+    launch: str
+    time_s: float
+    bound: Bound
+    work: Work
+    occupancy: Occupancy
+    terms: Terms
+    pingpong: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A predicted time for one schedule, one parameter assignment, one shape, on one device."""
+
+    kernel: str
+    device: str
+    arch: str
+    time_s: float
+    bound: Bound
+    launches: tuple[LaunchPrediction, ...]
+    params: tuple[tuple[str, int], ...]
+    dims: tuple[tuple[str, int], ...]
+    dtype: str
+    calibration: str | None  # "device/toolchain" of the factors used, None for priors
+
+    @property
+    def time_ms(self) -> float:
+        return self.time_s * 1e3
+
+    def retimed(self, factors: Factors) -> float:
+        """The time under other factors (what calibration searches over)."""
+        return sum(combine(lp.terms, factors)[0] for lp in self.launches)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kernel": self.kernel, "device": self.device, "arch": self.arch, "time_s": self.time_s,
+            "bound": self.bound.name, "params": dict(self.params), "dims": dict(self.dims), "dtype": self.dtype,
+            "calibration": self.calibration,
+            "launches": [{"launch": lp.launch, "time_s": lp.time_s, "bound": lp.bound.name,
+                          "ctas_per_sm": lp.occupancy.ctas_per_sm, "limited_by": lp.occupancy.limited_by,
+                          "smem_bytes": lp.occupancy.smem_bytes_per_cta, "regs": lp.occupancy.regs_per_thread,
+                          "tiles": lp.occupancy.tiles, "tiles_on_busiest_sm": lp.occupancy.tiles_on_busiest_sm,
+                          "terms_s": {k: getattr(lp.terms, k) for k in
+                                      ("tensor_s", "cuda_s", "smem_s", "l2_s", "hbm_s", "latency_s", "sync_s",
+                                       "overhead_s")}}
+                         for lp in self.launches],
+        }
+
+
+_DTYPE_RATE_KEY = {n.DType.BF16: "bf16", n.DType.F16: "fp16", n.DType.F32: "tf32"}
+
+
+def _bind_dtypes(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
+    return {d.name: (dtype if dtype in d.choices else d.choices[0]) for d in kernel.dtype_vars if d.choices}
+
+
+def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DType.BF16,
+            params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
+            arch_name: str | None = None, factors: Factors | None = None,
+            toolchain: str | None = None) -> Prediction:
+    """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's).
+
+    Calibration: `factors` if given, else the stored calibration for (device, toolchain), else priors.
+    Raises CostError when a size is unbound or a launch does not fit an SM.
+    """
+    target = arch_name or kernel.target
+    spec = arch(target)
+    dev = DEVICES[device] if isinstance(device, str) else (device or device_for(target))
+    consts = constants_for(spec.name)
+    label = None
+    if factors is None:
+        cal = calibration_for(dev.name, toolchain)
+        factors = cal.factors if cal is not None else Factors()
+        label = f"{cal.device}/{cal.toolchain}" if cal is not None else None
+    env = an.default_env(kernel, dims, _bind_dtypes(kernel, dtype)).bind(dict(params or {}))
+    unknown = set(params or {}) - {p.name for p in kernel.params}
+    if unknown:
+        raise CostError(f"{kernel.name} has no param {', '.join(sorted(unknown))}")
+    rate_key = _DTYPE_RATE_KEY.get(dtype, "bf16")
+    launches = []
+    for launch in kernel.launches:
+        lw = count_work(kernel, launch, env, consts)
+        occ = occupancy(kernel, launch, env, spec, dev, consts, lw)
+        pingpong = bool(launch.pingpongs)
+        t = terms(lw.work, occ, dev, consts, rate_key, pingpong)
+        time_s, bound = combine(t, factors)
+        launches.append(LaunchPrediction(launch.name, time_s, bound, lw.work, occ, t, pingpong))
+    total = sum(lp.time_s for lp in launches)
+    main = max(launches, key=lambda lp: lp.time_s)
+    bound_params = tuple((p.name, env.ints[p.name]) for p in kernel.params)
+    return Prediction(kernel.name, dev.name, spec.name, total, main.bound, tuple(launches), bound_params,
+                      tuple(sorted(dims.items())), dtype.value, label)
