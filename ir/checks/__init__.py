@@ -1,0 +1,14 @@
+"""The static checks. Importing this package registers every built-in family in `registry.REGISTRY`.
+
+| module | family |
+|---|---|
+| `registry` | `CheckSpec`, `@check`, `Finding`, `BadExample`, the registry |
+| `context` | `CheckContext`: kernel, target limits, backend, cached analyses |
+| `infer` | name resolution and tile types (one walk; feeds E01xx and E02xx) |
+| `fixtures` | known-good bases that known-bad examples are derived from |
+| `names`, `shapes`, `resources`, `sync`, `legality`, `backend` | E01 .. E06 |
+
+Run them through `cake.ir.check.check`.
+"""
+
+from cake.ir.checks import names, shapes  # noqa: F401  (registration)

@@ -1,0 +1,670 @@
+"""IR analyses shared by the static checker, the cost model and the backends.
+
+Everything here is a pure function of a `Kernel` (or one `Launch`) and an `Env` that binds names to
+integers (params, dims, loop and replica variables) and dtype variables to element types:
+
+| analysis | what it answers |
+|---|---|
+| `smem_layout` | shared-memory buffers with offsets and alignment, barriers, bytes per launch |
+| `tmem_usage` | tensor-memory columns used and allocated (a power of two ≥ 32) |
+| `role_instances`, `launch_threads` | threads per role instance and per launch |
+| `register_budget` | registers per thread and per role, summed over a launch |
+| `barrier_sites`, `barrier_accounting` | who waits / arrives / signals which mbarrier element, tx bytes |
+| `happens_before` | a networkx graph of one iteration's ordering: program order plus barrier edges |
+
+An expression that needs a value the environment lacks (an unbound dim, a loop variable) raises
+`Unbound`; callers decide whether that is "unknown" or an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from cake.ir.nodes import (
+    Arrive,
+    BinOp,
+    BinOpKind,
+    BoolLit,
+    Call,
+    Copy,
+    CopyKind,
+    DType,
+    ElemType,
+    ExpectTx,
+    Expr,
+    For,
+    Index,
+    IntLit,
+    Kernel,
+    Launch,
+    Load,
+    Mma,
+    MmaAsync,
+    Name,
+    NamedBarrierSync,
+    NewAxis,
+    Role,
+    SizeOf,
+    Slice,
+    Stmt,
+    Sync,
+    TileType,
+    Transpose,
+    UnaryOp,
+    UnaryOpKind,
+    UnitKind,
+    ValueRange,
+    ValueSet,
+    Wait,
+)
+
+from cake.arch import ArchSpec
+
+# Layout facts of the CUDA backend's shared-memory allocator (the same on every target):
+SMEM_BUFFER_ALIGN_BYTES = 128  # TMA destinations and vectorized accesses need 128-byte alignment
+SWIZZLE_ATOM_ROWS = 8  # a swizzled buffer starts on a whole swizzle atom: 8 rows x swizzle bytes
+MBARRIER_BYTES = 8  # one mbarrier object is a 64-bit word in shared memory
+THREADS_PER_WARP = 32
+WARPS_PER_WARPGROUP = 4
+TMEM_MIN_ALLOC_COLUMNS = 32  # tcgen05.alloc: a power of two, at least 32 columns
+TMEM_LANES = 128
+# Domains larger than this are sampled (ends and a few interior points) rather than enumerated.
+_MAX_DOMAIN_POINTS = 16
+
+
+class Unbound(Exception):
+    """An expression depends on names (or constructs) that the environment does not bind."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = tuple(sorted(set(names)))
+        super().__init__(", ".join(self.names) or "a non-constant expression")
+
+
+# ------------------------------------------------------------------------------------------- environments
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """Integer bindings (params, dims, loop/replica vars) and dtype-variable bindings."""
+
+    ints: Mapping[str, int] = field(default_factory=dict)
+    dtypes: Mapping[str, DType] = field(default_factory=dict)
+
+    def bind(self, names: Mapping[str, int]) -> Env:
+        return Env({**self.ints, **names}, self.dtypes)
+
+
+def value(expr: Expr, env: Env) -> int:
+    """The integer value of `expr` under `env`, or `Unbound` naming what is missing."""
+    result = _int(expr, env)
+    return result
+
+
+_INT_OPS = {
+    BinOpKind.ADD: lambda a, b: a + b, BinOpKind.SUB: lambda a, b: a - b, BinOpKind.MUL: lambda a, b: a * b,
+    BinOpKind.LT: lambda a, b: int(a < b), BinOpKind.LE: lambda a, b: int(a <= b),
+    BinOpKind.GT: lambda a, b: int(a > b), BinOpKind.GE: lambda a, b: int(a >= b),
+    BinOpKind.EQ: lambda a, b: int(a == b), BinOpKind.NE: lambda a, b: int(a != b),
+    BinOpKind.AND: lambda a, b: a & b, BinOpKind.OR: lambda a, b: a | b,
+}
+
+
+def _int(expr: Expr, env: Env) -> int:
+    if isinstance(expr, IntLit):
+        return expr.value
+    if isinstance(expr, BoolLit):
+        return int(expr.value)
+    if isinstance(expr, Name):
+        if expr.id in env.ints:
+            return env.ints[expr.id]
+        raise Unbound((expr.id,))
+    if isinstance(expr, SizeOf):
+        return elem_bytes(expr.elem, env)
+    if isinstance(expr, UnaryOp):
+        operand = _int(expr.operand, env)
+        return -operand if expr.op is UnaryOpKind.NEG else int(not operand)
+    if isinstance(expr, BinOp):
+        lhs, rhs = _int(expr.lhs, env), _int(expr.rhs, env)
+        if expr.op in (BinOpKind.FLOORDIV, BinOpKind.DIV, BinOpKind.MOD):
+            if rhs == 0:
+                raise Unbound(("division by zero",))
+            if expr.op is BinOpKind.MOD:
+                return lhs % rhs
+            if expr.op is BinOpKind.DIV and lhs % rhs:
+                raise Unbound(("a non-integer quotient",))
+            return lhs // rhs
+        return _INT_OPS[expr.op](lhs, rhs)
+    if isinstance(expr, Call) and not expr.kwargs and len(expr.args) == 2:
+        a, b = _int(expr.args[0], env), _int(expr.args[1], env)
+        if expr.func == "cdiv" and b != 0:
+            return -(-a // b)
+        if expr.func in ("minimum", "min"):
+            return min(a, b)
+        if expr.func in ("maximum", "max"):
+            return max(a, b)
+    raise Unbound(tuple(_free_names(expr, env)) or (type(expr).__name__,))
+
+
+def try_value(expr: Expr | None, env: Env) -> int | None:
+    if expr is None:
+        return None
+    try:
+        return value(expr, env)
+    except Unbound:
+        return None
+
+
+def _free_names(expr: Expr, env: Env) -> Iterator[str]:
+    for sub in walk_expr(expr):
+        if isinstance(sub, Name) and sub.id not in env.ints:
+            yield sub.id
+
+
+def elem_bytes(elem: ElemType, env: Env) -> int:
+    if isinstance(elem, DType):
+        return elem.bytes
+    bound = env.dtypes.get(elem.name)
+    if bound is None:
+        raise Unbound((elem.name,))
+    return bound.bytes
+
+
+def resolve_elem(elem: ElemType, env: Env) -> DType | None:
+    return elem if isinstance(elem, DType) else env.dtypes.get(elem.name)
+
+
+def tile_bytes(tile: TileType, env: Env) -> int:
+    count = 1
+    for extent in tile.shape:
+        count *= value(extent, env)
+    return count * elem_bytes(tile.elem, env)
+
+
+def default_env(kernel: Kernel, dims: Mapping[str, int] | None = None,
+                dtypes: Mapping[str, DType] | None = None) -> Env:
+    """Params at their defaults, `dims` as given, dtype variables at `dtypes` (else their first choice)."""
+    ints = {p.name: p.default for p in kernel.params}
+    ints.update(dims or {})
+    chosen = {d.name: d.choices[0] for d in kernel.dtype_vars if d.choices}
+    chosen.update(dtypes or {})
+    return Env(ints, chosen)
+
+
+def dtype_bindings(kernel: Kernel) -> tuple[dict[str, DType], ...]:
+    """Every combination of the kernel's dtype-variable choices (one empty binding when it has none)."""
+    names = [d.name for d in kernel.dtype_vars]
+    choices = [d.choices for d in kernel.dtype_vars]
+    return tuple(dict(zip(names, combo, strict=True)) for combo in itertools.product(*choices))
+
+
+def domain_values(kernel: Kernel, name: str) -> tuple[int, ...]:
+    param = kernel.param(name)
+    if param is None:
+        return ()
+    domain = param.domain
+    if isinstance(domain, ValueSet):
+        return domain.values
+    assert isinstance(domain, ValueRange)
+    values = range(domain.start, domain.stop)
+    if len(values) <= _MAX_DOMAIN_POINTS:
+        return tuple(values)
+    step = max(1, len(values) // _MAX_DOMAIN_POINTS)
+    return tuple(sorted({*values[::step], values[-1]}))
+
+
+def param_variations(kernel: Kernel) -> Iterator[dict[str, int]]:
+    """The defaults, then each param moved through its domain with the others at their defaults."""
+    defaults = {p.name: p.default for p in kernel.params}
+    yield dict(defaults)
+    for param in kernel.params:
+        for v in domain_values(kernel, param.name):
+            if v != param.default:
+                yield {**defaults, param.name: v}
+
+
+def identity_samples(kernel: Kernel, dims: Mapping[str, int] | None = None) -> tuple[dict[str, int], ...]:
+    """Two bindings of the unbound dims to distinct odd values, for testing that two symbolic extents are
+    the same polynomial: an identity that holds at both is, for the IR's expressions, an identity."""
+    bound = dims or {}
+    free = [d.name for d in kernel.dims if d.name not in bound]
+    return tuple({**bound, **{name: base + 2 * i for i, name in enumerate(free)}} for base in (1009, 4099))
+
+
+# ------------------------------------------------------------------------------------------------ walking
+
+
+def walk_expr(expr: Expr | Slice | NewAxis | None) -> Iterator[Expr]:
+    """`expr` and every sub-expression, pre-order (slices and new axes contribute their parts)."""
+    if expr is None or isinstance(expr, NewAxis):
+        return
+    if isinstance(expr, Slice):
+        yield from walk_expr(expr.start)
+        yield from walk_expr(expr.size)
+        return
+    yield expr
+    if isinstance(expr, BinOp):
+        yield from walk_expr(expr.lhs)
+        yield from walk_expr(expr.rhs)
+    elif isinstance(expr, UnaryOp):
+        yield from walk_expr(expr.operand)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from walk_expr(arg)
+        for kw in expr.kwargs:
+            yield from walk_expr(kw.value)
+    elif isinstance(expr, Index):
+        yield from walk_expr(expr.base)
+        for item in expr.items:
+            yield from walk_expr(item)
+    elif isinstance(expr, Transpose):
+        yield from walk_expr(expr.operand)
+    elif isinstance(expr, Load):
+        yield from walk_expr(expr.source)
+        yield from walk_expr(expr.other)
+    elif isinstance(expr, Mma):
+        yield from walk_expr(expr.a)
+        yield from walk_expr(expr.b)
+        yield from walk_expr(expr.acc)
+
+
+def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions a statement evaluates (not its nested loop body)."""
+    from cake.ir import nodes as n
+
+    if isinstance(stmt, (n.Let, n.Assign)):
+        return (stmt.value,)
+    if isinstance(stmt, Copy):
+        return tuple(e for e in (stmt.source, stmt.dest, stmt.signals) if e is not None)
+    if isinstance(stmt, (n.Store, n.Atomic)):
+        return (stmt.value, stmt.dest)
+    if isinstance(stmt, MmaAsync):
+        return tuple(e for e in (stmt.a, stmt.b, stmt.dest, stmt.signals) if e is not None)
+    if isinstance(stmt, For):
+        exprs: list[Expr] = [stmt.start, stmt.stop]
+        if stmt.pipeline is not None:
+            exprs.append(stmt.pipeline.stages)
+        return tuple(exprs)
+    if isinstance(stmt, (Wait,)):
+        return tuple(e for e in (stmt.barrier, stmt.phase) if e is not None)
+    if isinstance(stmt, Arrive):
+        return (stmt.barrier,)
+    if isinstance(stmt, ExpectTx):
+        return (stmt.barrier, stmt.bytes)
+    if isinstance(stmt, NamedBarrierSync):
+        return (stmt.barrier_id, stmt.threads)
+    return ()
+
+
+Path = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StmtSite:
+    """A statement with where it sits: its path in the role body and its enclosing loops (outermost first)."""
+
+    path: Path
+    stmt: Stmt
+    loops: tuple[For, ...]
+
+
+def walk_body(body: tuple[Stmt, ...], prefix: Path = (), loops: tuple[For, ...] = ()) -> Iterator[StmtSite]:
+    """Every statement in program order (a loop, then its body)."""
+    for i, stmt in enumerate(body):
+        path = (*prefix, i)
+        yield StmtSite(path, stmt, loops)
+        if isinstance(stmt, For):
+            yield from walk_body(stmt.body, path, (*loops, stmt))
+
+
+def ref_name(ref: Expr | None) -> str | None:
+    """The buffer or barrier a reference names: `cs[s]` -> cs, `x_full` -> x_full."""
+    if isinstance(ref, Index) and isinstance(ref.base, Name):
+        return ref.base.id
+    if isinstance(ref, Name):
+        return ref.id
+    return None
+
+
+def ref_stage(ref: Expr | None) -> Expr | None:
+    """The stage / element index of a staged reference (`cs[s]` -> s), None when unindexed."""
+    if isinstance(ref, Index) and ref.items and not isinstance(ref.items[0], (Slice, NewAxis)):
+        return ref.items[0]
+    return None
+
+
+# ------------------------------------------------------------------------------------------ shared memory
+
+
+@dataclass(frozen=True, slots=True)
+class SmemBuffer:
+    name: str
+    stages: int
+    stage_bytes: int
+    offset_bytes: int
+    align_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SmemLayout:
+    """Shared memory of one launch as the CUDA backend lays it out: buffers in declaration order, each
+    aligned, then the mbarriers. `total_bytes` is what the launch requests."""
+
+    buffers: tuple[SmemBuffer, ...]
+    barrier_count: int
+    barrier_offset_bytes: int
+    total_bytes: int
+
+    @property
+    def buffer_bytes(self) -> int:
+        return sum(b.bytes for b in self.buffers)
+
+
+def _align(offset: int, alignment: int) -> int:
+    return -(-offset // alignment) * alignment
+
+
+def smem_layout(launch: Launch, env: Env) -> SmemLayout:
+    buffers: list[SmemBuffer] = []
+    offset = 0
+    for decl in launch.smem:
+        stages = 1 if decl.stages is None else value(decl.stages, env)
+        align = max(SMEM_BUFFER_ALIGN_BYTES, decl.swizzle.bytes * SWIZZLE_ATOM_ROWS)
+        offset = _align(offset, align)
+        buf = SmemBuffer(decl.name, stages, tile_bytes(decl.type, env), offset, align)
+        buffers.append(buf)
+        offset += buf.bytes
+    count = sum(1 if b.count is None else value(b.count, env) for b in launch.barriers)
+    barrier_offset = _align(offset, MBARRIER_BYTES)
+    return SmemLayout(tuple(buffers), count, barrier_offset, barrier_offset + count * MBARRIER_BYTES)
+
+
+# ------------------------------------------------------------------------------------------ tensor memory
+
+
+@dataclass(frozen=True, slots=True)
+class TmemUsage:
+    """Tensor-memory columns (32-bit cells per lane) one launch uses, and what tcgen05.alloc reserves."""
+
+    columns_used: int
+    columns_allocated: int
+    lanes_max: int
+
+
+def tmem_columns_of(tile: TileType, env: Env) -> int:
+    """Columns of one accumulator stage: its last dim times the element's share of a 32-bit cell."""
+    if not tile.shape:
+        return 0
+    cols = value(tile.shape[-1], env)
+    return -(-cols * elem_bytes(tile.elem, env) // 4)
+
+
+def tmem_usage(launch: Launch, env: Env) -> TmemUsage:
+    used = 0
+    lanes = 0
+    for decl in launch.tmem:
+        stages = 1 if decl.stages is None else value(decl.stages, env)
+        used += stages * tmem_columns_of(decl.type, env)
+        if len(decl.type.shape) >= 2:
+            lanes = max(lanes, value(decl.type.shape[0], env))
+    allocated = 0 if used == 0 else max(TMEM_MIN_ALLOC_COLUMNS, 1 << (used - 1).bit_length())
+    return TmemUsage(used, allocated, lanes)
+
+
+# ------------------------------------------------------------------------------------ threads, registers
+
+
+def role_replicas(role: Role, env: Env) -> int:
+    return 1 if role.replicas is None else value(role.replicas.count, env)
+
+
+def role_threads_per_instance(role: Role, env: Env) -> int:
+    warps = value(role.units, env) * (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1)
+    return warps * THREADS_PER_WARP
+
+
+def role_instances(role: Role, env: Env) -> tuple[Env, ...]:
+    """One environment per replica of `role`, binding its replica variable."""
+    if role.replicas is None:
+        return (env,)
+    return tuple(env.bind({role.replicas.var: i}) for i in range(role_replicas(role, env)))
+
+
+def launch_threads(launch: Launch, env: Env) -> int:
+    return sum(role_replicas(r, env) * role_threads_per_instance(r, env) for r in launch.roles)
+
+
+def is_warp_specialized(launch: Launch) -> bool:
+    """More than one role, or one replicated role: warps run different code paths."""
+    return len(launch.roles) > 1 or any(r.replicas is not None for r in launch.roles)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleRegisters:
+    role: str
+    instances: int
+    threads_per_instance: int
+    regs_per_thread: int
+    declared: bool  # False: the role keeps the launch's even share (no `regs` given)
+
+    @property
+    def total(self) -> int:
+        return self.instances * self.threads_per_instance * self.regs_per_thread
+
+
+def default_regs_per_thread(threads: int, arch: ArchSpec) -> int:
+    """The per-thread allocation every warp starts with: an even share of the SM's file, capped."""
+    if threads <= 0:
+        return arch.registers_per_thread_max
+    share = arch.registers_per_sm // threads
+    share -= share % arch.register_allocation_granularity
+    return min(arch.registers_per_thread_max, share)
+
+
+def register_budget(launch: Launch, env: Env, arch: ArchSpec) -> tuple[RoleRegisters, ...]:
+    fallback = default_regs_per_thread(launch_threads(launch, env), arch)
+    return tuple(
+        RoleRegisters(
+            role.name, role_replicas(role, env), role_threads_per_instance(role, env),
+            fallback if role.regs is None else value(role.regs, env), role.regs is not None,
+        )
+        for role in launch.roles
+    )
+
+
+# ------------------------------------------------------------------------------------------------ barriers
+
+
+class SiteKind:
+    WAIT = "wait"
+    ARRIVE = "arrive"
+    SIGNAL = "signal"  # an async copy / mma completing on the barrier (one arrival per issuing instance)
+    EXPECT_TX = "expect_tx"
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierSite:
+    """One use of an mbarrier by one role instance. `element` is the barrier-array element, None when it
+    varies at run time (a loop or stage variable) or the barrier is not an array."""
+
+    role: str
+    instance: int
+    site: StmtSite
+    kind: str
+    barrier: str
+    element: int | None
+
+
+def _element(ref: Expr | None, env: Env) -> int | None:
+    return try_value(ref_stage(ref), env)
+
+
+def barrier_sites(launch: Launch, env: Env) -> tuple[BarrierSite, ...]:
+    """Every wait / arrive / signal / expect_tx on an mbarrier, per role instance, in program order."""
+    sites: list[BarrierSite] = []
+    for role in launch.roles:
+        for instance, ienv in enumerate(role_instances(role, env)):
+            for site in walk_body(role.body):
+                stmt = site.stmt
+                ref: Expr | None = None
+                kind = ""
+                if isinstance(stmt, Wait):
+                    ref, kind = stmt.barrier, SiteKind.WAIT
+                elif isinstance(stmt, Arrive):
+                    ref, kind = stmt.barrier, SiteKind.ARRIVE
+                elif isinstance(stmt, ExpectTx):
+                    ref, kind = stmt.barrier, SiteKind.EXPECT_TX
+                elif isinstance(stmt, (Copy, MmaAsync)) and stmt.signals is not None:
+                    ref, kind = stmt.signals, SiteKind.SIGNAL
+                name = ref_name(ref)
+                if name is not None:
+                    sites.append(BarrierSite(role.name, instance, site, kind, name, _element(ref, ienv)))
+    return tuple(sites)
+
+
+def compatible(a: int | None, b: int | None) -> bool:
+    """Two element indices may name the same barrier element (None: unknown, may be any)."""
+    return a is None or b is None or a == b
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierUse:
+    """Per-phase accounting of one mbarrier array: arrivals per element and TMA bytes per element."""
+
+    name: str
+    elements: int
+    declared_arrivals: int
+    declared_tx: int | None
+    arrivals: tuple[int, ...]  # arrivals one phase of each element receives
+    tx_bytes: tuple[int, ...]  # TMA bytes one phase of each element receives
+    arrivers: tuple[str, ...]  # "role[instance]" of every arriving instance, for messages
+
+
+def copy_box_bytes(copy: Copy, launch: Launch, env: Env) -> int:
+    """Bytes one TMA copy moves: the destination stage's tile."""
+    name = ref_name(copy.dest)
+    decl = next((s for s in launch.smem if s.name == name), None)
+    if decl is None:
+        raise Unbound((name or "?",))
+    return tile_bytes(decl.type, env)
+
+
+def barrier_accounting(launch: Launch, env: Env, sites: tuple[BarrierSite, ...] | None = None,
+                       ) -> dict[str, BarrierUse]:
+    sites = barrier_sites(launch, env) if sites is None else sites
+    uses: dict[str, BarrierUse] = {}
+    for decl in launch.barriers:
+        count = 1 if decl.count is None else value(decl.count, env)
+        arrivals = [0] * count
+        tx = [0] * count
+        arrivers: list[str] = []
+        by_instance: dict[tuple[str, int], list[BarrierSite]] = {}
+        for s in sites:
+            if s.barrier == decl.name and s.kind in (SiteKind.ARRIVE, SiteKind.SIGNAL):
+                by_instance.setdefault((s.role, s.instance), []).append(s)
+        for (role, instance), inst_sites in by_instance.items():
+            arrivers.append(f"{role}[{instance}]")
+            for e in range(count):
+                hits = [s for s in inst_sites if compatible(s.element, e)]
+                arrives = sum(1 for s in hits if s.kind == SiteKind.ARRIVE)
+                # All async completions an instance issues on one phase share one arrive.expect_tx.
+                signals = [s for s in hits if s.kind == SiteKind.SIGNAL]
+                arrivals[e] += arrives + (1 if signals else 0)
+                for s in signals:
+                    stmt = s.site.stmt
+                    if isinstance(stmt, Copy) and stmt.kind is CopyKind.TMA:
+                        tx[e] += copy_box_bytes(stmt, launch, env)
+        uses[decl.name] = BarrierUse(
+            decl.name, count, value(decl.arrivals, env), try_value(decl.tx, env),
+            tuple(arrivals), tuple(tx), tuple(arrivers),
+        )
+    return uses
+
+
+# ----------------------------------------------------------------------------------------- happens-before
+
+Node = tuple[str, int, Path]  # (role, instance, statement path)
+
+
+@dataclass(frozen=True, slots=True)
+class HappensBefore:
+    """One iteration's ordering of a launch. Nodes are (role, instance, path); edges are program order
+    (`kind="po"`), barrier completions (`"sync"`: an arrive/signal to a wait of the same phase), and
+    releases into `free` barriers (`"carried"`: they order phase n before phase n+1, so they are left
+    out of the acyclic core). A cycle in the core is a deadlock."""
+
+    graph: object  # networkx.DiGraph; typed loosely so importing this module stays cheap
+    sites: tuple[BarrierSite, ...]
+
+    def core(self) -> object:
+        import networkx as nx
+
+        g = self.graph
+        assert isinstance(g, nx.DiGraph)
+        return nx.subgraph_view(g, filter_edge=lambda u, v: g.edges[u, v]["kind"] != "carried")
+
+    def find_cycle(self) -> list[Node] | None:
+        import networkx as nx
+
+        try:
+            edges = nx.find_cycle(self.core())
+        except nx.NetworkXNoCycle:
+            return None
+        return [u for u, _v, *_ in edges]
+
+    def ordered(self, a: Node, b: Node) -> bool:
+        """`a` happens before `b` within one iteration (a path in the acyclic core)."""
+        import networkx as nx
+
+        core = self.core()
+        assert isinstance(core, nx.DiGraph)
+        return a in core and b in core and nx.has_path(core, a, b)
+
+
+def happens_before(launch: Launch, env: Env) -> HappensBefore:
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    successor: dict[Node, Node] = {}
+    for role in launch.roles:
+        for instance in range(len(role_instances(role, env))):
+            previous: Node | None = None
+            for site in walk_body(role.body):
+                node = (role.name, instance, site.path)
+                graph.add_node(node, stmt=site.stmt)
+                if previous is not None:
+                    graph.add_edge(previous, node, kind="po")
+                    successor[previous] = node
+                previous = node
+    sites = barrier_sites(launch, env)
+    free = {b.name for b in launch.barriers if b.initially_free}
+    waits = [s for s in sites if s.kind == SiteKind.WAIT]
+    for src in sites:
+        if src.kind not in (SiteKind.ARRIVE, SiteKind.SIGNAL):
+            continue
+        for dst in waits:
+            if dst.barrier == src.barrier and compatible(src.element, dst.element):
+                if (src.role, src.instance) == (dst.role, dst.instance) and src.site.path >= dst.site.path:
+                    continue  # an instance releasing itself later is the next iteration, not this one
+                kind = "carried" if src.barrier in free else "sync"
+                graph.add_edge((src.role, src.instance, src.site.path),
+                               (dst.role, dst.instance, dst.site.path), kind=kind)
+    # Block and named barriers: everything before one participant's barrier precedes every other's next step.
+    groups: dict[object, list[Node]] = {}
+    for node, data in graph.nodes(data=True):
+        stmt = data["stmt"]
+        if isinstance(stmt, Sync):
+            groups.setdefault("sync", []).append(node)
+        elif isinstance(stmt, NamedBarrierSync):
+            groups.setdefault(("bar", try_value(stmt.barrier_id, env)), []).append(node)
+    for members in groups.values():
+        for a in members:
+            for b in members:
+                if a[:2] != b[:2] and b in successor:
+                    graph.add_edge(a, successor[b], kind="sync")
+    return HappensBefore(graph, sites)

@@ -1,0 +1,99 @@
+"""The static checker's driver: run every applicable check and collect every diagnostic.
+
+    from cake.ir.check import check, check_text
+    diagnostics = check(kernel)                          # the kernel's own target, backend-neutral
+    diagnostics = check(kernel, arch="sm_80", backend="triton")
+    diagnostics = check_text(text, "assign.cake")        # parse + check; parse errors come back as diagnostics
+
+A check that crashes on odd input is a bug in that check: the driver reports it as one internal-error
+diagnostic carrying the check's ID (never a traceback), and goes on with the other checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.registry import Backend, CheckSpec, Family, Finding, all_checks
+from cake.ir.nodes import Kernel
+
+from cake.diagnostics import Diagnostic, DiagnosticError, Severity
+
+# What a buggy check can raise on malformed-but-parsed input. Caught only here, at the driver boundary.
+_CHECK_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError,
+               RecursionError, TypeError, ValueError)
+
+# Families that need a known target: without one they would report nonsense.
+_ARCH_FAMILIES = frozenset({Family.RESOURCES, Family.LEGALITY})
+
+
+def parse_backend(backend: str | Backend | None) -> Backend | None:
+    if backend is None or isinstance(backend, Backend):
+        return backend
+    try:
+        return Backend(backend)
+    except ValueError:
+        known = ", ".join(b.value for b in Backend)
+        raise ValueError(f"unknown backend `{backend}`; known backends: {known}") from None
+
+
+def check(kernel: Kernel, *, arch: str | None = None, backend: str | Backend | None = None,
+          rules: Sequence[CheckSpec] = (), dims: Mapping[str, int] | None = None,
+          file: str = "<input>") -> tuple[Diagnostic, ...]:
+    """Every diagnostic the registered checks (plus `rules`, e.g. learned rules) find in `kernel`.
+
+    `arch` defaults to the kernel's target; `backend` selects backend-capability checks (None: only
+    the backend-neutral ones); `dims` binds symbolic dims to sizes so budgets that depend on them can
+    be proven (otherwise those budgets are reported as notes).
+    """
+    ctx = CheckContext(kernel, arch or kernel.target, parse_backend(backend), dims)
+    out: list[Diagnostic] = []
+    for spec in (*all_checks(), *rules):
+        if not spec.applies_to(ctx.backend):
+            continue
+        if ctx.arch is None and spec.family in _ARCH_FAMILIES and spec.id != "E0500":
+            continue
+        out.extend(run_one(spec, ctx, file))
+    return tuple(sorted(out, key=_order))
+
+
+def run_one(spec: CheckSpec, ctx: CheckContext, file: str) -> list[Diagnostic]:
+    try:
+        return [_diagnostic(spec, f, file) for f in spec.run(ctx)]
+    except _CHECK_BUGS as error:
+        return [Diagnostic(
+            spec.id, f"internal error in check {spec.id} ({spec.title}): {type(error).__name__}",
+            file=file, notes=("this is a bug in CAKE's checker, not in the schedule; the other checks ran",),
+        )]
+
+
+def _diagnostic(spec: CheckSpec, f: Finding, file: str) -> Diagnostic:
+    try:
+        message = spec.message.format(**f.fields)
+    except (KeyError, IndexError, ValueError):
+        message = spec.title
+    severity = f.severity if f.severity is not Severity.ERROR else spec.severity
+    return Diagnostic(spec.id, message, severity=severity, span=f.span, file=file, subject=f.subject,
+                      label=f.label, help=f.help, notes=f.notes)
+
+
+def _order(d: Diagnostic) -> tuple[int, int, str]:
+    span = d.span
+    return (span.line if span else 0, span.column if span else 0, d.code)
+
+
+def check_text(text: str, filename: str = "<input>", *, arch: str | None = None,
+               backend: str | Backend | None = None, rules: Sequence[CheckSpec] = (),
+               dims: Mapping[str, int] | None = None) -> tuple[Diagnostic, ...]:
+    """Parse `text` and check it; parse errors are returned as diagnostics (checks then do not run)."""
+    from cake.ir.parser import parse
+
+    try:
+        kernel = parse(text, filename)
+    except DiagnosticError as error:
+        return error.diagnostics
+    return check(kernel, arch=arch, backend=backend, rules=rules, dims=dims, file=filename)
+
+
+def errors(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    return tuple(d for d in diagnostics if d.is_error)

@@ -1,0 +1,765 @@
+"""Name resolution and tile-type inference, in one walk over the kernel.
+
+The walk records every problem it meets with the ID of the check that owns it (E01xx names and types,
+E02xx shapes and tail masking); the registered checks in `names` and `shapes` report them. Doing it in
+one walk keeps `cake check` fast and keeps scoping rules in one place. It also records every matrix
+product with its operand shapes for the hardware-legality checks.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from cake.ir import analysis as an
+from cake.ir import nodes as n
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.registry import Finding, finding
+
+from cake.diagnostics import Span
+
+
+class Kind(enum.Enum):
+    PARAM = "param"
+    DIM = "dim"
+    TENSOR = "tensor"
+    SCRATCH = "scratch buffer"
+    GRID_VAR = "grid variable"
+    SMEM = "shared buffer"
+    TMEM = "tensor-memory buffer"
+    BARRIER = "mbarrier"
+    REPLICA_VAR = "replica variable"
+    LOOP_VAR = "loop variable"
+    STAGE_VAR = "stage variable"
+    TILE = "tile"
+    DTYPE_VAR = "dtype variable"
+    ROLE = "role"
+
+
+_INDEX_KINDS = frozenset({Kind.PARAM, Kind.DIM, Kind.GRID_VAR, Kind.REPLICA_VAR, Kind.LOOP_VAR, Kind.STAGE_VAR})
+
+
+class Weak(enum.Enum):
+    """Element types of untyped scalars: they adopt the other operand's type."""
+
+    INT = "int"
+    FLOAT = "float"
+    ANY = "?"  # unknown after an error; compatible with everything, so one mistake reports once
+
+
+Elem: TypeAlias = n.DType | n.TypeVar | Weak
+
+
+def elem_text(elem: Elem) -> str:
+    if isinstance(elem, n.DType):
+        return elem.value
+    if isinstance(elem, n.TypeVar):
+        return elem.name
+    return {Weak.INT: "integer scalar", Weak.FLOAT: "float scalar", Weak.ANY: "?"}[elem]
+
+
+@dataclass(frozen=True, slots=True)
+class Ty:
+    elem: Elem
+    shape: tuple[n.Expr, ...] | None  # None: unknown (after an error)
+
+
+ANY = Ty(Weak.ANY, None)
+INDEX = Ty(Weak.INT, ())
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    kind: Kind
+    node: object
+    ty: Ty | None = None  # tiles, shared/tensor-memory stages, tensors
+    stages: bool = False  # shared/tensor memory declared with [stages]
+
+
+@dataclass(frozen=True, slots=True)
+class MmaInfo:
+    """One matrix product, for the legality checks: `a` is [m, k], `b` is [k, n_] after transposes."""
+
+    node: n.Mma | n.MmaAsync
+    launch: n.Launch
+    role: n.Role
+    form: str
+    m: n.Expr | None
+    n_: n.Expr | None
+    k: n.Expr | None
+    a_elem: Elem
+    b_elem: Elem
+    a_kind: Kind | None  # where the operand lives: SMEM, TILE (registers), TMEM, ...
+    b_kind: Kind | None
+
+
+@dataclass(frozen=True, slots=True)
+class Typing:
+    problems: tuple[tuple[str, Finding], ...]
+    mmas: tuple[MmaInfo, ...]
+    lets: dict[int, Ty] = field(default_factory=dict)  # id(Let node) -> its tile type
+
+    def findings(self, code: str) -> tuple[Finding, ...]:
+        return tuple(f for c, f in self.problems if c == code)
+
+
+def _text(expr: n.Expr | None) -> str:
+    from cake.ir.checks.text import expr_text
+
+    return expr_text(expr)
+
+
+def shape_text(shape: tuple[n.Expr, ...] | None) -> str:
+    return "?" if shape is None else "[" + ", ".join(_text(e) for e in shape) + "]"
+
+
+def ty_text(ty: Ty) -> str:
+    return elem_text(ty.elem) + ("" if ty.shape == () else shape_text(ty.shape))
+
+
+Scope = dict[str, Symbol]
+
+# name: (min positional, max positional, allowed keywords, required keywords)
+_ARITY: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
+    **{f: (1, 1, frozenset(), frozenset()) for f in ("exp", "exp2", "log", "sqrt", "rsqrt", "abs")},
+    "maximum": (2, 2, frozenset(), frozenset()),
+    "minimum": (2, 2, frozenset(), frozenset()),
+    "where": (3, 3, frozenset(), frozenset()),
+    "cast": (2, 2, frozenset(), frozenset()),
+    **{f: (1, 1, frozenset({"axis"}), frozenset({"axis"}))
+       for f in ("sum", "max", "min", "argmin", "argmax", "cumsum")},
+    "arange": (1, 1, frozenset(), frozenset()),
+    "cdiv": (2, 2, frozenset(), frozenset()),
+}
+_FLOAT_MATH = frozenset({"exp", "exp2", "log", "sqrt", "rsqrt"})
+_REDUCTIONS = frozenset({"sum", "max", "min", "argmin", "argmax"})
+
+
+class _Infer:
+    def __init__(self, ctx: CheckContext):
+        self.ctx = ctx
+        self.kernel = ctx.kernel
+        self.problems: list[tuple[str, Finding]] = []
+        self.mmas: list[MmaInfo] = []
+        self.lets: dict[int, Ty] = {}
+        self.launch: n.Launch | None = None
+        self.role: n.Role | None = None
+
+    # ------------------------------------------------------------------------------------ reporting
+
+    def report(self, code: str, node: object, subject: str | None, label: str | None,
+               help: str | None = None, **fields: object) -> None:
+        self.problems.append((code, finding(node, subject, label, help=help, **fields)))
+
+    def where(self) -> str:
+        if self.role is not None:
+            return f"role `{self.role.name}`"
+        if self.launch is not None:
+            return f"launch `{self.launch.name}`"
+        return "the declarations"
+
+    def declare(self, scope: Scope, name: str, symbol: Symbol, node: object) -> None:
+        previous = scope.get(name)
+        if previous is not None and (symbol.kind is not Kind.TILE or previous.kind is not Kind.TILE):
+            self.report("E0106", node, name, f"`{name}` is already a {previous.kind.value}",
+                        help=f"rename one of the two declarations of `{name}`",
+                        name=name, kind=symbol.kind.value, previous=previous.kind.value)
+        scope[name] = symbol
+
+    # --------------------------------------------------------------------------------------- kernel
+
+    def run(self) -> Typing:
+        k = self.kernel
+        scope: Scope = {}
+        for dv in k.dtype_vars:
+            self.declare(scope, dv.name, Symbol(Kind.DTYPE_VAR, dv), dv)
+        for p in k.params:
+            self.declare(scope, p.name, Symbol(Kind.PARAM, p), p)
+        for d in k.dims:
+            self.declare(scope, d.name, Symbol(Kind.DIM, d), d)
+        for t in k.tensors:
+            self.declare(scope, t.name, Symbol(Kind.TENSOR, t, self.tile_type(t.type, scope)), t)
+        for s in k.scratch:
+            self.declare(scope, s.name, Symbol(Kind.SCRATCH, s, self.tile_type(s.type, scope)), s)
+            self.scalar(s.init, scope, "a scratch initializer")
+        for launch in k.launches:
+            self.launch = launch
+            self.run_launch(launch, dict(scope))
+            self.launch = None
+        return Typing(tuple(self.problems), tuple(self.mmas), self.lets)
+
+    def run_launch(self, launch: n.Launch, scope: Scope) -> None:
+        for axis in launch.grid.axes:
+            self.scalar(axis.extent, scope, "a grid extent")
+            self.declare(scope, axis.var, Symbol(Kind.GRID_VAR, axis), axis)
+        for sm in launch.smem:
+            if sm.stages is not None:
+                self.scalar(sm.stages, scope, "a stage count")
+            self.declare(scope, sm.name, Symbol(Kind.SMEM, sm, self.tile_type(sm.type, scope),
+                                                sm.stages is not None), sm)
+        for tm in launch.tmem:
+            if tm.stages is not None:
+                self.scalar(tm.stages, scope, "a stage count")
+            self.declare(scope, tm.name, Symbol(Kind.TMEM, tm, self.tile_type(tm.type, scope),
+                                                tm.stages is not None), tm)
+        for b in launch.barriers:
+            for e in (b.count, b.arrivals, b.tx):
+                if e is not None:
+                    self.scalar(e, scope, "a barrier count")
+            self.declare(scope, b.name, Symbol(Kind.BARRIER, b, stages=b.count is not None), b)
+        roles: Scope = {}
+        for role in launch.roles:
+            self.declare(roles, role.name, Symbol(Kind.ROLE, role), role)
+        for role in launch.roles:
+            self.role = role
+            inner = dict(scope)
+            if role.replicas is not None:
+                self.scalar(role.replicas.count, scope, "a replica count")
+                self.declare(inner, role.replicas.var, Symbol(Kind.REPLICA_VAR, role.replicas), role.replicas)
+            self.scalar(role.units, scope, "a unit count")
+            if role.regs is not None:
+                self.scalar(role.regs, scope, "a register budget")
+            self.block(role.body, inner)
+            self.role = None
+        for pp in launch.pingpongs:
+            if pp.role not in roles:
+                self.report("E0101", pp, pp.role, "no role of this name in the launch",
+                            help=f"roles here: {', '.join(r.name for r in launch.roles)}",
+                            name=pp.role, where=f"launch `{launch.name}`")
+
+    def tile_type(self, tile: n.TileType, scope: Scope) -> Ty:
+        for extent in tile.shape:
+            self.scalar(extent, scope, "a tile extent")
+        elem = tile.elem
+        if isinstance(elem, n.TypeVar):
+            sym = scope.get(elem.name)
+            if sym is None:
+                self.report("E0101", elem, elem.name, "not declared", name=elem.name, where=self.where(),
+                            help=f"declare it: `dtype {elem.name} in {{f16, bf16}}`")
+                return Ty(Weak.ANY, tile.shape)
+            if sym.kind is not Kind.DTYPE_VAR:
+                self.wrong_kind(elem, elem.name, sym, "an element type")
+                return Ty(Weak.ANY, tile.shape)
+        return Ty(elem, tile.shape)
+
+    def wrong_kind(self, node: object, name: str, sym: Symbol, wanted: str, help: str | None = None) -> None:
+        self.report("E0105", node, name, f"this is a {sym.kind.value}", help=help,
+                    name=name, kind=sym.kind.value, wanted=wanted)
+
+    def scalar(self, expr: n.Expr, scope: Scope, what: str) -> None:
+        ty = self.expr(expr, scope)
+        if ty.shape not in (None, ()):
+            self.report("E0201", expr, what, f"a tile of shape {shape_text(ty.shape)}, expected a scalar",
+                        what=what, expected="[]", got=shape_text(ty.shape))
+
+    # ------------------------------------------------------------------------------------ statements
+
+    def block(self, body: tuple[n.Stmt, ...], scope: Scope) -> None:
+        local: set[str] = set()
+        for stmt in body:
+            self.stmt(stmt, scope, local)
+
+    def stmt(self, stmt: n.Stmt, scope: Scope, local: set[str]) -> None:
+        if isinstance(stmt, n.Let):
+            value = self.expr(stmt.value, scope)
+            ty = value
+            if stmt.type is not None:
+                ty = self.tile_type(stmt.type, scope)
+                self.conform(stmt.value, value, ty, f"`{stmt.name}`")
+            if stmt.name in local:
+                self.report("E0106", stmt, stmt.name, "already declared in this block",
+                            help=f"rebind it with `{stmt.name} = ...`", name=stmt.name, kind="tile",
+                            previous="tile")
+            elif stmt.name in scope and scope[stmt.name].kind is not Kind.TILE:
+                self.declare(scope, stmt.name, Symbol(Kind.TILE, stmt, ty), stmt)
+            local.add(stmt.name)
+            scope[stmt.name] = Symbol(Kind.TILE, stmt, ty)
+            self.lets[id(stmt)] = ty
+        elif isinstance(stmt, n.Assign):
+            value = self.expr(stmt.value, scope)
+            sym = scope.get(stmt.name)
+            if sym is None:
+                self.report("E0102", stmt, stmt.name, "no `let` declares this tile here",
+                            help=f"declare it first: `let {stmt.name}: ... = ...`", name=stmt.name)
+            elif sym.kind is not Kind.TILE:
+                self.wrong_kind(stmt, stmt.name, sym, "a tile to rebind")
+            elif sym.ty is not None:
+                self.conform(stmt.value, value, sym.ty, f"`{stmt.name}`")
+        elif isinstance(stmt, n.Copy):
+            src = self.global_ref(stmt.source, scope, stmt.masked, writes=False)
+            dst = self.buffer_ref(stmt.dest, scope, Kind.SMEM, "a shared buffer to copy into")
+            if src is not None and dst is not None:
+                self.same_elem(stmt, src.elem, dst.elem, "copy source and destination")
+                self.same_shape(stmt.source, src.shape, dst.shape, "the copy box and the buffer stage")
+            self.barrier_ref(stmt.signals, scope)
+        elif isinstance(stmt, (n.Store, n.Atomic)):
+            value = self.expr(stmt.value, scope)
+            dest = self.global_ref(stmt.dest, scope, stmt.masked, writes=True)
+            if dest is not None:
+                self.conform(stmt.value, value, dest, "the stored tile")
+        elif isinstance(stmt, n.MmaAsync):
+            a, b = self.expr(stmt.a, scope), self.expr(stmt.b, scope)
+            dest = self.buffer_ref(stmt.dest, scope, Kind.TMEM, "a tensor-memory accumulator")
+            self.matmul(stmt, stmt.a, stmt.b, a, b, dest, scope, stmt.form)
+            self.barrier_ref(stmt.signals, scope)
+        elif isinstance(stmt, n.For):
+            self.scalar(stmt.start, scope, "a loop bound")
+            self.scalar(stmt.stop, scope, "a loop bound")
+            inner = dict(scope)
+            self.declare(inner, stmt.var, Symbol(Kind.LOOP_VAR, stmt), stmt)
+            if stmt.pipeline is not None:
+                self.scalar(stmt.pipeline.stages, scope, "a stage count")
+                self.declare(inner, stmt.pipeline.stage_var, Symbol(Kind.STAGE_VAR, stmt.pipeline),
+                             stmt.pipeline)
+            self.block(stmt.body, inner)
+        elif isinstance(stmt, (n.Wait, n.Arrive, n.ExpectTx)):
+            self.barrier_ref(stmt.barrier, scope, required=True)
+            extra = stmt.phase if isinstance(stmt, n.Wait) else stmt.bytes if isinstance(stmt, n.ExpectTx) else None
+            if extra is not None:
+                self.scalar(extra, scope, "a phase or byte count")
+        elif isinstance(stmt, n.NamedBarrierSync):
+            self.scalar(stmt.barrier_id, scope, "a named-barrier id")
+            self.scalar(stmt.threads, scope, "a thread count")
+
+    def conform(self, node: n.Expr, value: Ty, target: Ty, what: str) -> None:
+        """`value` may initialize or be stored into `target`: same element type, same (or scalar) shape."""
+        self.same_elem(node, value.elem, target.elem, what)
+        if value.shape not in (None, ()) and target.shape is not None:
+            self.same_shape(node, value.shape, target.shape, what)
+
+    def same_elem(self, node: object, got: Elem, want: Elem, what: str) -> None:
+        if isinstance(got, Weak) or isinstance(want, Weak) or got == want:
+            return
+        self.report("E0103", node, what, f"{elem_text(got)} where {elem_text(want)} is expected",
+                    help=f"convert explicitly: `cast(..., {elem_text(want)})`",
+                    what=what, got=elem_text(got), want=elem_text(want))
+
+    def same_shape(self, node: object, got: tuple[n.Expr, ...] | None, want: tuple[n.Expr, ...] | None,
+                   what: str) -> bool:
+        if got is None or want is None:
+            return True
+        if len(got) == len(want) and all(self.ctx.same_extent(a, b) for a, b in zip(got, want, strict=True)):
+            return True
+        self.report("E0201", node, what, f"shape {shape_text(got)}, expected {shape_text(want)}",
+                    what=what, got=shape_text(got), expected=shape_text(want))
+        return False
+
+    # -------------------------------------------------------------------------------- references
+
+    def lookup(self, name: n.Name, scope: Scope) -> Symbol | None:
+        sym = scope.get(name.id)
+        if sym is None:
+            self.report("E0101", name, name.id, "not declared", name=name.id, where=self.where())
+        return sym
+
+    def barrier_ref(self, ref: n.Index | n.Name | None, scope: Scope, required: bool = False) -> None:
+        if ref is None:
+            return
+        base = ref.base if isinstance(ref, n.Index) else ref
+        if not isinstance(base, n.Name):
+            return
+        sym = self.lookup(base, scope)
+        if sym is not None and sym.kind is not Kind.BARRIER:
+            self.wrong_kind(base, base.id, sym, "an mbarrier")
+        if isinstance(ref, n.Index):
+            for item in ref.items:
+                if isinstance(item, (n.Slice, n.NewAxis)):
+                    self.report("E0205", ref, base.id, "an mbarrier element takes one integer index",
+                                name=base.id, got=len(ref.items), want=1)
+                else:
+                    self.scalar(item, scope, "a barrier index")
+
+    def buffer_ref(self, ref: n.Index | n.Name, scope: Scope, kind: Kind, wanted: str) -> Ty | None:
+        base = ref.base if isinstance(ref, n.Index) else ref
+        if not isinstance(base, n.Name):
+            self.expr(ref, scope)
+            return None
+        sym = self.lookup(base, scope)
+        if sym is None:
+            return None
+        if sym.kind is not kind:
+            self.wrong_kind(base, base.id, sym, wanted)
+            return None
+        return self.stage_of(ref, sym, scope)
+
+    def stage_of(self, ref: n.Index | n.Name, sym: Symbol, scope: Scope) -> Ty:
+        """A staged buffer's reference: `cs[s]` is one stage's tile; further items index that tile."""
+        assert sym.ty is not None
+        items = ref.items if isinstance(ref, n.Index) else ()
+        if sym.stages:
+            if not items or isinstance(items[0], (n.Slice, n.NewAxis)):
+                name = ref.base.id if isinstance(ref, n.Index) and isinstance(ref.base, n.Name) else _text(ref)
+                self.report("E0205", ref, name, "a staged buffer needs a stage index first",
+                            help=f"index the stage: `{name}[s]`", name=name, got=len(items), want="1 +")
+                return ANY
+            self.scalar(items[0], scope, "a stage index")
+            items = items[1:]
+        return self.tile_index(ref, sym.ty, items, scope) if items else sym.ty
+
+    def global_ref(self, ref: n.Index | n.Name, scope: Scope, masked: bool, writes: bool) -> Ty | None:
+        base = ref.base if isinstance(ref, n.Index) else ref
+        if not isinstance(base, n.Name):
+            self.expr(ref, scope)
+            return None
+        sym = self.lookup(base, scope)
+        if sym is None:
+            return None
+        if sym.kind not in (Kind.TENSOR, Kind.SCRATCH):
+            self.wrong_kind(base, base.id, sym, "a global tensor")
+            return None
+        decl = sym.node
+        if writes and isinstance(decl, n.TensorDecl) and decl.direction is n.Direction.IN:
+            self.wrong_kind(base, base.id, Symbol(Kind.TENSOR, decl), "an output tensor",
+                            help=f"declare it `tensor {base.id}: inout ...` or write another tensor")
+        assert sym.ty is not None
+        return self.tensor_slice(ref, base.id, sym.ty, scope, masked)
+
+    # ------------------------------------------------------------------------------------ indexing
+
+    def tile_index(self, node: n.Index | n.Name, ty: Ty, items: tuple[n.IndexItem, ...], scope: Scope) -> Ty:
+        if ty.shape is None:
+            for item in items:
+                self.index_item(item, scope)
+            return Ty(ty.elem, None)
+        shape: list[n.Expr] = []
+        dims = list(ty.shape)
+        consumed = 0
+        for item in items:
+            if isinstance(item, n.NewAxis):
+                shape.append(n.IntLit(1))
+                continue
+            if consumed >= len(dims):
+                self.report("E0205", node, _text(node), f"{consumed + 1} or more indices for a rank-{len(dims)} tile",
+                            name=_text(node), got=len(items), want=len(dims))
+                return ANY
+            extent = dims[consumed]
+            consumed += 1
+            if isinstance(item, n.Slice):
+                self.index_item(item, scope)
+                shape.append(extent if item.size is None else item.size)
+            else:
+                idx = self.expr(item, scope)
+                if idx.shape:
+                    shape.extend(idx.shape)
+        shape.extend(dims[consumed:])
+        return Ty(ty.elem, tuple(shape))
+
+    def index_item(self, item: n.IndexItem, scope: Scope) -> None:
+        if isinstance(item, n.Slice):
+            for e in (item.start, item.size):
+                if e is not None:
+                    self.scalar(e, scope, "a slice bound")
+        elif not isinstance(item, n.NewAxis):
+            self.expr(item, scope)
+
+    def tensor_slice(self, ref: n.Index | n.Name, name: str, ty: Ty, scope: Scope, masked: bool) -> Ty:
+        assert ty.shape is not None
+        items: tuple[n.IndexItem, ...] = ref.items if isinstance(ref, n.Index) else tuple(
+            n.Slice(None, None, span=ref.span) for _ in ty.shape)
+        if len(items) != len(ty.shape) or any(isinstance(i, n.NewAxis) for i in items):
+            self.report("E0205", ref, name, f"{len(items)} indices for a rank-{len(ty.shape)} tensor",
+                        help="give one index or slice per dim (`:` for a whole static dim)",
+                        name=name, got=len(items), want=len(ty.shape))
+            for item in items:
+                self.index_item(item, scope)
+            return Ty(ty.elem, None)
+        shape: list[n.Expr] = []
+        for item, extent in zip(items, ty.shape, strict=True):
+            if isinstance(item, n.Slice):
+                self.index_item(item, scope)
+                if item.size is None:
+                    self.whole_dim(item, name, extent)
+                    shape.append(extent)
+                else:
+                    if not masked:
+                        self.tail(item, name, extent, item.size)
+                    shape.append(item.size)
+            elif not isinstance(item, n.NewAxis):
+                idx = self.expr(item, scope)
+                if idx.shape:
+                    shape.extend(idx.shape)
+        return Ty(ty.elem, tuple(shape))
+
+    def dims_in(self, expr: n.Expr) -> list[n.Dim]:
+        dims = {d.name: d for d in self.kernel.dims}
+        return [dims[e.id] for e in an.walk_expr(expr) if isinstance(e, n.Name) and e.id in dims]
+
+    def whole_dim(self, item: n.Slice, tensor: str, extent: n.Expr) -> None:
+        dynamic = [d.name for d in self.dims_in(extent) if not d.static]
+        if dynamic:
+            self.report("E0204", item, tensor, f"`{_text(extent)}` is not static",
+                        help=f"declare `static {dynamic[0]}`, or slice a tile and mask it: "
+                             f"`i*BLOCK : +BLOCK` with `masked`",
+                        tensor=tensor, dim=_text(extent))
+
+    def tail(self, item: n.Slice, tensor: str, extent: n.Expr, size: n.Expr) -> None:
+        if self.dims_in(extent):
+            self.report("E0202", item, tensor, f"+{_text(size)} may not divide `{_text(extent)}`",
+                        help="add `masked` to the statement so the tail tile is bounds-checked",
+                        tensor=tensor, dim=_text(extent), size=_text(size))
+            return
+        for env in self.ctx.variation_envs(extent, size):
+            d, s = an.try_value(extent, env), an.try_value(size, env)
+            if d is not None and s and d % s:
+                self.report("E0202", item, tensor, f"+{s} does not divide {d}",
+                            help="add `masked`, or pick a tile size that divides the dim",
+                            tensor=tensor, dim=_text(extent), size=_text(size))
+                return
+
+    # ----------------------------------------------------------------------------------- expressions
+
+    def expr(self, e: n.Expr, scope: Scope) -> Ty:
+        if isinstance(e, n.IntLit):
+            return INDEX
+        if isinstance(e, n.FloatLit):
+            return Ty(Weak.FLOAT, ())
+        if isinstance(e, n.BoolLit):
+            return Ty(n.DType.BOOL, ())
+        if isinstance(e, n.SizeOf):
+            if isinstance(e.elem, n.TypeVar):
+                self.tile_type(n.TileType(e.elem, ()), scope)
+            return INDEX
+        if isinstance(e, n.Name):
+            return self.name(e, scope)
+        if isinstance(e, n.BinOp):
+            lhs, rhs = self.expr(e.lhs, scope), self.expr(e.rhs, scope)
+            shape = self.broadcast(e, (lhs.shape, rhs.shape))
+            if e.op.is_comparison:
+                self.unify(e, lhs.elem, rhs.elem)
+                return Ty(n.DType.BOOL, shape)
+            return Ty(self.unify(e, lhs.elem, rhs.elem), shape)
+        if isinstance(e, n.UnaryOp):
+            ty = self.expr(e.operand, scope)
+            return Ty(n.DType.BOOL, ty.shape) if e.op is n.UnaryOpKind.NOT else ty
+        if isinstance(e, n.Call):
+            return self.call(e, scope)
+        if isinstance(e, n.Index):
+            if isinstance(e.base, n.Name):
+                sym = self.lookup(e.base, scope)
+                if sym is None:
+                    for item in e.items:
+                        self.index_item(item, scope)
+                    return ANY
+                if sym.kind is Kind.SMEM:
+                    return self.stage_of(e, sym, scope)
+                if sym.kind is Kind.TILE and sym.ty is not None:
+                    return self.tile_index(e, sym.ty, e.items, scope)
+                self.wrong_kind(e.base, e.base.id, sym, "a tile or shared buffer",
+                                help=f"read it with `load {_text(e)}`" if sym.kind in
+                                (Kind.TENSOR, Kind.SCRATCH, Kind.TMEM) else None)
+                return ANY
+            return self.tile_index(e, self.expr(e.base, scope), e.items, scope)
+        if isinstance(e, n.Transpose):
+            ty = self.expr(e.operand, scope)
+            if ty.shape is None:
+                return ty
+            if len(ty.shape) != 2:
+                self.report("E0201", e, "a transpose", f"rank {len(ty.shape)}, `.T` needs a 2-D tile",
+                            what="a transpose", got=shape_text(ty.shape), expected="[m, n]")
+                return Ty(ty.elem, None)
+            return Ty(ty.elem, (ty.shape[1], ty.shape[0]))
+        if isinstance(e, n.Load):
+            return self.load(e, scope)
+        if isinstance(e, n.Mma):
+            a, b = self.expr(e.a, scope), self.expr(e.b, scope)
+            acc = self.expr(e.acc, scope) if e.acc is not None else None
+            return self.matmul(e, e.a, e.b, a, b, acc, scope, e.form)
+        return ANY
+
+    def name(self, e: n.Name, scope: Scope) -> Ty:
+        sym = self.lookup(e, scope)
+        if sym is None:
+            return ANY
+        if sym.kind in _INDEX_KINDS:
+            return INDEX
+        if sym.kind is Kind.TILE and sym.ty is not None:
+            return sym.ty
+        if sym.kind is Kind.SMEM and not sym.stages and sym.ty is not None:
+            return sym.ty
+        hint = {Kind.TENSOR: f"read it with `load {e.id}[...]`", Kind.SCRATCH: f"read it with `load {e.id}[...]`",
+                Kind.SMEM: f"index a stage: `{e.id}[s]`", Kind.TMEM: f"read it with `load {e.id}[...]`"}
+        self.wrong_kind(e, e.id, sym, "a value", help=hint.get(sym.kind))
+        return ANY
+
+    def load(self, e: n.Load, scope: Scope) -> Ty:
+        if e.other is not None:
+            self.scalar(e.other, scope, "a masked load's fill value")
+        src = e.source
+        base = src.base if isinstance(src, n.Index) else src
+        if not isinstance(base, n.Name):
+            return self.expr(src, scope)
+        sym = self.lookup(base, scope)
+        if sym is None:
+            if isinstance(src, n.Index):
+                for item in src.items:
+                    self.index_item(item, scope)
+            return ANY
+        if sym.kind is Kind.TMEM:
+            return self.stage_of(src, sym, scope)
+        ty = self.global_ref(src, scope, e.masked, writes=False)
+        return ANY if ty is None else ty
+
+    def unify(self, node: object, a: Elem, b: Elem) -> Elem:
+        if a is Weak.ANY or b is Weak.ANY:
+            return b if a is Weak.ANY else a
+        if isinstance(a, Weak) and isinstance(b, Weak):
+            return Weak.FLOAT if Weak.FLOAT in (a, b) else Weak.INT
+        if isinstance(a, Weak):
+            return b
+        if isinstance(b, Weak) or a == b:
+            return a
+        self.report("E0103", node, "operands", f"{elem_text(a)} and {elem_text(b)}",
+                    help=f"convert one operand: `cast(..., {elem_text(a)})`",
+                    what="the operands", got=elem_text(b), want=elem_text(a))
+        return a
+
+    def broadcast(self, node: object, shapes: tuple[tuple[n.Expr, ...] | None, ...]) -> tuple[n.Expr, ...] | None:
+        if any(s is None for s in shapes):
+            return None
+        known = [s for s in shapes if s is not None]
+        rank = max(len(s) for s in known)
+        out: list[n.Expr] = []
+        for pos in range(rank):
+            extents = [s[len(s) - rank + pos] for s in known if len(s) - rank + pos >= 0]
+            wide = [x for x in extents if not self.ctx.is_one(x)]
+            chosen = wide[0] if wide else extents[0]
+            for other in wide[1:]:
+                if not self.ctx.same_extent(chosen, other):
+                    got = " and ".join(shape_text(s) for s in known)
+                    self.report("E0201", node, "operands", f"shapes {got} do not broadcast",
+                                help="index with `None` to add a broadcast axis: `v[:, None]`",
+                                what="elementwise operands", got=got, expected="broadcastable shapes")
+                    return None
+            out.append(chosen)
+        return tuple(out)
+
+    def call(self, e: n.Call, scope: Scope) -> Ty:
+        spec = _ARITY.get(e.func)
+        if spec is None:
+            self.report("E0101", e, e.func, "no builtin of this name", name=e.func, where=self.where(),
+                        help="builtins: " + ", ".join(sorted(_ARITY)))
+            for arg in e.args:
+                self.expr(arg, scope)
+            return ANY
+        lo, hi, allowed, required = spec
+        kwargs = {kw.name: kw for kw in e.kwargs}
+        bad_kw = sorted(set(kwargs) - allowed)
+        missing = sorted(required - set(kwargs))
+        if not lo <= len(e.args) <= hi or bad_kw or missing:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            got = f"{len(e.args)} argument{'s' if len(e.args) != 1 else ''}"
+            if bad_kw:
+                got += f", unknown keyword `{bad_kw[0]}`"
+            if missing:
+                got += f", missing `{missing[0]}=`"
+            self.report("E0104", e, e.func, got, name=e.func, got=got,
+                        want=want + (" argument" if want == "1" else " arguments")
+                        + "".join(f" and `{k}=`" for k in sorted(required)))
+            for arg in e.args:
+                self.expr(arg, scope)
+            return ANY
+        if e.func == "cast":
+            return self.cast(e, scope)
+        args = [self.expr(a, scope) for a in e.args]
+        if e.func == "arange":
+            self.scalar(e.args[0], scope, "an arange length")
+            return Ty(n.DType.I32, (e.args[0],))
+        if e.func == "cdiv":
+            return INDEX
+        if e.func in _FLOAT_MATH:
+            elem = args[0].elem
+            if isinstance(elem, n.DType) and not elem.is_float:
+                self.same_elem(e, elem, n.DType.F32, f"the argument of `{e.func}`")
+            return Ty(Weak.FLOAT if elem is Weak.INT else elem, args[0].shape)
+        if e.func == "abs":
+            return args[0]
+        if e.func in ("maximum", "minimum"):
+            return Ty(self.unify(e, args[0].elem, args[1].elem), self.broadcast(e, (args[0].shape, args[1].shape)))
+        if e.func == "where":
+            if args[0].elem not in (n.DType.BOOL, Weak.ANY):
+                self.same_elem(e.args[0], args[0].elem, n.DType.BOOL, "the condition of `where`")
+            shape = self.broadcast(e, tuple(a.shape for a in args))
+            return Ty(self.unify(e, args[1].elem, args[2].elem), shape)
+        return self.reduce(e, args[0], kwargs["axis"], scope)
+
+    def cast(self, e: n.Call, scope: Scope) -> Ty:
+        operand = self.expr(e.args[0], scope)
+        target = e.args[1]
+        if isinstance(target, n.Name):
+            try:
+                return Ty(n.DType(target.id), operand.shape)
+            except ValueError:
+                sym = scope.get(target.id)
+                if sym is not None and sym.kind is Kind.DTYPE_VAR:
+                    return Ty(n.TypeVar(target.id), operand.shape)
+                if sym is None:
+                    self.lookup(target, scope)
+                else:
+                    self.wrong_kind(target, target.id, sym, "an element type")
+                return Ty(Weak.ANY, operand.shape)
+        self.report("E0105", target, _text(target), "not an element type", name=_text(target),
+                    kind="expression", wanted="an element type")
+        return Ty(Weak.ANY, operand.shape)
+
+    def reduce(self, e: n.Call, operand: Ty, axis_kw: n.Keyword, scope: Scope) -> Ty:
+        axis_ty = self.expr(axis_kw.value, scope)
+        elem: Elem = n.DType.I32 if e.func in ("argmin", "argmax") else operand.elem
+        if operand.shape is None or axis_ty.shape:
+            return Ty(elem, None)
+        axis = an.try_value(axis_kw.value, self.ctx.env)
+        rank = len(operand.shape)
+        if axis is None or not -rank <= axis < rank:
+            valid = f"0..{rank - 1}" if rank else "none (a scalar has no axes)"
+            self.report("E0203", axis_kw, e.func, f"axis {_text(axis_kw.value)} of a rank-{rank} tile",
+                        help=f"valid axes: {valid}", func=e.func, axis=_text(axis_kw.value), rank=rank)
+            return Ty(elem, None)
+        axis %= rank
+        if e.func == "cumsum":
+            return Ty(elem, operand.shape)
+        return Ty(elem, operand.shape[:axis] + operand.shape[axis + 1:])
+
+    def matmul(self, node: n.Mma | n.MmaAsync, a_expr: n.Expr, b_expr: n.Expr, a: Ty, b: Ty, acc: Ty | None,
+               scope: Scope, form: str) -> Ty:
+        self.same_elem(node, b.elem, a.elem, "the mma operands")
+        m = nn = k = None
+        if a.shape is not None and b.shape is not None:
+            if len(a.shape) != 2 or len(b.shape) != 2:
+                self.report("E0201", node, "mma operands",
+                            f"{shape_text(a.shape)} @ {shape_text(b.shape)}: mma takes 2-D tiles",
+                            what="the mma operands", got=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
+                            expected="[m, k] @ [k, n]")
+            else:
+                m, k, nn = a.shape[0], a.shape[1], b.shape[1]
+                if not self.ctx.same_extent(a.shape[1], b.shape[0]):
+                    self.report("E0201", node, "mma operands",
+                                f"inner dims {_text(a.shape[1])} and {_text(b.shape[0])} differ",
+                                help="transpose the second operand (`b.T`) if it is stored [n, k]",
+                                what="the mma operands", got=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
+                                expected="[m, k] @ [k, n]")
+        result = Ty(n.DType.F32, None if m is None or nn is None else (m, nn))
+        if acc is not None:
+            self.conform(node, acc, result, "the mma accumulator")
+        if self.launch is not None and self.role is not None:
+            self.mmas.append(MmaInfo(node, self.launch, self.role, form, m, nn, k, a.elem, b.elem,
+                                     self.operand_kind(a_expr, scope), self.operand_kind(b_expr, scope)))
+        return result
+
+    def operand_kind(self, e: n.Expr, scope: Scope) -> Kind | None:
+        while isinstance(e, n.Transpose):
+            e = e.operand
+        base = e.base if isinstance(e, n.Index) else e
+        if isinstance(e, n.Load):
+            return Kind.TENSOR
+        if isinstance(base, n.Name) and base.id in scope:
+            return scope[base.id].kind
+        return None
+
+
+def infer(ctx: CheckContext) -> Typing:
+    return _Infer(ctx).run()
+
+
+def span_of(node: object) -> Span | None:
+    span = getattr(node, "span", None)
+    return span if isinstance(span, Span) else None

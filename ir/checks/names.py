@@ -1,0 +1,60 @@
+"""E01xx — names and element types. The findings come from the one inference walk (`infer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.fixtures import PINGPONG, PLAIN, derive
+from cake.ir.checks.registry import Finding, check
+
+
+@check("E0101", "undefined name", "undefined name `{name}` in {where}", examples=[
+    derive(PLAIN, ("let col: i32[BK] = k*BK + arange(BK)", "let col: i32[BK] = kk*BK + arange(BK)")),
+    derive(PINGPONG, ("pingpong consumer around mma", "pingpong consumers around mma")),
+])
+def undefined_name(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0101")
+
+
+@check("E0102", "assignment to an undeclared tile", "assignment to undeclared tile `{name}`", examples=[
+    derive(PLAIN, ("    best = minimum(m, best)", "    bst = minimum(m, best)")),
+])
+def undeclared_assign(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0102")
+
+
+@check("E0103", "element type mismatch", "element type mismatch in {what}: {got} where {want} is expected",
+       examples=[
+           derive(PLAIN, ("let cf: f32[BK, 128] = cast(ct, f32)", "let cf: f32[BK, 128] = ct")),
+           derive(PLAIN, ("store besti -> ids", "store best -> ids")),
+       ])
+def dtype_mismatch(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0103")
+
+
+@check("E0104", "wrong arguments to a builtin", "wrong arguments to builtin `{name}`: {got}, expected {want}",
+       examples=[
+           derive(PLAIN, ("let m: f32[BN] = min(dist, axis=1)", "let m: f32[BN] = min(dist, 1)")),
+           derive(PLAIN, ("best = minimum(m, best)", "best = minimum(m, best, m)")),
+       ])
+def builtin_arity(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0104")
+
+
+@check("E0105", "name used as the wrong kind", "`{name}` is a {kind}, not {wanted}", examples=[
+    derive(PINGPONG, ("    wait c_full[s]\n", "    wait cs[s]\n")),
+    derive(PLAIN, ("let ct: T[BK, 128] = load c[b, k*BK : +BK, :] masked other 0",
+                   "let ct: T[BK, 128] = c[b, k*BK : +BK, :]")),
+])
+def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0105")
+
+
+@check("E0106", "duplicate declaration", "`{name}` declared twice (already a {previous})", examples=[
+    derive(PLAIN, ("param BK = 64", "param BN = 64")),
+    derive(PLAIN, ("    let m: f32[BN] = min(dist, axis=1)\n",
+                   "    let m: f32[BN] = min(dist, axis=1)\n    let m: f32[BN] = min(dist, axis=1)\n")),
+])
+def duplicate(ctx: CheckContext) -> Iterable[Finding]:
+    return ctx.typing.findings("E0106")
