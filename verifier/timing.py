@@ -1,0 +1,363 @@
+"""The timing protocol: how CAKE measures a kernel so that the number can be believed.
+
+For one shape, every contestant (the candidate and its baselines) runs in this one process:
+
+1. **Refusal.** A candidate whose `Verification` has not passed is refused before anything runs
+   (`Unverified`): an unverified kernel has no time, not a slow one.
+2. **Prepare + check.** Each contestant prepares every input set (outside the timed region) and runs once
+   per set; that first run compiles, and its outputs are checked against the fp64 reference (`check`).
+   A contestant failing here is not timed.
+3. **Warm-up** past compilation: `warmup_calls` more calls each.
+4. **Interleaved sampling** (ABAB...): rep r calls every contestant in turn on input set r mod S. Before each
+   call the L2 is flushed (a write over a buffer twice the L2), so every call starts cold; device events
+   bracket the call itself. The pool of S input sets holds more bytes than the L2, so nothing is reused.
+   Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are in.
+5. **Re-check.** The last outputs each contestant produced for each input set during timing are checked
+   again: a kernel that computes less once it is warm fails here, and has no time.
+6. **Report** (`summarize`): the median and spread, TFLOP/s and GB/s from the contract's counts, fractions
+   of the measured ceilings (`DeviceSpec.gemm_ceiling_tflops`, `bandwidth_ceiling_bytes_per_s`), the roofline
+   floor at datasheet peaks, and `implausible` when the median beats that floor.
+
+Times come from a `Clock`. The only clock shipped is `CudaClock` (device events); `measure` takes the
+clock as a parameter so its logic can be tested on a CPU with a scripted clock that lives in the tests.
+There is no CPU timing path: with no GPU, `CudaClock()` raises `NoGpu`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from cake.verifier.compare import compare
+from cake.verifier.contracts import Contract, shape_of
+from cake.verifier.gates.resources import implausible_speed, roofline_floor_s
+from cake.verifier.inputs import Layout, ValueFamily, make_case
+from torch import Tensor
+
+from cake.arch import DEVICES, DeviceSpec
+
+# ---- clocks ------------------------------------------------------------------------------------------------
+
+
+class NoGpu(RuntimeError):
+    """Timing needs a CUDA device; there is deliberately no CPU fallback."""
+
+
+class Clock(Protocol):
+    """Marks on the device's stream, elapsed times between them, and the L2 flush."""
+
+    def record(self) -> object: ...
+
+    def elapsed_ms(self, start: object, end: object) -> float: ...  # valid after synchronize()
+
+    def synchronize(self) -> None: ...
+
+    def flush_l2(self) -> None: ...
+
+    def wall_s(self) -> float: ...  # host wall clock, for the time guard only
+
+
+L2_FLUSH_MULTIPLE = 2  # the flush buffer is this many times the L2
+
+
+def match_device(name: str) -> DeviceSpec | None:
+    """The `cake.arch` device whose name a CUDA device name contains ('NVIDIA H200' -> H200)."""
+    key = name.upper().replace(" ", "")
+    for spec in sorted(DEVICES.values(), key=lambda d: -len(d.name)):
+        if spec.name.split("-")[0].upper() in key:
+            return spec
+    return None
+
+
+class CudaClock:
+    """CUDA events on the current stream; the L2 flush zeroes a buffer of `L2_FLUSH_MULTIPLE` x the L2 size
+    (from `cake.arch` when the device is known there, else from the driver)."""
+
+    def __init__(self, device_spec: DeviceSpec | None = None):
+        if not torch.cuda.is_available():
+            raise NoGpu("no CUDA device: timings are only taken on a GPU (no CPU fallback, no fake numbers)")
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        spec = device_spec or match_device(props.name)
+        l2 = spec.l2_bytes if spec is not None else int(props.L2_cache_size)
+        self.device_spec = spec
+        self.device_name = props.name
+        self._flush = torch.empty(L2_FLUSH_MULTIPLE * l2, dtype=torch.int8, device="cuda")
+
+    def record(self) -> object:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def elapsed_ms(self, start: object, end: object) -> float:
+        return float(start.elapsed_time(end))  # type: ignore[attr-defined]
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    def flush_l2(self) -> None:
+        self._flush.zero_()
+
+    def wall_s(self) -> float:
+        return time.perf_counter()
+
+
+# ---- contestants and settings ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Whether a kernel passed the contract gates (and how we know): the precondition for timing."""
+
+    passed: bool
+    source: str  # "battery", "cache", "quick check", ...
+    detail: str = ""
+
+
+class Unverified(Exception):
+    """A candidate was handed to the protocol without a passing verification."""
+
+
+def _identity(*inputs: Any) -> tuple[Any, ...]:
+    return tuple(inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Contestant:
+    """`run(*prepare(*inputs))` is timed; `prepare` runs once per input set, untimed. A candidate must carry
+    a passing `verification`; a baseline is trusted to be a published implementation but is still checked."""
+
+    name: str
+    run: Callable[..., Any]
+    prepare: Callable[..., tuple[Any, ...]] = _identity
+    candidate: bool = True
+    verification: Verification | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimingConfig:
+    warmup_calls: int = 3
+    min_reps: int = 10
+    max_reps: int = 100
+    max_wall_s: float = 30.0  # stop sampling here once min_reps are in (the guard that bounds GPU time)
+    cold_l2: bool = True
+    sync_every: int = 8  # reps between reads of the events (bounds the events in flight)
+
+
+# ---- results -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """One contestant's outcome at one shape. `times_ms` is empty when it was not timed; `failure` says why."""
+
+    name: str
+    candidate: bool
+    times_ms: tuple[float, ...] = ()
+    failure: str | None = None  # failed the check before timing, or the re-check after it
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and bool(self.times_ms)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    def quantile_ms(self, q: float) -> float:
+        ordered = sorted(self.times_ms)
+        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+Check = Callable[[tuple[Any, ...], tuple[Tensor, ...]], str | None]  # (inputs, outputs) -> failure or None
+
+
+def _outputs(result: Any) -> tuple[Tensor, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, ...]], clock: Clock,
+            check: Check, config: TimingConfig = TimingConfig()) -> tuple[Samples, ...]:
+    """Run the protocol (module docstring) and return one `Samples` per contestant, in order."""
+    for c in contestants:
+        if c.candidate and (c.verification is None or not c.verification.passed):
+            why = "no verification" if c.verification is None else f"{c.verification.source}: {c.verification.detail}"
+            raise Unverified(f"`{c.name}` has not passed the contract gates ({why}); it will not be timed")
+    if not input_sets:
+        raise ValueError("the protocol needs at least one input set")
+    prepared = [[c.prepare(*inputs) for inputs in input_sets] for c in contestants]
+    failures: list[str | None] = [None] * len(contestants)
+    last: list[list[Any]] = [[None] * len(input_sets) for _ in contestants]
+    for ci, c in enumerate(contestants):
+        for si, inputs in enumerate(input_sets):
+            out = _outputs(c.run(*prepared[ci][si]))
+            clock.synchronize()
+            reason = check(inputs, out)
+            if reason is not None:
+                failures[ci] = f"wrong before timing (input set {si}): {reason}"
+                break
+    live = [i for i in range(len(contestants)) if failures[i] is None]
+    for _ in range(config.warmup_calls):
+        for ci in live:
+            contestants[ci].run(*prepared[ci][0])
+    clock.synchronize()
+
+    times: list[list[float]] = [[] for _ in contestants]
+    pending: list[tuple[int, object, object]] = []
+    started = clock.wall_s()
+    rep = 0
+    while live and rep < config.max_reps:
+        si = rep % len(input_sets)
+        for ci in live:  # ABAB...: every contestant once per rep, same input set
+            if config.cold_l2:
+                clock.flush_l2()
+            start = clock.record()
+            last[ci][si] = contestants[ci].run(*prepared[ci][si])
+            end = clock.record()
+            pending.append((ci, start, end))
+        rep += 1
+        if rep % config.sync_every == 0 or rep == config.max_reps:
+            clock.synchronize()
+            for ci, start, end in pending:
+                times[ci].append(clock.elapsed_ms(start, end))
+            pending.clear()
+            if rep >= config.min_reps and clock.wall_s() - started > config.max_wall_s:
+                break
+    clock.synchronize()
+    for ci, start, end in pending:
+        times[ci].append(clock.elapsed_ms(start, end))
+
+    for ci in live:
+        for si, inputs in enumerate(input_sets):
+            if last[ci][si] is None:
+                continue
+            reason = check(inputs, _outputs(last[ci][si]))
+            if reason is not None:
+                failures[ci] = f"wrong after timing (input set {si}): {reason}"
+                break
+    return tuple(Samples(c.name, c.candidate, tuple(times[i]) if failures[i] is None else (), failures[i])
+                 for i, c in enumerate(contestants))
+
+
+# ---- inputs --------------------------------------------------------------------------------------------------
+
+
+def input_set_bytes(contract: Contract, dims: Mapping[str, int], dtype: torch.dtype) -> int:
+    total = 0
+    for spec in contract.inputs:
+        elem = torch.empty((), dtype=contract.input_dtype(spec, dtype)).element_size()
+        total += math.prod(shape_of(spec, dims)) * elem
+    return total
+
+
+def pool_size(set_bytes: int, l2_bytes: int, max_pool_bytes: int = 4 << 30, min_sets: int = 2,
+              max_sets: int = 8) -> int:
+    """Input sets to rotate: enough that the pool holds over twice the L2, within a memory budget."""
+    want = max(min_sets, math.ceil(L2_FLUSH_MULTIPLE * l2_bytes / max(1, set_bytes)) + 1)
+    afford = max(min_sets, max_pool_bytes // max(1, set_bytes))
+    return max(min_sets, min(want, afford, max_sets))
+
+
+def make_inputs(contract: Contract, dims: Mapping[str, int], dtype: torch.dtype, device: str,
+                seed: int) -> tuple[Tensor, ...]:
+    """One fresh input set for timing: randn floats and in-range integers, drawn on the device (never zeros:
+    zeros hide unwritten outputs and can run faster than real data)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    out = []
+    for spec in contract.inputs:
+        shape = shape_of(spec, dims)
+        t = contract.input_dtype(spec, dtype)
+        if t.is_floating_point:
+            out.append(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(t))
+        else:
+            high = dims[spec.int_range_dim] if spec.int_range_dim else 2**15
+            out.append(torch.randint(0, max(1, high), shape, generator=gen, device=device, dtype=t))
+    return tuple(out)
+
+
+# ---- the re-check at large shapes --------------------------------------------------------------------------
+
+
+def spot_check(contract: Contract, dtype: torch.dtype, sample: Mapping[str, int], seed: int = 0) -> Check:
+    """A `Check` comparing outputs to the fp64 reference on a seeded sample of indices along dims on which
+    the outputs are independent (`sample`: dim -> how many), so a shape whose full fp64 reference would not
+    fit in memory is still checked exactly where it is checked. Dims not in `sample` are kept whole."""
+
+    def check(inputs: tuple[Any, ...], outputs: tuple[Tensor, ...]) -> str | None:
+        dims = {d.name: 0 for d in contract.dims}
+        for spec, t in zip(contract.inputs + contract.outputs, (*inputs, *outputs), strict=True):
+            for name, size in zip(spec.dims, t.shape, strict=True):
+                dims[name] = int(size)
+        gen = torch.Generator().manual_seed(seed)
+        picks = {name: torch.randperm(dims[name], generator=gen)[: min(count, dims[name])].sort().values
+                 for name, count in sample.items() if name in dims}
+
+        def take(spec_dims: tuple[str, ...], t: Tensor) -> Tensor:
+            for axis, name in enumerate(spec_dims):
+                if name in picks:
+                    t = t.index_select(axis, picks[name].to(t.device))
+            return t.detach().cpu()
+
+        sub_in = tuple(take(s.dims, t) for s, t in zip(contract.inputs, inputs, strict=True))
+        sub_out = tuple(take(s.dims, t) for s, t in zip(contract.outputs, outputs, strict=True))
+        sub_dims = {**dims, **{name: len(idx) for name, idx in picks.items()}}
+        case = make_case(sub_dims, dtype, ValueFamily.RANDN, Layout.CONTIGUOUS, seed, "TIMING", 0)
+        result = compare(contract, case, sub_in, sub_out)
+        return None if result.ok else result.reason
+
+    return check
+
+
+# ---- the report ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One contestant at one shape, with everything a table shows. Times in ms; None when not timed."""
+
+    name: str
+    candidate: bool
+    median_ms: float | None
+    p10_ms: float | None
+    p90_ms: float | None
+    reps: int
+    tflops: float | None
+    gbytes_per_s: float | None
+    frac_gemm_ceiling: float | None  # of DeviceSpec.gemm_ceiling_tflops (measured when we have it)
+    frac_bandwidth_ceiling: float | None
+    floor_ms: float  # roofline floor at datasheet peaks (what `implausible` is judged against)
+    implausible: bool
+    failure: str | None
+    speedup: float | None = None  # reference median / this median (for candidates)
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in (
+            "name", "candidate", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "gbytes_per_s",
+            "frac_gemm_ceiling", "frac_bandwidth_ceiling", "floor_ms", "implausible", "failure", "speedup", "extra")}
+
+
+def summarize(samples: Samples, contract: Contract, dims: Mapping[str, int], dtype: torch.dtype,
+              device: DeviceSpec, reference_ms: float | None = None, work_scale: float = 1.0) -> Measurement:
+    """Rates and flags for one contestant. `work_scale` multiplies the contract's flops and bytes (a pipeline
+    running several ops per call); `reference_ms` is what the speedup divides (the best baseline's median)."""
+    floor_s = roofline_floor_s(contract, dims, dtype, device) * work_scale
+    if not samples.ok:
+        return Measurement(samples.name, samples.candidate, None, None, None, 0, None, None, None, None,
+                           floor_s * 1e3, False, samples.failure or "not timed")
+    med = samples.median_ms
+    secs = med * 1e-3
+    flops = contract.flops(dims) * work_scale
+    nbytes = contract.bytes(dims, dtype) * work_scale
+    tflops = flops / secs / 1e12
+    gbps = nbytes / secs / 1e9
+    return Measurement(
+        samples.name, samples.candidate, med, samples.quantile_ms(0.1), samples.quantile_ms(0.9),
+        len(samples.times_ms), tflops, gbps, tflops / device.gemm_ceiling_tflops,
+        gbps * 1e9 / device.bandwidth_ceiling_bytes_per_s, floor_s * 1e3,
+        implausible_speed(contract, dims, dtype, secs / work_scale, device), None,
+        (reference_ms / med) if reference_ms is not None else None)
