@@ -19,7 +19,7 @@ An expression that needs a value the environment lacks (an unbound dim, a loop v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from cake.ir.nodes import (
@@ -152,6 +152,14 @@ def try_value(expr: Expr | None, env: Env) -> int | None:
         return None
     try:
         return value(expr, env)
+    except Unbound:
+        return None
+
+
+def try_value_of(compute: Callable[[Env], int], env: Env) -> int | None:
+    """`compute(env)`, or None when it needs an unbound value."""
+    try:
+        return compute(env)
     except Unbound:
         return None
 

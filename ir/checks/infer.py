@@ -143,6 +143,7 @@ class _Infer:
         self.problems: list[tuple[str, Finding]] = []
         self.mmas: list[MmaInfo] = []
         self.lets: dict[int, Ty] = {}
+        self.undefined_uses: dict[str, int] = {}
         self.launch: n.Launch | None = None
         self.role: n.Role | None = None
 
@@ -187,7 +188,17 @@ class _Infer:
             self.launch = launch
             self.run_launch(launch, dict(scope))
             self.launch = None
-        return Typing(tuple(self.problems), tuple(self.mmas), self.lets)
+        return Typing(tuple(self._counted(self.problems)), tuple(self.mmas), self.lets)
+
+    def _counted(self, problems: list[tuple[str, Finding]]) -> list[tuple[str, Finding]]:
+        out = []
+        for code, f in problems:
+            uses = self.undefined_uses.get(str(f.fields.get("name")), 1) if code == "E0101" else 1
+            if uses > 1:
+                f = Finding(f.span, f.fields, f.subject, f"not declared ({uses} uses)", f.help, f.notes,
+                            f.severity)
+            out.append((code, f))
+        return out
 
     def run_launch(self, launch: n.Launch, scope: Scope) -> None:
         for axis in launch.grid.axes:
@@ -235,8 +246,7 @@ class _Infer:
         if isinstance(elem, n.TypeVar):
             sym = scope.get(elem.name)
             if sym is None:
-                self.report("E0101", elem, elem.name, "not declared", name=elem.name, where=self.where(),
-                            help=f"declare it: `dtype {elem.name} in {{f16, bf16}}`")
+                self.undefined(elem, elem.name, help=f"declare it: `dtype {elem.name} in {{f16, bf16}}`")
                 return Ty(Weak.ANY, tile.shape)
             if sym.kind is not Kind.DTYPE_VAR:
                 self.wrong_kind(elem, elem.name, sym, "an element type")
@@ -350,8 +360,16 @@ class _Infer:
     def lookup(self, name: n.Name, scope: Scope) -> Symbol | None:
         sym = scope.get(name.id)
         if sym is None:
-            self.report("E0101", name, name.id, "not declared", name=name.id, where=self.where())
+            self.undefined(name, name.id)
         return sym
+
+    def undefined(self, node: object, name: str, help: str | None = None) -> None:
+        """Report the first use of an undefined name; later uses only raise its count."""
+        if name in self.undefined_uses:
+            self.undefined_uses[name] += 1
+            return
+        self.undefined_uses[name] = 1
+        self.report("E0101", node, name, "not declared", help=help, name=name, where=self.where())
 
     def barrier_ref(self, ref: n.Index | n.Name | None, scope: Scope, required: bool = False) -> None:
         if ref is None:
@@ -663,7 +681,9 @@ class _Infer:
             return self.cast(e, scope)
         args = [self.expr(a, scope) for a in e.args]
         if e.func == "arange":
-            self.scalar(e.args[0], scope, "an arange length")
+            if args[0].shape:
+                self.report("E0201", e.args[0], "an arange length", "a tile, expected a scalar",
+                            what="an arange length", expected="[]", got=shape_text(args[0].shape))
             return Ty(n.DType.I32, (e.args[0],))
         if e.func == "cdiv":
             return INDEX

@@ -52,7 +52,7 @@ def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
 
 
 @check("E0106", "duplicate declaration", "`{name}` declared twice (already a {previous})", examples=[
-    derive(PLAIN, ("param BK = 64", "param BN = 64")),
+    derive(PLAIN, ("dims B, N, K", "dims B, N, K, BN")),
     derive(PLAIN, ("    let m: f32[BN] = min(dist, axis=1)\n",
                    "    let m: f32[BN] = min(dist, axis=1)\n    let m: f32[BN] = min(dist, axis=1)\n")),
 ])

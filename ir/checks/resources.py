@@ -1,0 +1,215 @@
+"""E03xx — resource budgets per launch, against the target's limits in `cake.arch`.
+
+Budgets are evaluated at the params' defaults (the schedule's chosen point; other domain points are the
+search space) under every dtype the schedule serves, and the worst case is reported. A budget that
+depends on an unbound dim cannot be proven: it is reported as a note naming the dim to bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import TypeVar
+
+from cake.ir import analysis as an
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.fixtures import PINGPONG, PLAIN, TCGEN05, derive
+from cake.ir.checks.registry import Finding, finding
+from cake.ir.checks.registry import check as register_check
+from cake.ir.nodes import Launch, NamedBarrierSync
+
+from cake.arch import ArchSpec
+from cake.diagnostics import Severity
+
+R = TypeVar("R")
+
+
+def _worst(ctx: CheckContext, launch: Launch, what: str, compute: Callable[[an.Env], R],
+           key: Callable[[R], int]) -> Iterator[tuple[R, an.Env] | Finding]:
+    """The result with the largest `key` over the dtype bindings, or one note if it cannot be evaluated."""
+    best: tuple[R, an.Env] | None = None
+    for env in ctx.budget_envs:
+        try:
+            result = compute(env)
+        except an.Unbound as unbound:
+            yield finding(launch, f"launch `{launch.name}`", None, severity=Severity.NOTE,
+                          notes=(f"{what} depends on {', '.join(unbound.names)}; bind it "
+                                 f"(`cake check --dim {unbound.names[0]}=...`) to prove the budget",),
+                          launch=launch.name, value="?", limit="?", bytes="?", total="?", threads="?",
+                          columns="?", count="?", role="?", regs="?", why="not provable")
+            return
+        if best is None or key(result) > key(best[0]):
+            best = (result, env)
+    if best is not None:
+        yield best
+
+
+def _budget(launch: Launch, arch: ArchSpec, env: an.Env) -> tuple[an.RoleRegisters, ...]:
+    return an.register_budget(launch, env, arch)
+
+
+def _dtype_note(env: an.Env) -> tuple[str, ...]:
+    return (f"with {', '.join(f'{k} = {v.value}' for k, v in env.dtypes.items())}",) if env.dtypes else ()
+
+
+@register_check("E0301", "shared memory over budget",
+                "shared memory over budget in launch `{launch}`: {bytes} bytes > {limit} bytes on {arch}",
+                examples=[derive(PINGPONG, ("param BK = 128 in {128, 256}", "param BK = 256 in {128, 256}"))])
+def smem_budget(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    limit = ctx.arch.smem_per_block_max_bytes
+    for launch in ctx.kernel.launches:
+        for item in _worst(ctx, launch, "shared memory", partial(an.smem_layout, launch),
+                           lambda layout: layout.total_bytes):
+            if isinstance(item, Finding):
+                if launch.smem:
+                    yield item
+                continue
+            layout, env = item
+            if layout.total_bytes <= limit:
+                continue
+            biggest = max(layout.buffers, key=lambda b: b.bytes)
+            decl = next(s for s in launch.smem if s.name == biggest.name)
+            parts = [f"{b.name}: {b.stages} x {b.stage_bytes:,}" for b in layout.buffers]
+            parts.append(f"{layout.barrier_count} mbarriers: {layout.barrier_count * an.MBARRIER_BYTES}")
+            yield finding(decl, f"shared buffer `{decl.name}`",
+                          f"{layout.total_bytes:,} bytes > {limit:,} bytes limit on {ctx.arch.name}",
+                          help=f"lower the stage count or tile size of `{decl.name}` ({biggest.bytes:,} bytes)",
+                          notes=("buffers: " + "; ".join(parts), *_dtype_note(env)),
+                          launch=launch.name, bytes=f"{layout.total_bytes:,}", limit=f"{limit:,}",
+                          arch=ctx.arch.name)
+
+
+@register_check("E0302", "register file over budget",
+                "register file over budget in launch `{launch}`: {total} registers > {limit} per SM",
+                examples=[derive(PINGPONG, ("warpgroups 1, regs 232", "warpgroups 1, regs 240"))])
+def register_file(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    arch = ctx.arch
+    for launch in ctx.kernel.launches:
+        if not any(r.regs is not None for r in launch.roles):
+            continue  # the compiler chooses; ptxas reports it after lowering
+        for item in _worst(ctx, launch, "the register budget",
+                           partial(_budget, launch, arch),
+                           lambda roles: sum(r.total for r in roles)):
+            if isinstance(item, Finding):
+                yield item
+                continue
+            roles, _env = item
+            total = sum(r.total for r in roles)
+            if total <= arch.registers_per_sm:
+                continue
+            worst = max(roles, key=lambda r: r.total)
+            role = next(r for r in launch.roles if r.name == worst.role)
+            parts = [f"{r.role}: {r.instances} x {r.threads_per_instance} threads x {r.regs_per_thread}"
+                     + ("" if r.declared else " (default share)") for r in roles]
+            yield finding(role.regs if role.regs is not None else role, f"role `{role.name}`",
+                          f"{total:,} registers > {arch.registers_per_sm:,} per SM",
+                          help=f"lower `regs` of role `{role.name}` ({worst.total:,} registers in all)",
+                          notes=("per role: " + "; ".join(parts),),
+                          launch=launch.name, total=f"{total:,}", limit=f"{arch.registers_per_sm:,}")
+
+
+@register_check("E0303", "invalid register budget",
+                "invalid register budget for role `{role}`: {regs} registers per thread ({why})",
+                examples=[derive(PINGPONG, ("warpgroups 1, regs 40", "warpgroups 1, regs 44"))])
+def register_value(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    arch = ctx.arch
+    for launch in ctx.kernel.launches:
+        specialized = an.is_warp_specialized(launch)
+        for role in launch.roles:
+            if role.regs is None:
+                continue
+            regs = an.try_value(role.regs, ctx.env)
+            if regs is None:
+                continue
+            why = ""
+            if regs > arch.registers_per_thread_max or regs <= 0:
+                why = f"the limit is {arch.registers_per_thread_max}"
+            elif specialized and regs % arch.register_allocation_granularity:
+                why = f"setmaxnreg takes multiples of {arch.register_allocation_granularity}"
+            if why:
+                g = arch.register_allocation_granularity
+                fix = min(arch.registers_per_thread_max // g * g, max(g, regs // g * g))
+                yield finding(role.regs, f"role `{role.name}`", f"{regs} registers: {why}",
+                              help=f"use `regs {fix}`", role=role.name, regs=regs, why=why)
+
+
+@register_check("E0304", "too many threads per block",
+                "too many threads in launch `{launch}`: {threads} > {limit}",
+                examples=[derive(PLAIN, ("role main: warps 4", "role main: warps 40"))])
+def threads_per_block(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    limit = ctx.arch.threads_per_block_max
+    for launch in ctx.kernel.launches:
+        threads = an.try_value_of(lambda env, la=launch: an.launch_threads(la, env), ctx.env)
+        if threads is not None and threads > limit:
+            role = max(launch.roles, key=lambda r: an.try_value_of(
+                lambda env, r=r: an.role_replicas(r, env) * an.role_threads_per_instance(r, env), ctx.env) or 0)
+            yield finding(role, f"role `{role.name}`", f"{threads} threads > {limit} per block",
+                          help=f"use fewer warps in role `{role.name}`",
+                          launch=launch.name, threads=threads, limit=limit)
+
+
+@register_check("E0305", "tensor memory over budget",
+                "tensor memory over budget in launch `{launch}`: {columns} > {limit} on {arch}",
+                examples=[derive(TCGEN05, ("tmem acc_t: f32[BM, BN]", "tmem acc_t[5]: f32[BM, BN]"),
+                                 ("-> acc_t via", "-> acc_t[0] via"), ("load acc_t\n", "load acc_t[0]\n"))])
+def tmem_budget(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    arch = ctx.arch
+    if arch.tmem_columns == 0:
+        return  # E0509 reports tensor memory on a target without it
+    for launch in ctx.kernel.launches:
+        if not launch.tmem:
+            continue
+        for item in _worst(ctx, launch, "tensor memory", partial(an.tmem_usage, launch),
+                           lambda usage: usage.columns_allocated):
+            if isinstance(item, Finding):
+                yield item
+                continue
+            usage, _env = item
+            decl = launch.tmem[-1]
+            if usage.columns_allocated > arch.tmem_columns:
+                yield finding(decl, f"tensor memory `{decl.name}`",
+                              f"{usage.columns_used} columns (allocated {usage.columns_allocated}) > "
+                              f"{arch.tmem_columns}",
+                              help="use fewer accumulator stages or a narrower N tile",
+                              launch=launch.name, columns=f"{usage.columns_allocated} columns",
+                              limit=f"{arch.tmem_columns} columns", arch=arch.name)
+            if usage.lanes_max > an.TMEM_LANES:
+                yield finding(decl, f"tensor memory `{decl.name}`",
+                              f"{usage.lanes_max} rows > {an.TMEM_LANES} lanes",
+                              help="split the accumulator's rows over two tiles",
+                              launch=launch.name, columns=f"{usage.lanes_max} lanes",
+                              limit=f"{an.TMEM_LANES} lanes", arch=arch.name)
+
+
+@register_check("E0306", "too many named barriers",
+                "too many named barriers in launch `{launch}`: {count} > {limit}",
+                examples=[derive(PINGPONG, ("  arrive x_empty[w]\n", "  arrive x_empty[w]\n  bar_sync 16 threads 256\n"))])
+def named_barriers(ctx: CheckContext) -> Iterable[Finding]:
+    assert ctx.arch is not None
+    limit = ctx.arch.named_barriers_per_block
+    for launch in ctx.kernel.launches:
+        ids: set[int] = {0}  # barrier 0 is __syncthreads
+        for role in launch.roles:
+            for site in an.walk_body(role.body):
+                if isinstance(site.stmt, NamedBarrierSync):
+                    bid = an.try_value(site.stmt.barrier_id, ctx.env)
+                    if bid is not None and not 0 <= bid < limit:
+                        yield finding(site.stmt.barrier_id, f"named barrier {bid}",
+                                      f"id {bid}: ids run 0..{limit - 1}", help="use a smaller barrier id",
+                                      launch=launch.name, count=f"id {bid}", limit=f"id {limit - 1}")
+                    if bid is not None:
+                        ids.add(bid)
+        derived = 0
+        for pp in launch.pingpongs:
+            role = launch.role(pp.role)
+            derived += an.try_value_of(lambda env, r=role: an.role_replicas(r, env), ctx.env) or 0 if role else 0
+        count = len(ids) + derived
+        if count > limit:
+            yield finding(launch, f"launch `{launch.name}`", f"{count} named barriers > {limit}",
+                          notes=(f"{len(ids)} explicit (with barrier 0) + {derived} derived for pingpong",),
+                          launch=launch.name, count=count, limit=limit)
