@@ -364,7 +364,8 @@ class RunStore:
                  " e.status, e.verdict, e.replay_tokens, e.timings, e.measured_ms, e.baseline_ms, e.fitness,"
                  " e.fitness_kind, e.error, e.worker, e.seconds"
                  " FROM candidates c LEFT JOIN evaluations e ON e.candidate_id = c.id")
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if turn is not None:
             where.append("c.turn = ?")
             args.append(turn)

@@ -1,0 +1,355 @@
+"""The evolution loop: turns of propose -> check -> rank -> evaluate -> store.
+
+Turn 0 evaluates the workload's plain seed schedules (a clean start). Every later turn:
+
+1. rebuilds the MAP-Elites archive from the store (members in proposal order) and draws parents;
+2. asks the agent for proposals (a seeded stream per turn: `Random(f"{seed}:{turn}")`);
+3. checks each statically — rejections are stored with their diagnostics and counted by ID;
+4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
+5. writes the whole turn in one transaction;
+6. evaluates the queue on one worker per device, each evaluation committed on its own.
+
+Resuming a run replays this from the store: finished turns are skipped, a turn that was proposed but not
+finished evaluates only what is still queued, and a turn that was never written is proposed again from the
+same seed and the same stored population. Stops on the turn count, the evaluation budget, the token
+budget, the wall-time budget, or a plateau (turns without a better best).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
+from cake.agents.features import Features, features_of
+from cake.agents.population import Archive, Member
+from cake.agents.toolchain import EvalJob, Toolchain
+
+from cake.store import CandidateRow, CandidateStatus, Evaluation, NewCandidate, RunStore, ir_hash
+
+SEED_AGENT = "seed"
+FAILURES_SHOWN = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    turns: int
+    proposals_per_turn: int  # N: how many schedules the agent proposes (and the cost model ranks)
+    evals_per_turn: int  # m: how many of them are evaluated
+    seed: int
+    parents_per_turn: int = 4
+    budget_evals: int | None = None
+    budget_tokens: int | None = None
+    budget_wall_s: float | None = None
+    plateau_turns: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"turns": self.turns, "proposals_per_turn": self.proposals_per_turn,
+                "evals_per_turn": self.evals_per_turn, "seed": self.seed, "parents_per_turn": self.parents_per_turn,
+                "budget_evals": self.budget_evals, "budget_tokens": self.budget_tokens,
+                "budget_wall_s": self.budget_wall_s, "plateau_turns": self.plateau_turns}
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> LoopSettings:
+        return LoopSettings(**data)  # type: ignore[arg-type]
+
+
+class StopReason(enum.Enum):
+    TURNS = "all turns done"
+    EVALS = "evaluation budget spent"
+    TOKENS = "token budget spent"
+    WALL = "wall-time budget spent"
+    PLATEAU = "plateau: no better schedule for several turns"
+    AGENT = "the agent has nothing more to propose"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    turn: int
+    proposed: int
+    rejected: int
+    rejections: dict[str, int]
+    evaluated: int
+    verdicts: dict[str, int]  # status -> count, for this turn's evaluations
+    best_fitness: float | None
+    best_id: int | None
+    tokens_total: int
+    evaluations_total: int
+
+
+class Progress(Protocol):
+    def turn_started(self, turn: int, resumed: bool) -> None: ...
+    def proposed(self, turn: int, proposed: int, rejected: int, queued: int) -> None: ...
+    def evaluated(self, row: CandidateRow) -> None: ...
+    def turn_finished(self, summary: TurnSummary) -> None: ...
+
+
+class SilentProgress:
+    def turn_started(self, turn: int, resumed: bool) -> None:
+        pass
+
+    def proposed(self, turn: int, proposed: int, rejected: int, queued: int) -> None:
+        pass
+
+    def evaluated(self, row: CandidateRow) -> None:
+        pass
+
+    def turn_finished(self, summary: TurnSummary) -> None:
+        pass
+
+
+@dataclass
+class RunResult:
+    stop: StopReason
+    best: CandidateRow | None
+    summaries: list[TurnSummary] = field(default_factory=list)
+    skipped_evaluations: int = 0  # finished evaluations found on resume (not repeated)
+
+
+def turn_rng(seed: int, turn: int) -> random.Random:
+    return random.Random(f"cake-evolve:{seed}:{turn}")
+
+
+class EvolutionLoop:
+    def __init__(self, store: RunStore, agent: Agent, toolchain: Toolchain, settings: LoopSettings,
+                 seeds: Sequence[Path], progress: Progress | None = None):
+        self.store = store
+        self.agent = agent
+        self.toolchain = toolchain
+        self.settings = settings
+        self.seeds = tuple(seeds)
+        self.progress = progress or SilentProgress()
+        self._started = time.monotonic()
+        self._elapsed_before = float(store.meta("elapsed_s") or 0.0)
+        self._agent_exhausted = False
+
+    # ------------------------------------------------------------------------------------ driving
+
+    def run(self) -> RunResult:
+        result = RunResult(StopReason.TURNS, None)
+        for turn in range(self.settings.turns):
+            recorded = self.store.turn(turn)
+            if recorded is not None and recorded.finished_at is not None:
+                continue
+            if recorded is None:
+                stop = self._stop_reason()
+                if stop is not None:
+                    result.stop = stop
+                    break
+            self.progress.turn_started(turn, resumed=recorded is not None)
+            if recorded is None:
+                self._propose_turn(turn)
+            else:
+                result.skipped_evaluations += sum(1 for c in self.store.candidates(turn=turn) if c.evaluation)
+            self._evaluate_turn(turn)
+            self.store.finish_turn(turn)
+            self.store.set_meta("elapsed_s", repr(self._elapsed()))
+            summary = self._summary(turn)
+            result.summaries.append(summary)
+            self.progress.turn_finished(summary)
+        else:
+            result.stop = StopReason.TURNS
+        result.best = self.best()
+        self.store.log("stop", result.stop.value)
+        return result
+
+    def _elapsed(self) -> float:
+        return self._elapsed_before + time.monotonic() - self._started
+
+    def _stop_reason(self) -> StopReason | None:
+        s = self.settings
+        if s.budget_evals is not None and self.store.evaluation_count() >= s.budget_evals:
+            return StopReason.EVALS
+        if s.budget_tokens is not None and self.store.total_tokens() >= s.budget_tokens:
+            return StopReason.TOKENS
+        if s.budget_wall_s is not None and self._elapsed() >= s.budget_wall_s:
+            return StopReason.WALL
+        if self._agent_exhausted:
+            return StopReason.AGENT
+        if s.plateau_turns is not None and self._turns_since_improvement() >= s.plateau_turns:
+            return StopReason.PLATEAU
+        return None
+
+    def _turns_since_improvement(self) -> int:
+        best: float | None = None
+        since = 0
+        for turn in self.store.turns():
+            if turn.finished_at is None:
+                break
+            fits = [c.fitness for c in self.store.candidates(turn=turn.turn) if c.fitness is not None]
+            top = max(fits) if fits else None
+            if top is not None and (best is None or top > best):
+                best, since = top, 0
+            else:
+                since += 1
+        return since
+
+    # ------------------------------------------------------------------------------------ proposing
+
+    def _propose_turn(self, turn: int) -> None:
+        rng = turn_rng(self.settings.seed, turn)
+        seen = self.store.seen_hashes()
+        if turn == 0:
+            agent_turn = AgentTurn(tuple(self._seed_proposals()))
+        else:
+            ctx = TurnContext(
+                turn=turn, op=self.toolchain.op, arch=self.toolchain.arch, n=self.settings.proposals_per_turn,
+                parents=tuple(self._parents(rng)), failures=tuple(self._failures()), seen_hashes=frozenset(seen),
+                rng=rng, validate=self.toolchain.validate, operator_stats=self._operator_stats())
+            agent_turn = self.agent.propose(ctx)
+            self._agent_exhausted = agent_turn.exhausted
+        checked: list[tuple[Checked, NewCandidate]] = []
+        for proposal in agent_turn.proposals:
+            result = self.toolchain.validate(proposal.text)
+            digest = ir_hash(result.text)
+            if result.kernel is None:
+                status = CandidateStatus.UNPARSABLE
+            elif result.errors:
+                status = CandidateStatus.REJECTED
+            elif digest in seen:
+                status = CandidateStatus.DUPLICATE
+            else:
+                status = CandidateStatus.NOT_SELECTED
+            seen.add(digest)
+            features = features_of(result.kernel).to_json() if result.kernel is not None else {}
+            predicted = self.toolchain.predict_ms(result.kernel) if status is CandidateStatus.NOT_SELECTED else None
+            checked.append((result, NewCandidate(
+                ir_hash=digest, ir_text=result.text, name=result.kernel.name if result.kernel else "?",
+                parents=proposal.parents, agent=proposal.agent, mutation=proposal.mutation, status=status,
+                diagnostics=tuple(d.to_json() for d in result.diagnostics), features=features,
+                predicted_ms=predicted, tokens=proposal.tokens)))
+        candidates = self._rank([c for _, c in checked], seeds=turn == 0)
+        self.store.record_turn(turn, candidates, tokens=agent_turn.tokens, agent_notes=agent_turn.notes)
+        turn_row = self.store.turn(turn)
+        assert turn_row is not None
+        self.progress.proposed(turn, turn_row.n_proposed, turn_row.n_rejected,
+                               sum(c.status is CandidateStatus.QUEUED for c in candidates))
+
+    def _seed_proposals(self) -> list[Proposal]:
+        return [Proposal(path.read_text(), (), SEED_AGENT, f"seed: {path.name}") for path in self.seeds]
+
+    def _rank(self, candidates: list[NewCandidate], *, seeds: bool) -> list[NewCandidate]:
+        """Queue the best-predicted legal candidates (all seeds at turn 0); keep proposal order."""
+        legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
+        order = sorted(legal, key=lambda i: (candidates[i].predicted_ms is None,
+                                             candidates[i].predicted_ms or 0.0, i))
+        slots = len(order) if seeds else self.settings.evals_per_turn
+        if self.settings.budget_evals is not None:
+            slots = min(slots, max(0, self.settings.budget_evals - self.store.evaluation_count()))
+        queued = set(order[:slots])
+        ranks = {i: r for r, i in enumerate(order)}
+        out = []
+        for i, cand in enumerate(candidates):
+            if i in ranks:
+                status = CandidateStatus.QUEUED if i in queued else CandidateStatus.NOT_SELECTED
+                cand = replace(cand, status=status, rank=ranks[i])
+            out.append(cand)
+        return out
+
+    def _members(self) -> list[tuple[CandidateRow, Member]]:
+        out = []
+        for row in self.store.candidates(status=CandidateStatus.PASSED):
+            descriptor = Features(**row.features).descriptor() if row.features else ()  # type: ignore[arg-type]
+            out.append((row, Member(row.id, row.fitness or 0.0, row.predicted_ms, descriptor)))
+        return out
+
+    def archive(self) -> Archive:
+        return Archive(m for _, m in self._members())
+
+    def _parents(self, rng: random.Random) -> list[Parent]:
+        rows = {row.id: row for row, _ in self._members()}
+        chosen = self.archive().select(rng, self.settings.parents_per_turn)
+        ids: list[int] = []
+        for m in chosen:
+            if m.id not in ids:
+                ids.append(m.id)
+        picked = [rows[i] for i in ids]
+        if not picked:  # nothing verified yet: mutate the seeds themselves
+            picked = [c for c in self.store.candidates(turn=0) if c.status is not CandidateStatus.UNPARSABLE]
+        parents = []
+        for row in picked:
+            result = self.toolchain.validate(row.ir_text)
+            if result.kernel is None:
+                continue
+            ev = row.evaluation
+            parents.append(Parent(row.id, row.ir_text, result.kernel, row.fitness,
+                                  ev.fitness_kind.value if ev and ev.fitness_kind else None, row.predicted_ms,
+                                  row.status.value))
+        return parents
+
+    def _failures(self) -> list[Failure]:
+        out: list[Failure] = []
+        for row in reversed(self.store.candidates()):
+            if len(out) >= FAILURES_SHOWN:
+                break
+            if row.status in (CandidateStatus.REJECTED, CandidateStatus.UNPARSABLE):
+                codes = tuple(sorted({str(d.get("code")) for d in row.diagnostics if d.get("severity") == "error"}))
+                first = next((str(d.get("message")) for d in row.diagnostics if d.get("severity") == "error"), "")
+                out.append(Failure(row.id, row.mutation, codes, f"rejected: {', '.join(codes)}: {first}"))
+            elif row.status in (CandidateStatus.FAILED, CandidateStatus.ERROR) and row.evaluation:
+                ev = row.evaluation
+                gates = tuple(g["gate_id"] for g in (ev.verdict or {}).get("gates", ())
+                              if g.get("status") not in ("PASS", "SKIP"))
+                reason = ev.error or "; ".join(str(g.get("reason")) for g in (ev.verdict or {}).get("gates", ())
+                                               if g.get("status") not in ("PASS", "SKIP"))
+                out.append(Failure(row.id, row.mutation, gates, f"{row.status.value}: {reason[:300]}"))
+        return out
+
+    def _operator_stats(self) -> dict[str, tuple[int, int]]:
+        stats: dict[str, tuple[int, int]] = {}
+        for row in self.store.candidates():
+            if row.agent != getattr(self.agent, "name", ""):
+                continue
+            op = row.mutation.split(":", 1)[0]
+            proposed, survived = stats.get(op, (0, 0))
+            ok = row.status not in (CandidateStatus.REJECTED, CandidateStatus.UNPARSABLE)
+            stats[op] = (proposed + 1, survived + ok)
+        return stats
+
+    # ------------------------------------------------------------------------------------ evaluating
+
+    def _evaluate_turn(self, turn: int) -> None:
+        queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
+        if not queue:
+            return
+        devices = list(self.toolchain.devices())
+        free = list(devices)
+        pending: dict[Future[Evaluation], tuple[CandidateRow, str]] = {}
+        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            while queue or pending:
+                while queue and free:
+                    row, device = queue.pop(0), free.pop(0)
+                    job = EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
+                                  row.predicted_ms)
+                    pending[pool.submit(self.toolchain.evaluate, job, device)] = (row, device)
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    row, device = pending.pop(future)
+                    free.append(device)
+                    self.store.record_evaluation(row.id, future.result())
+                    self.progress.evaluated(self.store.candidate(row.id))
+
+    # ------------------------------------------------------------------------------------ results
+
+    def best(self) -> CandidateRow | None:
+        passed = [c for c in self.store.candidates(status=CandidateStatus.PASSED) if c.fitness is not None]
+        return max(passed, key=lambda c: (c.fitness or 0.0, -c.id)) if passed else None
+
+    def _summary(self, turn: int) -> TurnSummary:
+        rows = self.store.candidates(turn=turn)
+        turn_row = self.store.turn(turn)
+        assert turn_row is not None
+        verdicts: dict[str, int] = {}
+        for row in rows:
+            if row.evaluation is not None:
+                verdicts[row.status.value] = verdicts.get(row.status.value, 0) + 1
+        best = self.best()
+        return TurnSummary(turn, turn_row.n_proposed, turn_row.n_rejected, dict(turn_row.rejections),
+                           sum(verdicts.values()), verdicts, best.fitness if best else None,
+                           best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())

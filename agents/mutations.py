@@ -1,0 +1,271 @@
+"""Mutation operators on typed kernels: each returns a new `Kernel` (via `dataclasses.replace`) or None
+when it does not apply to this kernel.
+
+Parametric operators move a param's default inside its domain (the default is the configuration that
+runs, so this is how a schedule commits to a config). Structural operators change how the schedule works:
+pipeline depth, copy mechanism, swizzle, persistent scheduling, register budgets, warp counts, ping-pong,
+and warp specialization (splitting a role into a copy producer and a compute consumer). Operators never
+check legality: the checker does, and the offline agent repairs what it can from the diagnostics.
+
+Every random choice goes through the `random.Random` passed in, so a seed fixes the sequence.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from cake.agents.features import main_launch
+from cake.ir import analysis
+from cake.ir import nodes as n
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    kernel: n.Kernel
+    description: str  # operator name and what it changed, one line (stored with the candidate)
+
+
+Operator = Callable[[n.Kernel, random.Random], Mutation | None]
+
+REGISTERS = (24, 32, 40, 56, 64, 80, 96, 128, 152, 168, 184, 200, 216, 232, 240)
+WARP_COUNTS = (1, 2, 4, 8, 16)
+STAGE_RANGE = (1, 7)  # half-open, for literal stage counts
+NEIGHBOUR_PROBABILITY = 0.7  # a param move goes to an adjacent domain value this often
+
+
+def domain_values(kernel: n.Kernel, name: str) -> tuple[int, ...]:
+    """The param's domain, sorted (long ranges thinned by `cake.ir.analysis`)."""
+    return tuple(sorted(set(analysis.domain_values(kernel, name))))
+
+
+def with_param_default(kernel: n.Kernel, name: str, value: int) -> n.Kernel:
+    params = tuple(replace(p, default=value) if p.name == name else p for p in kernel.params)
+    return replace(kernel, params=params)
+
+
+def _step(values: tuple[int, ...], current: int, rng: random.Random) -> int | None:
+    others = [v for v in values if v != current]
+    if not others:
+        return None
+    if current in values and rng.random() < NEIGHBOUR_PROBABILITY:
+        i = values.index(current)
+        neighbours = [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        return rng.choice(neighbours)
+    return rng.choice(others)
+
+
+# ----------------------------------------------------------------------------------------- parametric
+
+
+def mutate_param(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    movable = [p for p in kernel.params if len(domain_values(kernel, p.name)) > 1]
+    if not movable:
+        return None
+    param = rng.choice(movable)
+    value = _step(domain_values(kernel, param.name), param.default, rng)
+    if value is None:
+        return None
+    return Mutation(with_param_default(kernel, param.name, value), f"param {param.name} {param.default}->{value}")
+
+
+def mutate_two_params(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    first = mutate_param(kernel, rng)
+    if first is None:
+        return None
+    second = mutate_param(first.kernel, rng)
+    if second is None or second.kernel == kernel:
+        return first
+    return Mutation(second.kernel, f"{first.description}; {second.description}")
+
+
+# ----------------------------------------------------------------------------------------- structural
+
+
+def _map_launch(kernel: n.Kernel, launch: n.Launch, new: n.Launch) -> n.Kernel:
+    return replace(kernel, launches=tuple(new if lc is launch else lc for lc in kernel.launches))
+
+
+def _map_stmts(body: tuple[n.Stmt, ...], fn: Callable[[n.Stmt], n.Stmt]) -> tuple[n.Stmt, ...]:
+    out = []
+    for stmt in body:
+        if isinstance(stmt, n.For):
+            stmt = replace(stmt, body=_map_stmts(stmt.body, fn))
+        out.append(fn(stmt))
+    return tuple(out)
+
+
+def _walk(body: tuple[n.Stmt, ...]) -> Iterator[n.Stmt]:
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, n.For):
+            yield from _walk(stmt.body)
+
+
+def mutate_stages(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Change a pipeline's depth: through its param when it has one, else the literal; or pipeline a loop."""
+    launch = main_launch(kernel)
+    loops = [s for r in launch.roles for s in _walk(r.body) if isinstance(s, n.For)]
+    if not loops:
+        return None
+    loop = rng.choice(loops)
+    if loop.pipeline is None:
+        return _pipeline_loop(kernel, launch, loop)
+    stages = loop.pipeline.stages
+    if isinstance(stages, n.Name) and kernel.param(stages.id) is not None:
+        param = kernel.param(stages.id)
+        assert param is not None
+        value = _step(domain_values(kernel, param.name), param.default, rng)
+        if value is None:
+            return None
+        return Mutation(with_param_default(kernel, param.name, value), f"stages {param.name} {param.default}->{value}")
+    if isinstance(stages, n.IntLit):
+        value = _step(tuple(range(*STAGE_RANGE)), stages.value, rng)
+        if value is None:
+            return None
+        target = loop
+
+        def fn(stmt: n.Stmt) -> n.Stmt:
+            if stmt is target and isinstance(stmt, n.For) and stmt.pipeline is not None:
+                return replace(stmt, pipeline=replace(stmt.pipeline, stages=n.IntLit(value)))
+            return stmt
+
+        roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
+        return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)), f"stages {stages.value}->{value}")
+    return None
+
+
+def _pipeline_loop(kernel: n.Kernel, launch: n.Launch, loop: n.For) -> Mutation | None:
+    used = {p.name for p in kernel.params}
+    stage_param = "STAGES" if "STAGES" not in used else None
+    stages: n.Expr = n.Name("STAGES") if stage_param or kernel.param("STAGES") else n.IntLit(2)
+    names = {s.var for r in launch.roles for s in _walk(r.body) if isinstance(s, n.For)}
+    var = next(v for v in ("s", "st", "stage", "s_") if v not in names)
+    target = loop
+
+    def fn(stmt: n.Stmt) -> n.Stmt:
+        if stmt is target:
+            return replace(stmt, pipeline=n.Pipeline(stages, var))  # type: ignore[arg-type]
+        return stmt
+
+    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
+    new = _map_launch(kernel, launch, replace(launch, roles=roles))
+    if stage_param:
+        new = replace(new, params=(*new.params, n.Param("STAGES", 2, n.ValueRange(1, 7))))
+    return Mutation(new, f"pipeline loop {loop.var} over STAGES")
+
+
+def mutate_copy_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    launch = main_launch(kernel)
+    copies = [s for r in launch.roles for s in _walk(r.body) if isinstance(s, n.Copy)]
+    if not copies:
+        return None
+    target = rng.choice(copies)
+    kind = rng.choice([k for k in n.CopyKind if k is not target.kind])
+
+    def fn(stmt: n.Stmt) -> n.Stmt:
+        return replace(stmt, kind=kind) if stmt is target else stmt  # type: ignore[type-var]
+
+    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
+    return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)),
+                    f"copy into {_dest_name(target)} via {target.kind.value}->{kind.value}")
+
+
+def _dest_name(copy: n.Copy) -> str:
+    base = copy.dest.base if isinstance(copy.dest, n.Index) else copy.dest
+    return base.id if isinstance(base, n.Name) else "?"
+
+
+def mutate_swizzle(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    launch = main_launch(kernel)
+    if not launch.smem:
+        return None
+    buf = rng.choice(launch.smem)
+    swizzle = rng.choice([s for s in n.Swizzle if s is not buf.swizzle])
+    smem = tuple(replace(b, swizzle=swizzle) if b is buf else b for b in launch.smem)
+    return Mutation(_map_launch(kernel, launch, replace(launch, smem=smem)),
+                    f"swizzle {buf.name} {buf.swizzle.value}->{swizzle.value}")
+
+
+def mutate_grid(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    launch = main_launch(kernel)
+    kind = n.GridKind.TILES if launch.grid.kind is n.GridKind.PERSISTENT else n.GridKind.PERSISTENT
+    new = replace(launch, grid=replace(launch.grid, kind=kind))
+    return Mutation(_map_launch(kernel, launch, new), f"grid {launch.grid.kind.value}->{kind.value}")
+
+
+def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    launch = main_launch(kernel)
+    role = rng.choice(launch.roles)
+    current = analysis.try_value(role.regs, analysis.default_env(kernel))
+    if current is None and role.regs is not None:
+        return None  # a budget written as an expression of dims is not ours to move
+    if current is None:
+        value = rng.choice(REGISTERS)
+    elif rng.random() < 0.15:
+        new_role = replace(role, regs=None)
+        return Mutation(_replace_role(kernel, launch, role, new_role), f"regs {role.name} {current}->compiler's choice")
+    else:
+        value = _step(REGISTERS, current, rng) or current
+    new_role = replace(role, regs=n.IntLit(value))
+    return Mutation(_replace_role(kernel, launch, role, new_role), f"regs {role.name} {current}->{value}")
+
+
+def mutate_units(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Change a role's warp count (a literal; a param-valued count moves through `mutate_param`)."""
+    launch = main_launch(kernel)
+    role = rng.choice(launch.roles)
+    if isinstance(role.units, n.Name) and kernel.param(role.units.id) is not None:
+        param = kernel.param(role.units.id)
+        assert param is not None
+        value = _step(domain_values(kernel, param.name), param.default, rng)
+        if value is None:
+            return None
+        return Mutation(with_param_default(kernel, param.name, value),
+                        f"{role.unit.value} {role.name} {param.name} {param.default}->{value}")
+    if not isinstance(role.units, n.IntLit):
+        return None
+    choices = WARP_COUNTS if role.unit is n.UnitKind.WARPS else (1, 2)
+    value = _step(choices, role.units.value, rng)
+    if value is None:
+        return None
+    new_role = replace(role, units=n.IntLit(value))
+    return Mutation(_replace_role(kernel, launch, role, new_role),
+                    f"{role.unit.value} {role.name} {role.units.value}->{value}")
+
+
+def _replace_role(kernel: n.Kernel, launch: n.Launch, old: n.Role, new: n.Role) -> n.Kernel:
+    roles = tuple(new if r is old else r for r in launch.roles)
+    return _map_launch(kernel, launch, replace(launch, roles=roles))
+
+
+def mutate_pingpong(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Toggle ping-pong for a replicated role that issues mma."""
+    launch = main_launch(kernel)
+    if launch.pingpongs:
+        pp = rng.choice(launch.pingpongs)
+        new = replace(launch, pingpongs=tuple(p for p in launch.pingpongs if p is not pp))
+        return Mutation(_map_launch(kernel, launch, new), f"pingpong {pp.role} off")
+    replicated = [r for r in launch.roles if r.replicas is not None]
+    if not replicated:
+        return None
+    role = rng.choice(replicated)
+    new = replace(launch, pingpongs=(n.Pingpong(role.name, "mma"),))
+    return Mutation(_map_launch(kernel, launch, new), f"pingpong {role.name} around mma")
+
+
+STRUCTURAL: dict[str, Operator] = {
+    "stages": mutate_stages,
+    "copy": mutate_copy_kind,
+    "swizzle": mutate_swizzle,
+    "grid": mutate_grid,
+    "regs": mutate_regs,
+    "units": mutate_units,
+    "pingpong": mutate_pingpong,
+}
+
+PARAMETRIC: dict[str, Operator] = {
+    "param": mutate_param,
+    "param2": mutate_two_params,
+}

@@ -1,0 +1,157 @@
+"""The offline agent: seeded mutation and crossover of the population's parents, no network.
+
+Per proposal slot it draws an operator (weights adapt to how often each operator's children have
+survived the static checks in this run), applies it to a parent from the population, prints the child
+to IR text and checks it. A child over a resource budget (E03xx) is repaired from its diagnostics: the
+params the diagnostic names (else the ones sizing shared memory) step down their domains, at most
+`repair_rounds` times. Children already seen in the run are skipped. Children that stay illegal are
+proposed too (up to as many as the legal ones), so the run's rejection counts show what the checker
+stopped. The loop ranks the proposals by the cost model and evaluates the best few.
+
+All randomness flows from `ctx.rng`: the same seed and the same population give the same proposals.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from cake.agents import mutations as mut
+from cake.agents.base import AgentTurn, Parent, Proposal, TurnContext
+from cake.agents.crossover import crossover
+from cake.agents.specialize import SPECIALIZING
+from cake.ir import nodes as n
+from cake.ir.printer import print_kernel
+
+from cake.diagnostics import Diagnostic
+from cake.store import ir_hash
+
+# Operator weights before adaptation; parametric moves dominate, as in any tuner, with structural moves
+# often enough that every turn tries a few.
+BASE_WEIGHTS: dict[str, float] = {
+    "param": 3.0, "param2": 1.5, "stages": 1.0, "copy": 0.6, "swizzle": 0.4, "grid": 0.6, "regs": 0.5,
+    "units": 1.0, "pingpong": 0.4, "crossover": 1.2, "specialize": 0.5, "split_consumer": 0.5,
+}
+RESOURCE_FAMILY = "E03"  # resource-budget diagnostics: repairable by shrinking tiles or stages
+ATTEMPTS_PER_SLOT = 6
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineSettings:
+    repair_rounds: int = 3
+    attempts_per_slot: int = ATTEMPTS_PER_SLOT
+
+    def to_json(self) -> dict[str, object]:
+        return {"repair_rounds": self.repair_rounds, "attempts_per_slot": self.attempts_per_slot}
+
+
+def operator_weight(name: str, stats: dict[str, tuple[int, int]]) -> float:
+    """Base weight times a Laplace-smoothed survival rate (1.0 for an operator not tried yet)."""
+    proposed, survived = stats.get(name, (0, 0))
+    return BASE_WEIGHTS[name] * 2.0 * (survived + 1) / (proposed + 2)
+
+
+class OfflineAgent:
+    name = "offline"
+
+    def __init__(self, settings: OfflineSettings | None = None):
+        self.settings = settings or OfflineSettings()
+
+    def propose(self, ctx: TurnContext) -> AgentTurn:
+        if not ctx.parents:
+            return AgentTurn((), notes=("no parents to mutate",))
+        seen = set(ctx.seen_hashes)
+        legal: list[Proposal] = []
+        illegal: list[Proposal] = []
+        repaired = 0
+        for _ in range(ctx.n * self.settings.attempts_per_slot):
+            if len(legal) >= ctx.n:
+                break
+            child = self._child(ctx, ctx.rng)
+            if child is None:
+                continue
+            operator, mutation, parents = child
+            checked = ctx.validate(print_kernel(mutation.kernel))
+            rounds = 0
+            while not checked.ok and checked.kernel is not None and rounds < self.settings.repair_rounds:
+                fixed = shrink_for(checked.kernel, checked.errors, ctx.rng)
+                if fixed is None:
+                    break
+                rounds += 1
+                mutation = mut.Mutation(fixed.kernel, f"{mutation.description}; repair {fixed.description}")
+                checked = ctx.validate(print_kernel(fixed.kernel))
+            digest = ir_hash(checked.text)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            proposal = Proposal(checked.text, tuple(p.id for p in parents), self.name,
+                                f"{operator}: {mutation.description}")
+            if checked.ok:
+                repaired += rounds > 0
+                legal.append(proposal)
+            elif len(illegal) < ctx.n:
+                illegal.append(proposal)
+        notes: tuple[str, ...] = (f"{repaired} children repaired from resource diagnostics",) if repaired else ()
+        if len(legal) < ctx.n:
+            notes += (f"only {len(legal)} new legal children in {ctx.n * self.settings.attempts_per_slot} attempts",)
+        return AgentTurn(tuple(legal + illegal), notes=notes)
+
+    def _child(self, ctx: TurnContext, rng: random.Random) -> tuple[str, mut.Mutation, tuple[Parent, ...]] | None:
+        names = list(BASE_WEIGHTS)
+        weights = [operator_weight(name, ctx.operator_stats) for name in names]
+        operator = rng.choices(names, weights)[0]
+        parent = ctx.parents[rng.randrange(len(ctx.parents))]
+        if operator == "crossover":
+            others = [p for p in ctx.parents if p.text != parent.text]
+            if not others:
+                return None
+            other = others[rng.randrange(len(others))]
+            result = crossover(parent.kernel, other.kernel, rng)
+            return None if result is None else (operator, result, (parent, other))
+        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
+        result = table[operator](parent.kernel, rng)
+        return None if result is None else (operator, result, (parent,))
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def shrink_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
+    """Step one param down its domain to fix a resource-budget error: a param the diagnostic names when
+    there is one, else one that sizes a shared buffer or a pipeline. None for other errors."""
+    resource = [d for d in errors if d.code.startswith(RESOURCE_FAMILY)]
+    if not resource or len(resource) < len(errors):
+        return None
+    params = {p.name: p for p in kernel.params}
+    named: list[str] = []
+    for diag in resource:
+        text = " ".join(filter(None, (diag.message, diag.label, diag.help, diag.subject)))
+        named += [w for w in _WORD.findall(text) if w in params and w not in named]
+    candidates = named or sorted(_sizing_params(kernel) & params.keys())
+    for name in rng.sample(candidates, len(candidates)):
+        param = params[name]
+        lower = [v for v in mut.domain_values(kernel, name) if v < param.default]
+        if lower:
+            value = lower[-1]
+            return mut.Mutation(mut.with_param_default(kernel, name, value), f"{name} {param.default}->{value}")
+    return None
+
+
+def _sizing_params(kernel: n.Kernel) -> set[str]:
+    names: set[str] = set()
+
+    def collect(expr: object) -> None:
+        if isinstance(expr, n.Name):
+            names.add(expr.id)
+        elif isinstance(expr, n.BinOp):
+            collect(expr.lhs)
+            collect(expr.rhs)
+
+    for launch in kernel.launches:
+        for buf in launch.smem:
+            if buf.stages is not None:
+                collect(buf.stages)
+            for dim in buf.type.shape:
+                collect(dim)
+    return names

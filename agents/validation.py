@@ -1,0 +1,41 @@
+"""Parse and statically check a candidate's text: the one function every agent and the loop share.
+
+The text is parsed, printed canonically, and the canonical text is parsed again and checked, so the
+diagnostics' spans point into the text that is stored (and shown back to an LLM for repair).
+"""
+
+from __future__ import annotations
+
+from cake.agents.base import Checked, Validate
+from cake.ir.parser import parse_diagnostics
+from cake.ir.printer import print_kernel
+
+from cake.diagnostics import Diagnostic
+
+CANDIDATE_FILE = "candidate.cake"  # the file name diagnostics show (never a path of this machine)
+# A text longer than this is not parsed at all (a schedule is a few KB; megabytes are an attack or a runaway).
+MAX_TEXT_CHARS = 100_000
+
+
+def too_long(text: str) -> Diagnostic:
+    return Diagnostic("E0001", f"schedule text is {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}",
+                      file=CANDIDATE_FILE, help="write one schedule of a few kilobytes")
+
+
+def make_validator(arch: str, backend: str | None) -> Validate:
+    """A `Validate` that checks for `arch` (None: each schedule's own target) and `backend`."""
+    from cake.ir.check import check
+
+    def validate(text: str) -> Checked:
+        if len(text) > MAX_TEXT_CHARS:
+            return Checked(text[:MAX_TEXT_CHARS], None, (too_long(text),))
+        kernel, diagnostics = parse_diagnostics(text, CANDIDATE_FILE)
+        if kernel is None:
+            return Checked(text, None, tuple(diagnostics))
+        canonical = print_kernel(kernel)
+        reparsed, again = parse_diagnostics(canonical, CANDIDATE_FILE)
+        if reparsed is None:  # the printer's round trip is the IR's invariant; a break is its bug, said loudly
+            raise AssertionError(f"canonical text does not parse: {again}")
+        return Checked(canonical, reparsed, tuple(check(reparsed, arch=arch, backend=backend)))
+
+    return validate
