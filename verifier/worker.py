@@ -248,7 +248,7 @@ class WorkerSession:
         self._discard_worker()
         if isinstance(outcome, TimedOut):
             return StandardOutcome(False, f"timed out after {outcome.after_s:g} s")
-        return StandardOutcome(False, outcome.describe())
+        return StandardOutcome(False, f"{outcome.describe()}: {outcome.stderr_tail}")
 
     def replay(self, token: str) -> ReplayOutcome | TimedOut | Died:
         worker = self._ensure_worker()

@@ -126,7 +126,7 @@ def _run_standard(kernel: Callable[..., Any], payload: dict[str, Any]) -> tuple[
     from cake.verifier.standard import standard_check
 
     result = standard_check(get_contract(payload["op"]), kernel, device=payload["device"], seed=payload["seed"])
-    return bool(result.passed), str(result.reason)
+    return bool(result.passed), str(result.detail)
 
 
 if __name__ == "__main__":
