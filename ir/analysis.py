@@ -515,6 +515,7 @@ def _element(ref: Expr | None, env: Env) -> int | None:
 def barrier_sites(launch: Launch, env: Env) -> tuple[BarrierSite, ...]:
     """Every wait / arrive / signal / expect_tx on an mbarrier, per role instance, in program order."""
     sites: list[BarrierSite] = []
+    declared = {b.name for b in launch.barriers}
     for role in launch.roles:
         for instance, ienv in enumerate(role_instances(role, env)):
             for site in walk_body(role.body):
@@ -530,7 +531,7 @@ def barrier_sites(launch: Launch, env: Env) -> tuple[BarrierSite, ...]:
                 elif isinstance(stmt, (Copy, MmaAsync)) and stmt.signals is not None:
                     ref, kind = stmt.signals, SiteKind.SIGNAL
                 name = ref_name(ref)
-                if name is not None:
+                if name is not None and name in declared:
                     sites.append(BarrierSite(role.name, instance, site, kind, name, _element(ref, ienv)))
     return tuple(sites)
 

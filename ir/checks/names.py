@@ -43,7 +43,7 @@ def builtin_arity(ctx: CheckContext) -> Iterable[Finding]:
 
 
 @check("E0105", "name used as the wrong kind", "`{name}` is a {kind}, not {wanted}", examples=[
-    derive(PINGPONG, ("    wait c_full[s]\n", "    wait cs[s]\n")),
+    derive(PINGPONG, ("let cn: f32[BK] = csq[s]", "let cn: f32[BK] = csq")),
     derive(PLAIN, ("let ct: T[BK, 128] = load c[b, k*BK : +BK, :] masked other 0",
                    "let ct: T[BK, 128] = c[b, k*BK : +BK, :]")),
 ])

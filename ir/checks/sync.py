@@ -1,0 +1,408 @@
+"""E04xx — synchronization: barriers, ordering, deadlock.
+
+Everything here reads the barrier sites and the happens-before graph of `cake.ir.analysis` (one per
+launch, cached in the context). Roles are expanded into instances (`consumer[0]`, `consumer[1]`), and a
+barrier element that depends on a replica variable is resolved per instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from cake.ir import analysis as an
+from cake.ir import nodes as n
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.fixtures import PINGPONG, derive
+from cake.ir.checks.registry import Finding, check, finding
+from cake.ir.checks.text import expr_text
+
+_RELEASES = (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL)
+
+
+def _who(role: str, instance: int, launch: n.Launch) -> str:
+    r = launch.role(role)
+    return f"{role}[{instance}]" if r is not None and r.replicas is not None else role
+
+
+def _decl(launch: n.Launch, name: str) -> n.MbarrierDecl | None:
+    return next((b for b in launch.barriers if b.name == name), None)
+
+
+@check("E0401", "wait without an arrive", "wait on `{barrier}` in role `{role}`, but nothing arrives on it",
+       examples=[derive(PINGPONG, ("mbarrier x_empty[2]", "mbarrier go arrivals 1\nmbarrier x_empty[2]"),
+                        ("  wait x_full[w]\n", "  wait go\n  wait x_full[w]\n"))])
+def wait_without_arrive(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        sites = ctx.barrier_sites(launch)
+        seen: set[tuple[str, str]] = set()
+        for w in sites:
+            if w.kind != an.SiteKind.WAIT or (w.barrier, w.role) in seen:
+                continue
+            if any(s.barrier == w.barrier and s.kind in _RELEASES and an.compatible(s.element, w.element)
+                   for s in sites):
+                continue
+            seen.add((w.barrier, w.role))
+            yield finding(w.site.stmt, f"mbarrier `{w.barrier}`", "no role arrives on or signals this barrier",
+                          help=f"add `arrive {w.barrier}...` in the role that releases it, or a copy that "
+                               f"`signals {w.barrier}...`", barrier=w.barrier, role=w.role)
+
+
+@check("E0402", "mbarrier arrival count mismatch",
+       "arrival count of `{barrier}`: declared {declared}, but {actual} arrive per phase",
+       examples=[derive(PINGPONG, ("mbarrier c_empty[STAGES] arrivals 2 free", "mbarrier c_empty[STAGES] arrivals 1 free"))])
+def arrival_count(ctx: CheckContext) -> Iterable[Finding]:
+    env = ctx.identity_envs[0]
+    for launch in ctx.kernel.launches:
+        try:
+            uses = an.barrier_accounting(launch, env, ctx.barrier_sites(launch))
+        except an.Unbound:
+            continue
+        for decl in launch.barriers:
+            use = uses[decl.name]
+            for element, actual in enumerate(use.arrivals):
+                if actual and actual != use.declared_arrivals:
+                    where = f"[{element}]" if decl.count is not None and len(set(use.arrivals)) > 1 else ""
+                    yield finding(decl.arrivals, f"mbarrier `{decl.name}{where}`",
+                                  f"declared {use.declared_arrivals}, {actual} arrive per phase",
+                                  help=f"declare `arrivals {actual}`",
+                                  notes=(f"arriving instances: {', '.join(use.arrivers)}",),
+                                  barrier=decl.name + where, declared=use.declared_arrivals, actual=actual)
+                    break
+
+
+@check("E0403", "transaction bytes mismatch",
+       "transaction bytes of `{barrier}`: declared {declared}, but the TMA copies that signal it move {actual}",
+       examples=[derive(PINGPONG, ("tx BK*128*sizeof(T) + BK*4", "tx 128*128*sizeof(T) + BK*4"))])
+def tx_bytes(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        sites = ctx.barrier_sites(launch)
+        for decl in launch.barriers:
+            copies = _tma_copies(sites, decl.name)
+            explicit = [s.site.stmt for s in sites if s.barrier == decl.name and s.kind == an.SiteKind.EXPECT_TX]
+            if decl.tx is None and not copies:
+                continue
+            if decl.tx is None:
+                yield finding(decl, f"mbarrier `{decl.name}`", "no `tx` bytes declared, but TMA copies signal it",
+                              help="declare the bytes a phase receives: `tx BOX_BYTES`",
+                              barrier=decl.name, declared="none", actual="bytes")
+                continue
+            yield from _tx_mismatch(ctx, launch, decl, copies, explicit)
+
+
+def _tma_copies(sites: tuple[an.BarrierSite, ...], barrier: str) -> list[list[n.Copy]]:
+    """Per arriving instance and element class: the TMA copies one phase of the barrier receives."""
+    groups: dict[tuple[str, int, int | None], list[n.Copy]] = {}
+    for s in sites:
+        stmt = s.site.stmt
+        if s.barrier == barrier and isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA:
+            groups.setdefault((s.role, s.instance, s.element), []).append(stmt)
+    if not groups:
+        return []
+    # Instances hitting the same element class add up; distinct element classes are separate phases.
+    by_element: dict[int | None, list[n.Copy]] = {}
+    for (_role, _inst, element), copies in groups.items():
+        by_element.setdefault(element, []).extend(copies)
+    return list(by_element.values())
+
+
+def _tx_mismatch(ctx: CheckContext, launch: n.Launch, decl: n.MbarrierDecl, copies: list[list[n.Copy]],
+                 explicit: list[n.Stmt]) -> Iterator[Finding]:
+    assert decl.tx is not None
+    for env in _tx_envs(ctx):
+        try:
+            declared = an.value(decl.tx, env)
+            delivered = [sum(an.copy_box_bytes(c, launch, env) for c in group) for group in copies] or [0]
+        except an.Unbound:
+            continue
+        announced = [an.try_value(s.bytes, env) for s in explicit if isinstance(s, n.ExpectTx)]
+        bad = next((d for d in (*delivered, *[a for a in announced if a is not None]) if d != declared), None)
+        if bad is None:
+            continue
+        at = _describe(ctx, env)
+        yield finding(decl.tx, f"mbarrier `{decl.name}`", f"declared {declared:,} bytes, copies move {bad:,}{at}",
+                      help="make `tx` the sum of the boxes of the TMA copies that signal this barrier",
+                      notes=(f"tx = {expr_text(decl.tx)}",),
+                      barrier=decl.name, declared=f"{declared:,}", actual=f"{bad:,}")
+        return
+
+
+def _tx_envs(ctx: CheckContext) -> Iterator[an.Env]:
+    """Defaults under each dtype, then each param moved through its domain: tx must match everywhere."""
+    samples = an.identity_samples(ctx.kernel, ctx.dims)
+    for binding in ctx.dtype_bindings:
+        for params in an.param_variations(ctx.kernel):
+            for sample in samples:
+                yield an.Env({**params, **sample}, binding)
+
+
+def _describe(ctx: CheckContext, env: an.Env) -> str:
+    moved = [f"{p.name} = {env.ints[p.name]}" for p in ctx.kernel.params if env.ints.get(p.name) != p.default]
+    moved += [f"{k} = {v.value}" for k, v in env.dtypes.items() if len(ctx.dtype_bindings) > 1]
+    return f" at {', '.join(moved)}" if moved else ""
+
+
+@check("E0404", "deadlock", "deadlock: a circular wait through {cycle}",
+       examples=[derive(PINGPONG, ("mbarrier c_empty[STAGES] arrivals 2 free", "mbarrier c_empty[STAGES] arrivals 2"))])
+def deadlock(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        hb = ctx.happens_before(launch)
+        cycle = hb.find_cycle()
+        if cycle is None:
+            continue
+        graph = hb.graph
+        steps: list[str] = []
+        first: n.Wait | None = None
+        for role, instance, path in cycle:
+            stmt = graph.nodes[(role, instance, path)]["stmt"]  # type: ignore[attr-defined]
+            if isinstance(stmt, n.Wait):
+                first = first or stmt
+                steps.append(f"{_who(role, instance, launch)} waits {expr_text(stmt.barrier)}")
+        if first is None:
+            continue
+        barrier = an.ref_name(first.barrier) or "?"
+        decl = _decl(launch, barrier)
+        yield finding(first, f"mbarrier `{barrier}`", "this wait can never complete",
+                      help=(f"if `{barrier}` starts released (a producer's first wait), declare it `free`"
+                            if decl is not None and not decl.initially_free else
+                            "arrive before waiting on what the other role needs"),
+                      notes=(" -> ".join(steps) + " -> (back to the start)",),
+                      cycle=" -> ".join(steps))
+
+
+def _smem_reads(launch: n.Launch, role: n.Role, env: an.Env, smem: set[str]
+                ) -> Iterator[tuple[an.StmtSite, str, int | None]]:
+    """(site, buffer, element) for every read of a shared buffer by one role instance."""
+    for site in an.walk_body(role.body):
+        stmt = site.stmt
+        if isinstance(stmt, n.Copy):
+            continue
+        exprs = an.stmt_exprs(stmt)
+        if isinstance(stmt, n.MmaAsync):
+            exprs = (stmt.a, stmt.b)
+        bases: set[int] = set()
+        for expr in exprs:
+            for e in an.walk_expr(expr):
+                if isinstance(e, n.Index) and isinstance(e.base, n.Name) and e.base.id in smem:
+                    bases.add(id(e.base))
+                    yield site, e.base.id, an.try_value(an.ref_stage(e), env)
+                elif isinstance(e, n.Name) and e.id in smem and id(e) not in bases:
+                    yield site, e.id, None
+
+
+def _fills(launch: n.Launch, env: an.Env) -> list[tuple[str, int, an.StmtSite, str, int | None]]:
+    out = []
+    for role in launch.roles:
+        for inst, ienv in enumerate(an.role_instances(role, env)):
+            for site in an.walk_body(role.body):
+                if isinstance(site.stmt, n.Copy):
+                    name = an.ref_name(site.stmt.dest)
+                    if name is not None:
+                        out.append((role.name, inst, site, name, an.try_value(an.ref_stage(site.stmt.dest), ienv)))
+    return out
+
+
+def _waits_between(sites: tuple[an.BarrierSite, ...], role: str, inst: int, barrier: str | None,
+                   after: an.Path, before: an.Path) -> bool:
+    return any(s.kind == an.SiteKind.WAIT and s.role == role and s.instance == inst and s.barrier == barrier
+               and after < s.site.path < before for s in sites)
+
+
+@check("E0405", "read before the fill is waited on",
+       "`{buffer}` is read in role `{role}` before the copy that fills it is waited on",
+       examples=[derive(PINGPONG, ("  wait x_full[w]\n", ""))])
+def read_before_fill(ctx: CheckContext) -> Iterable[Finding]:
+    env = ctx.identity_envs[0]
+    for launch in ctx.kernel.launches:
+        smem = {s.name for s in launch.smem}
+        if not smem:
+            continue
+        try:
+            fills = _fills(launch, env)
+        except an.Unbound:
+            continue
+        hb = ctx.happens_before(launch)
+        sites = ctx.barrier_sites(launch)
+        reported: set[tuple[str, str]] = set()
+        for role in launch.roles:
+            for inst, ienv in enumerate(an.role_instances(role, env)):
+                for site, buf, element in _smem_reads(launch, role, ienv, smem):
+                    if (buf, role.name) in reported:
+                        continue
+                    candidates = [f for f in fills if f[3] == buf and an.compatible(f[4], element)]
+                    if any(_filled(hb, sites, f, role.name, inst, site) for f in candidates):
+                        continue
+                    reported.add((buf, role.name))
+                    why = ("nothing copies into it" if not candidates else
+                           "no wait on a barrier its copy signals precedes this read")
+                    yield finding(site.stmt, f"shared buffer `{buf}`", why,
+                                  help=f"wait on the barrier the copy into `{buf}` signals before reading it",
+                                  buffer=buf, role=_who(role.name, inst, launch))
+
+
+def _filled(hb: an.HappensBefore, sites: tuple[an.BarrierSite, ...],
+            fill: tuple[str, int, an.StmtSite, str, int | None], role: str, inst: int, read: an.StmtSite) -> bool:
+    f_role, f_inst, f_site, _buf, _el = fill
+    copy = f_site.stmt
+    assert isinstance(copy, n.Copy)
+    if (f_role, f_inst) != (role, inst):
+        source, target = (f_role, f_inst, f_site.path), (role, inst, read.path)
+        if copy.kind is n.CopyKind.LOAD:
+            return hb.ordered(source, target)
+        # An async copy's data is there only once its barrier completes: issue order proves nothing.
+        graph = hb.graph
+        return any(graph.edges[source, w]["kind"] == "sync" and (w == target or hb.ordered(w, target))  # type: ignore[attr-defined]
+                   for w in graph.successors(source))  # type: ignore[attr-defined]
+    if f_site.path >= read.path:
+        return False
+    if copy.kind is n.CopyKind.LOAD:
+        return True
+    if copy.kind is n.CopyKind.CP_ASYNC and (copy.signals is None and any(
+            loop.pipeline is not None for loop in f_site.loops)):
+        return True  # the compiler derives cp.async.wait_group from the pipelined loop
+    return _waits_between(sites, role, inst, an.ref_name(copy.signals), f_site.path, read.path)
+
+
+def _reused(copy_site: an.StmtSite, persistent: bool) -> bool:
+    """A buffer element is written more than once: a persistent tile loop, or a loop whose variable does
+    not pick a distinct element."""
+    if persistent:
+        return True
+    stmt = copy_site.stmt
+    assert isinstance(stmt, n.Copy)
+    names = {e.id for e in an.walk_expr(stmt.dest) if isinstance(e, n.Name)}
+    return any(loop.var not in names for loop in copy_site.loops)
+
+
+@check("E0406", "stage overwritten while being read",
+       "a stage of `{buffer}` is overwritten by role `{writer}` while role `{reader}` may still read it",
+       examples=[derive(PINGPONG, ("    wait c_empty[s]\n", ""))])
+def overwrite(ctx: CheckContext) -> Iterable[Finding]:
+    env = ctx.identity_envs[0]
+    for launch in ctx.kernel.launches:
+        smem = {s.name for s in launch.smem}
+        persistent = launch.grid.kind is n.GridKind.PERSISTENT
+        try:
+            fills = _fills(launch, env)
+        except an.Unbound:
+            continue
+        sites = ctx.barrier_sites(launch)
+        reported: set[tuple[str, str, str]] = set()
+        for role in launch.roles:
+            for inst, ienv in enumerate(an.role_instances(role, env)):
+                for site, buf, element in _smem_reads(launch, role, ienv, smem):
+                    for f_role, f_inst, f_site, f_buf, f_el in fills:
+                        if f_buf != buf or (f_role, f_inst) == (role.name, inst) or not an.compatible(f_el, element):
+                            continue
+                        if not _reused(f_site, persistent) or (buf, role.name, f_role) in reported:
+                            continue
+                        if _released(sites, (role.name, inst, site.path), (f_role, f_inst, f_site.path)):
+                            continue
+                        reported.add((buf, role.name, f_role))
+                        yield finding(f_site.stmt, f"shared buffer `{buf}`",
+                                      f"refilled without waiting for `{role.name}` to release it",
+                                      help=f"wait on an `empty` barrier before this copy, and `arrive` on it in "
+                                           f"role `{role.name}` after its last read of `{buf}`",
+                                      buffer=buf, writer=f_role, reader=role.name)
+
+
+def _in_scope(path: an.Path, other: an.Path) -> bool:
+    """`path` sits in the block of `other` or in an enclosing one, so it runs once per run of `other`."""
+    return path[:-1] == other[:len(path) - 1]
+
+
+def _released(sites: tuple[an.BarrierSite, ...], read: an.Node, fill: an.Node) -> bool:
+    """The reader arrives (after the read) on a barrier the writer waits on (before the fill)."""
+    r_role, r_inst, r_path = read
+    w_role, w_inst, w_path = fill
+    arrives = [s for s in sites if s.kind in _RELEASES and (s.role, s.instance) == (r_role, r_inst)
+               and _in_scope(s.site.path, r_path) and s.site.path >= r_path]
+    waits = [s for s in sites if s.kind == an.SiteKind.WAIT and (s.role, s.instance) == (w_role, w_inst)
+             and _in_scope(s.site.path, w_path) and s.site.path < w_path]
+    return any(a.barrier == w.barrier and an.compatible(a.element, w.element) for a in arrives for w in waits)
+
+
+@check("E0407", "pingpong needs replicas",
+       "pingpong over role `{role}`: {why}",
+       examples=[derive(PINGPONG, ("pingpong consumer around mma", "pingpong producer around mma"))])
+def pingpong(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        for pp in launch.pingpongs:
+            role = launch.role(pp.role)
+            if role is None:
+                continue  # E0101
+            count = 1 if role.replicas is None else an.try_value(role.replicas.count, ctx.env)
+            has_mma = any(isinstance(e, n.Mma) for s in an.walk_body(role.body)
+                          for x in an.stmt_exprs(s.stmt) for e in an.walk_expr(x)) or any(
+                isinstance(s.stmt, n.MmaAsync) for s in an.walk_body(role.body))
+            why = ""
+            if count is not None and count < 2:
+                why = f"it has {count} replica; replicas take turns, so at least 2 are needed"
+            elif pp.around != "mma":
+                why = f"`around {pp.around}`: replicas alternate around `mma`"
+            elif not has_mma:
+                why = "the role issues no mma to alternate around"
+            if why:
+                yield finding(pp, f"role `{pp.role}`", why,
+                              help=f"replicate the role: `role {pp.role}[w in 2]: ...`", role=pp.role, why=why)
+
+
+@check("E0408", "TMA copy without a barrier", "TMA copy into `{buffer}` signals no mbarrier",
+       examples=[derive(PINGPONG, ("smem csq[STAGES]: f32[BK]", "smem csq[STAGES]: f32[BK]\nsmem extra: f32[128]"),
+                        ("  for w in 0 .. 2 {\n", "  copy csq_g[b, 0 : +128] -> extra via tma masked\n  for w in 0 .. 2 {\n"))])
+def tma_signal(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        for role in launch.roles:
+            for site in an.walk_body(role.body):
+                stmt = site.stmt
+                if isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA and stmt.signals is None:
+                    buf = an.ref_name(stmt.dest) or "?"
+                    yield finding(stmt, f"shared buffer `{buf}`", "completion of this copy is never observable",
+                                  help="add `signals BARRIER` and wait on that barrier before reading", buffer=buf)
+
+
+@check("E0409", "block barrier in part of a warp-specialized launch",
+       "block-wide `sync` in role `{role}` but not in {others}: the other warps never reach it",
+       examples=[derive(PINGPONG, ("  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {\n    wait c_empty[s]",
+                                   "  sync\n  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {\n    wait c_empty[s]"))])
+def partial_sync(ctx: CheckContext) -> Iterable[Finding]:
+    for launch in ctx.kernel.launches:
+        with_sync = {r.name: next((s.stmt for s in an.walk_body(r.body) if isinstance(s.stmt, n.Sync)), None)
+                     for r in launch.roles}
+        missing = [name for name, stmt in with_sync.items() if stmt is None]
+        if not missing:
+            continue
+        for name, stmt in with_sync.items():
+            if stmt is not None:
+                yield finding(stmt, f"role `{name}`", "only some roles reach this barrier",
+                              help="use a named barrier among the roles involved: `bar_sync ID threads N`",
+                              role=name, others=", ".join(f"`{m}`" for m in missing))
+
+
+@check("E0410", "named barrier thread count",
+       "named barrier {id} expects {threads} threads, but {actual} reach it",
+       examples=[derive(PINGPONG, ("  arrive x_empty[w]\n", "  arrive x_empty[w]\n  bar_sync 1 threads 100\n"))])
+def named_barrier_threads(ctx: CheckContext) -> Iterable[Finding]:
+    env = ctx.env
+    for launch in ctx.kernel.launches:
+        by_id: dict[int | None, list[tuple[n.NamedBarrierSync, int]]] = {}
+        for role in launch.roles:
+            threads = an.try_value_of(lambda e, r=role: an.role_replicas(r, e) * an.role_threads_per_instance(r, e),
+                                      env)
+            seen: set[int | None] = set()
+            for site in an.walk_body(role.body):
+                if isinstance(site.stmt, n.NamedBarrierSync):
+                    bid = an.try_value(site.stmt.barrier_id, env)
+                    if bid not in seen and threads is not None:
+                        by_id.setdefault(bid, []).append((site.stmt, threads))
+                        seen.add(bid)
+        for bid, uses in by_id.items():
+            if bid is None:
+                continue
+            actual = sum(t for _s, t in uses)
+            for stmt, _t in uses:
+                declared = an.try_value(stmt.threads, env)
+                if declared is not None and (declared != actual or declared % an.THREADS_PER_WARP):
+                    yield finding(stmt.threads, f"named barrier {bid}", f"{declared} declared, {actual} arrive",
+                                  help=f"use `threads {actual}` (a multiple of {an.THREADS_PER_WARP})",
+                                  id=bid, threads=declared, actual=actual)
+                    break
