@@ -18,6 +18,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "replay",
     "audit",
     "ops",
+    "rank",
+    "bench",
 )
 
 

@@ -30,7 +30,7 @@ PLAIN_SWEEP_BEST_PARAMS: dict[str, int] = {"BN": 256, "BK": 64, "WARPS": 4, "STA
 
 def load_plain_sweep_best() -> Prepared:
     """The seed schedule at the sweep's best parameters, lowered by CAKE's Triton backend."""
-    from cake.experiments.flash_kmeans.schedules import load_with_params
+    from cake.experiments.schedules import load_with_params
 
     return Prepared(run=load_with_params(FOLDER / ASSIGN_SEED, PLAIN_SWEEP_BEST_PARAMS))
 
