@@ -65,6 +65,9 @@ def main() -> int:
     for entry in entries:
         kernel = load_kernel(KernelRef.parse(entry.ref_text))
         assert not isinstance(kernel, str), kernel
+        # As in the worker: a kernel from a module that uses Triton runs under the interpreter on CPU,
+        # where the gates skip bf16 (the interpreter's bf16 arithmetic is garbage).
+        interpreter = args.device == "cpu" and hasattr(sys.modules.get(kernel.__module__), "triton")
         # On the GPU every kernel is judged in bf16 too; the interpreter restriction is CPU-only.
         dtypes = entry.dtypes if args.device == "cpu" else tuple(dict.fromkeys(entry.dtypes + NO_BF16 + ("bfloat16",)))
         contract = get_contract(entry.op)
@@ -72,7 +75,7 @@ def main() -> int:
         for _ in range(2):
             start = time.perf_counter()
             verdict = run_battery(contract, kernel, device=args.device, dtypes=dtypes, seed=args.seed,
-                                  all_gates=True, resource_report=None)
+                                  all_gates=True, interpreter=interpreter, resource_report=None)
             _sync(args.device)
             runs.append(time.perf_counter() - start)
         timing = Timing(entry.name, entry.op, dtypes, len(verdict.gates), sum(g.cases_run for g in verdict.gates),
