@@ -401,16 +401,19 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
         raise CostError(f"launch `{launch.name}` does not fit one SM of {spec.name} "
                         f"({smem:,} B shared memory, {regs} registers x {threads} threads)")
     persistent = launch.grid.kind is n.GridKind.PERSISTENT
-    sms = device.sm_count
-    tiles = lw.tiles
+    busiest, resident = quantize(lw.tiles, ctas_per_sm, device.sm_count, persistent)
+    return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident)
+
+
+def quantize(tiles: int, ctas_per_sm: int, sms: int, persistent: bool) -> tuple[int, int]:
+    """(tiles the busiest SM processes, CTAs resident on it). A tile grid hands CTAs to SMs as they free up;
+    a persistent grid of min(tiles, SMs x CTAs/SM) CTAs strides over the tiles. Either way the busiest SM
+    ends up with ceil(tiles / SMs) tiles (striding imbalance inside an SM is second order and ignored), so
+    quantization is by SM count and more CTAs per SM only add residency."""
+    busiest = -(-tiles // sms)
     if persistent:
-        ctas = min(tiles, sms * ctas_per_sm)
-        per_cta = -(-tiles // max(1, ctas))
-        busiest = per_cta * min(ctas_per_sm, -(-ctas // sms))
-    else:
-        busiest = -(-tiles // sms)
-    resident = max(1, min(ctas_per_sm, busiest))
-    return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, tiles, persistent, busiest, resident)
+        busiest = max(busiest, 1)
+    return busiest, max(1, min(ctas_per_sm, busiest))
 
 
 # --------------------------------------------------------------------------------------------- timing

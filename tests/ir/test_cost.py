@@ -1,0 +1,179 @@
+"""The cost model's sanity properties, its counts on the anchor schedules, and calibration."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from cake.ir.cost import CostError, Occupancy, Work, combine, predict, quantize, terms
+from cake.ir.cost_calibration import (
+    Calibration,
+    Factors,
+    calibration_for,
+    constants_for,
+    fit_factors,
+    spearman,
+    store_calibration,
+    top_k_recall,
+)
+from cake.ir.nodes import DType
+from cake.ir.parser import parse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cake.arch import DEVICES
+
+FK = Path(__file__).resolve().parents[2] / "experiments" / "flash_kmeans"
+PLAIN = parse((FK / "assign_plain.cake").read_text())
+PINGPONG = parse((FK / "assign_pingpong.cake").read_text())
+CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
+H200 = DEVICES["H200"]
+CONSTS = constants_for("sm_90a")
+
+work_st = st.builds(
+    Work,
+    tensor_flops=st.floats(0, 1e9), cuda_ops=st.floats(0, 1e8), global_bytes=st.floats(0, 1e7),
+    store_bytes=st.floats(0, 1e6), smem_bytes=st.floats(0, 1e7), syncs=st.floats(0, 1e4),
+    stage_bytes=st.floats(1, 1e6), stages=st.integers(1, 6),
+)
+
+
+def occ(ctas_per_sm: int, tiles: int, threads: int = 128, persistent: bool = False, regs: int = 128) -> Occupancy:
+    busiest, resident = quantize(tiles, ctas_per_sm, H200.sm_count, persistent)
+    return Occupancy(64 * 1024, regs, threads, ctas_per_sm, "smem", tiles, persistent, busiest, resident)
+
+
+def time_of(work: Work, o: Occupancy, pingpong: bool = False) -> float:
+    return combine(terms(work, o, H200, CONSTS, "bf16", pingpong), Factors())[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(work_st, st.integers(1, 8), st.integers(1, 5000), st.sampled_from(["global_bytes", "store_bytes", "smem_bytes"]),
+       st.floats(1.0, 10.0))
+def test_more_bytes_never_predicts_faster(work: Work, k: int, tiles: int, field: str, scale: float) -> None:
+    o = occ(k, tiles)
+    more = replace(work, **{field: getattr(work, field) * scale + 1.0})
+    assert time_of(more, o) >= time_of(work, o) * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work_st, st.integers(1, 8), st.integers(1, 5000), st.sampled_from(["tensor_flops", "cuda_ops", "syncs"]),
+       st.floats(1.0, 10.0))
+def test_more_work_never_predicts_faster(work: Work, k: int, tiles: int, field: str, scale: float) -> None:
+    o = occ(k, tiles)
+    more = replace(work, **{field: getattr(work, field) * scale + 1.0})
+    assert time_of(more, o) >= time_of(work, o) * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work_st, st.integers(1, 15), st.integers(1, 20000), st.booleans(), st.booleans())
+def test_higher_occupancy_is_never_slower_all_else_equal(work: Work, k: int, tiles: int, persistent: bool,
+                                                          pingpong: bool) -> None:
+    assert time_of(work, occ(k + 1, tiles, persistent=persistent), pingpong) <= \
+        time_of(work, occ(k, tiles, persistent=persistent), pingpong) * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work_st, st.integers(1, 8), st.integers(1, 5000))
+def test_pingpong_overlap_is_at_most_the_serial_sum(work: Work, k: int, tiles: int) -> None:
+    o = occ(k, tiles)
+    t_pp = terms(work, o, H200, CONSTS, "bf16", pingpong=True)
+    t_plain = terms(work, o, H200, CONSTS, "bf16", pingpong=False)
+    assert combine(t_pp, Factors())[0] <= combine(t_plain, Factors())[0] * (1 + 1e-12)
+    serial = t_pp.tensor_s + t_pp.cuda_s + t_pp.smem_s + max(t_pp.l2_s, t_pp.hbm_s, t_pp.latency_s) + \
+        t_pp.sync_s + t_pp.overhead_s
+    assert combine(t_pp, Factors())[0] <= serial * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_wave_quantization_is_a_monotone_step_function(persistent: bool, k: int) -> None:
+    sms = H200.sm_count
+    busiest = [quantize(t, k, sms, persistent)[0] for t in range(1, 6 * sms * k + 2)]
+    assert all(a <= b for a, b in zip(busiest, busiest[1:], strict=False))
+    if not persistent:  # flat within each wave of SM-count tiles, a step at each multiple
+        for j in range(5):
+            assert len({quantize(t, k, sms, False)[0] for t in range(j * sms + 1, (j + 1) * sms + 1)}) == 1
+            assert quantize((j + 1) * sms + 1, k, sms, False)[0] == quantize((j + 1) * sms, k, sms, False)[0] + 1
+
+
+@pytest.mark.parametrize("kernel", [PLAIN, PINGPONG], ids=["plain", "pingpong"])
+def test_a_deeper_pipeline_never_predicts_less_shared_memory(kernel) -> None:  # type: ignore[no-untyped-def]
+    smem = []
+    domain = kernel.param("STAGES").domain
+    for stages in range(domain.start, domain.stop):
+        try:
+            p = predict(kernel, dims=CELL, params={"STAGES": stages}, factors=Factors())
+        except CostError as error:  # past the SM's shared memory: deeper ones cannot fit either
+            assert "does not fit" in str(error)
+            break
+        smem.append(max(lp.occupancy.smem_bytes_per_cta for lp in p.launches))
+    assert len(smem) >= 3 and smem == sorted(smem) and smem[0] < smem[-1]
+
+
+def test_larger_problem_never_predicts_faster_on_the_ir() -> None:
+    times = [predict(PLAIN, dims={**CELL, "N": n}, factors=Factors()).time_s for n in (1024, 4096, 65536, 262144)]
+    assert times == sorted(times)
+    assert predict(PLAIN, dims={**CELL, "D": 64}, factors=Factors()).time_s <= predict(PLAIN, dims=CELL, factors=Factors()).time_s
+
+
+def test_counts_on_the_plain_schedule_are_exact() -> None:
+    p = predict(PLAIN, dims=CELL, dtype=DType.BF16, factors=Factors())
+    (lp,) = p.launches
+    bn, bk, d, k = 128, 64, 128, 1024
+    assert lp.occupancy.tiles == 32 * 65536 // bn
+    assert lp.work.tensor_flops == pytest.approx(2 * bn * k * d)  # dot lowers to wgmma at full rate here
+    x_bytes, c_bytes = bn * d * 2, k * d * 2
+    assert lp.work.global_bytes == pytest.approx(x_bytes + c_bytes)
+    assert lp.work.store_bytes == pytest.approx(bn * 4)
+    assert lp.work.stages == 2 and lp.work.stage_bytes == pytest.approx(bk * d * 2)
+    # Triton stages the pipelined c tiles (2 x BK x D) and the x tile in shared memory
+    assert lp.occupancy.smem_bytes_per_cta == 2 * bk * d * 2 + bn * d * 2
+
+
+def test_pingpong_uses_declared_smem_and_registers_and_overlaps() -> None:
+    p = predict(PINGPONG, dims=CELL, factors=Factors())
+    assign = next(lp for lp in p.launches if lp.launch == "assign")
+    assert assign.pingpong and assign.occupancy.persistent
+    assert assign.occupancy.regs_per_thread == (128 * 40 + 2 * 128 * 232) // 384
+    assert assign.occupancy.smem_bytes_per_cta > 2 * 128 * 128 * 2 + 4 * (128 * 128 * 2 + 128 * 4)
+    assert p.bound.name in {"TENSOR", "CUDA_CORE", "SMEM", "HBM", "L2"}
+
+
+def test_a_launch_that_does_not_fit_is_a_cost_error() -> None:
+    with pytest.raises(CostError, match="does not fit"):
+        predict(PINGPONG, dims={**CELL, "D": 512}, factors=Factors())
+    with pytest.raises(CostError, match="needs a value"):
+        predict(PLAIN, dims={"B": 1, "N": 10, "K": 3}, factors=Factors())
+
+
+def test_rank_statistics() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert top_k_recall([1, 2, 3, 4, 5], [1, 2, 5, 4, 3], 2) == 1.0
+    assert top_k_recall([5, 4, 3, 2, 1], [1, 2, 3, 4, 5], 2) == 0.0
+
+
+def test_fit_recovers_a_planted_factor() -> None:
+    base = [(1.0, 0.1), (0.2, 1.0), (0.5, 0.5), (2.0, 0.3)]
+
+    def model(f: Factors) -> list[float]:
+        return [t * f.tensor + c * f.cuda for t, c in base]
+
+    measured = model(Factors(tensor=2.0, cuda=0.5))
+    fitted = fit_factors(model, measured)
+    assert fitted.tensor == pytest.approx(2.0) and fitted.cuda == pytest.approx(0.5)
+
+
+def test_calibration_store_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "cal.json"
+    path.write_text((Path(__file__).resolve().parents[2] / "ir" / "data" / "cost_calibration.json").read_text())
+    cal = Calibration("H200", "triton-3.6.0", Factors(tensor=1.5), 60, 0.5, 0.8, "2026-12-01")
+    store_calibration(cal, path)
+    store_calibration(replace(cal, factors=Factors(tensor=1.25)), path)  # same key: replaced, not appended
+    assert len(json.loads(path.read_text())["calibrations"]) == 1
+    assert calibration_for("H200", "triton-3.6.0", path) == replace(cal, factors=Factors(tensor=1.25))
+    assert calibration_for("H200", "other", path) is not None  # newest for the device
+    assert calibration_for("B200", None, path) is None
