@@ -1,0 +1,150 @@
+"""Rule synthesis: the smallest conjunction of fact conditions that separates a cluster from the good.
+
+Given the IR facts of every failure in a cluster and of every known-good schedule, find the fewest
+conditions `fact OP value` that are true for all failures and, taken together, false for every good
+schedule. The conditions offered are the ones every failure satisfies: equality on a fact they all share
+(copy kind, target, mma form, a flag), and thresholds at the failures' extreme (`smem_bytes >= the
+smallest failing value`) — the most conservative threshold that still covers the cluster, so a rule
+rejects no more than what was seen to fail.
+
+This is a set-cover problem (each condition "covers" the good schedules it excludes); clusters are small
+and conditions few, so an exhaustive search up to `max_conditions` finds a smallest one exactly.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cake.agents.signatures import Facts, FactValue
+
+DEFAULT_MAX_CONDITIONS = 3
+
+
+class Op(enum.Enum):
+    EQ = "=="
+    GE = ">="
+    LE = "<="
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    fact: str
+    op: Op
+    value: FactValue
+
+    def holds(self, facts: Facts) -> bool:
+        """False when the fact is absent: a rule never fires on what it cannot see."""
+        if self.fact not in facts:
+            return False
+        got = facts[self.fact]
+        if self.op is Op.EQ:
+            return got == self.value and type(got) is type(self.value)
+        if not _numeric(got) or not _numeric(self.value):
+            return False
+        return got >= self.value if self.op is Op.GE else got <= self.value  # type: ignore[operator]
+
+    def text(self) -> str:
+        value = str(self.value).lower() if isinstance(self.value, bool) else self.value
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+            value = f"{value:,}"
+        return f"{self.fact} {self.op.value} {value}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"fact": self.fact, "op": self.op.value, "value": self.value}
+
+
+def _numeric(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def holds_all(conditions: Sequence[Condition], facts: Facts) -> bool:
+    return all(c.holds(facts) for c in conditions)
+
+
+def offered_conditions(failures: Sequence[Facts]) -> list[Condition]:
+    """Every condition that all `failures` satisfy, in a stable order."""
+    if not failures:
+        return []
+    shared = set(failures[0]).intersection(*failures[1:])
+    out: list[Condition] = []
+    for name in sorted(shared):
+        values = [f[name] for f in failures]
+        if all(_numeric(v) for v in values):
+            lo, hi = min(values), max(values)  # type: ignore[type-var]
+            if lo == hi:
+                out.append(Condition(name, Op.EQ, lo))
+            out.append(Condition(name, Op.GE, lo))
+            out.append(Condition(name, Op.LE, hi))
+        elif all(type(v) is type(values[0]) and v == values[0] for v in values):
+            out.append(Condition(name, Op.EQ, values[0]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Synthesis:
+    """The conjunction found. When `separates` is false it is a best effort (the conditions that exclude
+    the most good schedules): the validation gate will reject it, and it is kept as a rejected proposal."""
+
+    conditions: tuple[Condition, ...]  # empty only when the failures share no fact at all
+    separates: bool
+    reason: str
+
+
+def synthesize(failures: Sequence[Facts], goods: Sequence[Facts],
+               max_conditions: int = DEFAULT_MAX_CONDITIONS) -> Synthesis:
+    """A smallest conjunction true for every failure and false for every good schedule."""
+    offered = offered_conditions(failures)
+    if not offered:
+        return Synthesis((), False, "the failures share no fact")
+    excludes: list[frozenset[int]] = [
+        frozenset(i for i, g in enumerate(goods) if not c.holds(g)) for c in offered]
+    everyone = frozenset(range(len(goods)))
+    reachable = frozenset().union(*excludes)
+    if reachable != everyone:
+        missing = len(everyone - reachable)
+        return Synthesis(_greedy(offered, excludes, max_conditions), False,
+                         f"{missing} known-good schedule(s) share every fact the failures share")
+    # Conditions that exclude nothing cannot help a minimal cover; try the most discriminating first.
+    useful = sorted((i for i in range(len(offered)) if excludes[i] or not goods),
+                    key=lambda i: (-len(excludes[i]), _preference(offered[i]), i))
+    for size in range(1, max_conditions + 1):
+        best: tuple[int, ...] | None = None
+        best_score = -1
+        for combo in itertools.combinations(useful, size):
+            if frozenset().union(*(excludes[i] for i in combo)) != everyone:
+                continue
+            # Among equally small covers, the one whose conditions each exclude the most good schedules
+            # (a wider margin against schedules not yet seen).
+            score = sum(len(excludes[i]) for i in combo)
+            if score > best_score:
+                best, best_score = combo, score
+        if best is not None:
+            return Synthesis(tuple(offered[i] for i in best), True, f"{size} condition(s) separate the cluster")
+    return Synthesis(_greedy(offered, excludes, max_conditions), False,
+                     f"no conjunction of at most {max_conditions} conditions separates the cluster")
+
+
+def _greedy(offered: Sequence[Condition], excludes: Sequence[frozenset[int]], limit: int) -> tuple[Condition, ...]:
+    """Up to `limit` conditions, each chosen to exclude the most good schedules not yet excluded."""
+    chosen: list[int] = []
+    covered: frozenset[int] = frozenset()
+    for _ in range(limit):
+        gain, pick = max(((len(excludes[i] - covered), -i) for i in range(len(offered)) if i not in chosen),
+                         default=(0, 0))
+        if gain == 0 and chosen:
+            break
+        chosen.append(-pick)
+        covered |= excludes[-pick]
+    return tuple(offered[i] for i in chosen)
+
+
+def _preference(c: Condition) -> int:
+    """Ties broken towards equalities (structural facts), then thresholds."""
+    return 0 if c.op is Op.EQ else 1
+
+
+def conditions_from_json(data: Sequence[Mapping[str, object]]) -> tuple[Condition, ...]:
+    return tuple(Condition(str(d["fact"]), Op(d["op"]), d["value"]) for d in data)  # type: ignore[arg-type]
