@@ -1,0 +1,119 @@
+"""E06xx — backend capability: what a backend cannot express, checked only when lowering to it.
+
+The Triton backend writes plain `triton.language`: one program per CTA with no warp specialization,
+no explicit mbarriers, no tensor memory, no TMA copies and no instruction commitments (Triton chooses
+the mma instruction). Each rule is data (`TRITON_RULES`): the constructs it finds, and the fix.
+The CUDA backend expresses everything the IR can say, so it has no rules here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from cake.ir import analysis as an
+from cake.ir import nodes as n
+from cake.ir.checks.context import CheckContext
+from cake.ir.checks.fixtures import PLAIN, derive
+from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, finding, register
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """One thing a backend cannot express: where it occurs (node, what) and how to avoid it."""
+
+    id: str
+    title: str
+    message: str  # over {launch}, {what}
+    find: Callable[[CheckContext, n.Launch], Iterator[tuple[object, str]]]
+    help: str
+    examples: tuple[BadExample, ...]
+
+
+def _stmts(launch: n.Launch) -> Iterator[tuple[n.Role, an.StmtSite]]:
+    for role in launch.roles:
+        for site in an.walk_body(role.body):
+            yield role, site
+
+
+def _specialized(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    if len(launch.roles) > 1:
+        yield launch.roles[1], f"{len(launch.roles)} roles"
+    for role in launch.roles:
+        if role.replicas is not None:
+            yield role.replicas, f"replicated role `{role.name}`"
+    for pp in launch.pingpongs:
+        yield pp, "pingpong"
+
+
+def _barriers(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    tma_fed = {an.ref_name(site.stmt.signals) for _r, site in _stmts(launch)
+               if isinstance(site.stmt, n.Copy) and site.stmt.kind is n.CopyKind.TMA}
+    for decl in launch.barriers:
+        if decl.name not in tma_fed:  # a TMA-fed barrier goes with its copy (E0604), reported once there
+            yield decl, f"mbarrier `{decl.name}`"
+    for _role, site in _stmts(launch):
+        if isinstance(site.stmt, n.NamedBarrierSync):
+            yield site.stmt, "named barrier"
+
+
+def _tmem(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    for decl in launch.tmem:
+        yield decl, f"tensor memory `{decl.name}`"
+    for _role, site in _stmts(launch):
+        if isinstance(site.stmt, n.MmaAsync):
+            yield site.stmt, "asynchronous mma into tensor memory"
+
+
+def _tma(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    for _role, site in _stmts(launch):
+        if isinstance(site.stmt, n.Copy) and site.stmt.kind is n.CopyKind.TMA:
+            yield site.stmt, "TMA copy"
+
+
+def _forms(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    for info in ctx.typing.mmas:
+        if info.launch is launch and info.form != "dot":
+            yield info.node, f"`via {info.form}`"
+
+
+TRITON_RULES: tuple[Capability, ...] = (
+    Capability("E0601", "warp specialization", "Triton cannot express warp specialization in launch `{launch}` ({what})",
+               _specialized, "use one role per launch (Triton programs are SPMD); lower to CUDA for roles",
+               (derive(PLAIN, ("  store besti -> ids[b, tile*BN : +BN] masked\n}\n",
+                               "  store besti -> ids[b, tile*BN : +BN] masked\n}\nrole idle: warps 1 {\n}\n"),
+                       backend=Backend.TRITON),)),
+    Capability("E0602", "explicit barriers", "Triton cannot express {what} in launch `{launch}`", _barriers,
+               "drop explicit barriers: Triton synchronizes its own pipelines",
+               (derive(PLAIN, ("grid tile in cdiv(N, BN), b in B\n", "grid tile in cdiv(N, BN), b in B\nmbarrier bar arrivals 1\n"),
+                       backend=Backend.TRITON),)),
+    Capability("E0603", "tensor memory", "Triton cannot express {what} in launch `{launch}`", _tmem,
+               "accumulate in registers: `let acc: f32[...] = mma(a, b, acc) via dot`",
+               (derive(PLAIN, ("grid tile in cdiv(N, BN), b in B\n", "grid tile in cdiv(N, BN), b in B\ntmem acc_t: f32[128, 64]\n"),
+                       backend=Backend.TRITON, arch="sm_100a"),)),
+    Capability("E0604", "TMA copies", "Triton cannot express an explicit {what} in launch `{launch}`", _tma,
+               "use `load` (Triton picks the copy mechanism and pipelines it with `pipelined STAGES`)",
+               (derive(PLAIN, ("grid tile in cdiv(N, BN), b in B\n",
+                               "grid tile in cdiv(N, BN), b in B\nsmem xs: T[BN, 128]\nmbarrier xf arrivals 1 tx BN*128*sizeof(T)\n"),
+                       ("  let xt: T[BN, 128] = load x[b, tile*BN : +BN, :] masked other 0\n",
+                        "  copy x[b, tile*BN : +BN, :] -> xs via tma masked signals xf\n  wait xf\n  let xt: T[BN, 128] = xs\n"),
+                       backend=Backend.TRITON),)),
+    Capability("E0605", "instruction commitments", "Triton chooses the mma instruction itself; {what} in launch `{launch}`",
+               _forms, "write `via dot`",
+               (derive(PLAIN, ("via dot", "via mma_sync.m16n8k16"), backend=Backend.TRITON),)),
+)
+
+
+def _as_check(cap: Capability) -> Callable[[CheckContext], Iterable[Finding]]:
+    def run(ctx: CheckContext) -> Iterable[Finding]:
+        for launch in ctx.kernel.launches:
+            for node, what in cap.find(ctx, launch):
+                yield finding(node, f"launch `{launch.name}`", f"{what}: not expressible in Triton",
+                              help=cap.help, launch=launch.name, what=what)
+
+    return run
+
+
+for _cap in TRITON_RULES:
+    register(CheckSpec(_cap.id, _cap.title, _cap.message, Family.BACKEND, _as_check(_cap), _cap.examples,
+                       backend=Backend.TRITON))
