@@ -20,6 +20,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "ops",
     "rank",
     "bench",
+    "evolve",
+    "report",
 )
 
 

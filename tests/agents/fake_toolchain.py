@@ -1,0 +1,61 @@
+"""A toolchain for testing the loop's logic in-process and fast: the real validator and cost model, and
+an evaluation that passes every legal candidate with the model's fitness instead of running the gates.
+
+It is a test double for the verifier worker only; the end-to-end tests run the real `CakeToolchain`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cake.agents.base import Checked
+from cake.agents.toolchain import EvalJob
+from cake.agents.validation import make_validator
+from cake.ir import nodes as n
+from cake.ir.cost import CostError, predict
+from cake.ir.parser import parse
+
+from cake.store import CandidateStatus, Evaluation, FitnessKind
+
+CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
+
+
+class Interrupted(Exception):
+    """Raised by `evaluate` after `crash_after` evaluations: a crash in the middle of a turn."""
+
+
+class FakeToolchain:
+    op = "kmeans_assign"
+    arch = "sm_90a"
+    fitness_kind = FitnessKind.MODEL
+
+    def __init__(self, seed_path: Path, crash_after: int | None = None):
+        self._validate = make_validator(self.arch, "triton")
+        self.baseline_ms = self.predict_ms(parse(seed_path.read_text()))
+        self.crash_after = crash_after
+        self.evaluated: list[int] = []
+
+    def validate(self, text: str) -> Checked:
+        return self._validate(text)
+
+    def predict_ms(self, kernel: n.Kernel) -> float | None:
+        try:
+            return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch).time_ms
+        except CostError:
+            return None
+
+    def devices(self) -> tuple[str, ...]:
+        return ("cpu",)
+
+    def describe(self) -> str:
+        return "test toolchain: legal candidates pass; fitness from the cost model"
+
+    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
+        if self.crash_after is not None and len(self.evaluated) >= self.crash_after:
+            raise Interrupted(f"crash before evaluating #{job.candidate_id}")
+        self.evaluated.append(job.candidate_id)
+        assert job.path.is_file()
+        fitness = self.baseline_ms / job.predicted_ms if self.baseline_ms and job.predicted_ms else None
+        return Evaluation(CandidateStatus.PASSED, {"op": self.op, "passed": True, "gates": []}, (),
+                          {"predicted_ms": job.predicted_ms or 0.0}, None, self.baseline_ms, fitness,
+                          FitnessKind.MODEL, None, device, 0.0)

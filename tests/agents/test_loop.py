@@ -1,0 +1,80 @@
+"""The loop's logic, in-process with a fast evaluation double: determinism, resume, budgets, MAP-Elites."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from cake.agents.features import Features
+from cake.agents.loop import EvolutionLoop, LoopSettings, StopReason
+from cake.agents.offline import OfflineAgent
+from cake.agents.population import Archive, Member
+from conftest import SEED
+from fake_toolchain import FakeToolchain, Interrupted
+
+from cake.store import CandidateStatus, RunStore
+
+SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
+
+
+def _run(root: Path, settings: LoopSettings = SETTINGS, crash_after: int | None = None) -> tuple[RunStore, FakeToolchain]:
+    store = RunStore.open(root) if (root / "run.sqlite").exists() else RunStore.create(root, {"loop": settings.to_json()})
+    toolchain = FakeToolchain(SEED, crash_after)
+    EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED]).run()
+    return store, toolchain
+
+
+def _sequence(store: RunStore) -> list[tuple[int, str, str, str]]:
+    return [(c.turn, c.ir_hash, c.status.value, c.mutation) for c in store.candidates()]
+
+
+def test_same_seed_same_candidates_and_another_seed_differs(tmp_path: Path) -> None:
+    a, _ = _run(tmp_path / "a")
+    b, _ = _run(tmp_path / "b")
+    c, _ = _run(tmp_path / "c", LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=6))
+    assert _sequence(a) == _sequence(b)
+    assert [x[1] for x in _sequence(a)] != [x[1] for x in _sequence(c)]
+    assert len(a.turns()) == 4 and a.evaluation_count() == 1 + 3 * 2
+
+
+def test_a_crash_mid_turn_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    reference, _ = _run(tmp_path / "ref")
+    with pytest.raises(Interrupted):
+        _run(tmp_path / "run", crash_after=4)  # seed + turn 1 (2) + one of turn 2, then a crash
+    crashed = RunStore.open(tmp_path / "run")
+    done_before = {c.id: c.evaluation for c in crashed.candidates() if c.evaluation}
+    assert len(done_before) == 4 and crashed.turns()[-1].finished_at is None
+    store, toolchain = _run(tmp_path / "run")
+    assert not set(toolchain.evaluated) & set(done_before)  # nothing finished was evaluated again
+    assert {c.id: c.evaluation for c in store.candidates() if c.id in done_before} == done_before  # nor lost
+    assert _sequence(store) == _sequence(reference)
+
+
+def test_the_evaluation_budget_stops_the_run(tmp_path: Path) -> None:
+    settings = LoopSettings(turns=10, proposals_per_turn=6, evals_per_turn=2, seed=1, budget_evals=4)
+    store = RunStore.create(tmp_path / "run", {})
+    result = EvolutionLoop(store, OfflineAgent(), FakeToolchain(SEED), settings, [SEED]).run()
+    assert result.stop is StopReason.EVALS and store.evaluation_count() == 4
+
+
+def test_rejected_candidates_are_counted_by_diagnostic_id(tmp_path: Path) -> None:
+    store, _ = _run(tmp_path / "run", LoopSettings(turns=6, proposals_per_turn=12, evals_per_turn=1, seed=3))
+    rejected = [c for c in store.candidates() if c.status is CandidateStatus.REJECTED]
+    counted = sum(sum(t.rejections.values()) for t in store.turns())
+    codes = {str(d["code"]) for c in rejected for d in c.diagnostics if d["severity"] == "error"}
+    assert rejected and counted >= len(rejected)  # structural moves the Triton backend cannot express
+    assert codes <= {code for t in store.turns() for code in t.rejections}
+    queued = [c for c in store.candidates() if c.turn > 0 and c.status is CandidateStatus.PASSED]
+    for turn in {c.turn for c in queued}:  # the evaluated ones are the best predicted of their turn
+        legal = [c for c in store.candidates(turn=turn) if c.rank is not None]
+        assert min(legal, key=lambda c: c.rank or 0).status is CandidateStatus.PASSED
+
+
+def test_map_elites_keeps_one_elite_per_cell_and_selects_reproducibly() -> None:
+    cell_a = Features("tiles", "none", 1, False, 2, 13, 4).descriptor()
+    cell_b = Features("persistent", "tma", 3, True, 4, 14, 12).descriptor()
+    archive = Archive([Member(1, 1.0, 1.0, cell_a), Member(2, 1.2, 0.9, cell_a), Member(3, 0.8, 1.5, cell_b)])
+    assert len(archive) == 2 and [m.id for m in archive.elites()] == [2, 3]
+    picks = [m.id for m in archive.select(random.Random(0), 10)]
+    assert picks == [m.id for m in archive.select(random.Random(0), 10)] and set(picks) <= {2, 3}
