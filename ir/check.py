@@ -69,7 +69,7 @@ def run_one(spec: CheckSpec, ctx: CheckContext, file: str) -> list[Diagnostic]:
 
 def _diagnostic(spec: CheckSpec, f: Finding, file: str) -> Diagnostic:
     try:
-        message = spec.message.format(**f.fields)
+        message = f.message or spec.message.format(**f.fields)
     except (KeyError, IndexError, ValueError):
         message = spec.title
     severity = f.severity if f.severity is not Severity.ERROR else spec.severity

@@ -14,6 +14,7 @@ from cake.cli.common import ExitCode, UsageError
 # Subcommand modules, in the order `cake --help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "arch",
+    "check",
     "verify",
     "replay",
     "audit",

@@ -67,13 +67,15 @@ class Finding:
     help: str | None = None
     notes: tuple[str, ...] = ()
     severity: Severity = Severity.ERROR
+    message: str | None = None  # replaces the check's template (notes saying what could not be proven)
 
 
 def finding(node: object, subject: str | None, label: str | None, *, help: str | None = None,
-            notes: tuple[str, ...] = (), severity: Severity = Severity.ERROR, **fields: object) -> Finding:
+            notes: tuple[str, ...] = (), severity: Severity = Severity.ERROR, message: str | None = None,
+            **fields: object) -> Finding:
     """A finding located at `node`'s span (any IR node, or None)."""
     span = getattr(node, "span", None)
-    return Finding(span if isinstance(span, Span) else None, fields, subject, label, help, notes, severity)
+    return Finding(span if isinstance(span, Span) else None, fields, subject, label, help, notes, severity, message)
 
 
 class CheckFn(Protocol):

@@ -32,11 +32,10 @@ def _worst(ctx: CheckContext, launch: Launch, what: str, compute: Callable[[an.E
         try:
             result = compute(env)
         except an.Unbound as unbound:
-            yield finding(launch, f"launch `{launch.name}`", None, severity=Severity.NOTE,
-                          notes=(f"{what} depends on {', '.join(unbound.names)}; bind it "
-                                 f"(`cake check --dim {unbound.names[0]}=...`) to prove the budget",),
-                          launch=launch.name, value="?", limit="?", bytes="?", total="?", threads="?",
-                          columns="?", count="?", role="?", regs="?", why="not provable")
+            names = ", ".join(f"`{name}`" for name in unbound.names)
+            yield finding(launch, f"launch `{launch.name}`", f"depends on {names}", severity=Severity.NOTE,
+                          message=f"{what} of launch `{launch.name}` not proven: it depends on {names}",
+                          help=f"bind it to prove the budget: `cake check --dim {unbound.names[0]}=SIZE`")
             return
         if best is None or key(result) > key(best[0]):
             best = (result, env)
