@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cake.ir.rules import FactValue
 from cake.verifier.tokens import BadTokenError, ReplayToken
 
 from cake.store import CandidateRow, CandidateStatus
 
-FactValue = bool | int | float | str
 Facts = Mapping[str, FactValue]
 
 # Two signatures with the same key belong together when this share of their facts agree.
@@ -59,10 +59,13 @@ class Signature:
         return (self.kind.value, self.code)
 
     def describe(self) -> str:
-        what = {FailureKind.COMPILE_ERROR: "compile error", FailureKind.RESOURCE: "resource overflow",
-                FailureKind.RUNTIME_ERROR: "runtime error", FailureKind.TIMEOUT: "timeout",
-                FailureKind.GATE: "gate failure"}[self.kind]
-        return f"{what} {self.code}".strip()
+        if self.kind is FailureKind.RESOURCE:
+            return f"{self.code.replace('+', ' and ')} over the hardware budget (RES-02)"
+        if self.kind is FailureKind.GATE:
+            return f"contract gate {self.code} failed"
+        what = {FailureKind.COMPILE_ERROR: "compile error", FailureKind.RUNTIME_ERROR: "the kernel raised",
+                FailureKind.TIMEOUT: "the kernel timed out"}[self.kind]
+        return f"{what}: {self.code}" if self.code else what
 
 
 @dataclass(frozen=True, slots=True)

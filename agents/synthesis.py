@@ -13,51 +13,30 @@ and conditions few, so an exhaustive search up to `max_conditions` finds a small
 
 from __future__ import annotations
 
-import enum
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
-from cake.agents.signatures import Facts, FactValue
+from cake.agents.signatures import Facts
+from cake.ir.rules import Leaf
 
 DEFAULT_MAX_CONDITIONS = 3
-
-
-class Op(enum.Enum):
-    EQ = "=="
-    GE = ">="
-    LE = "<="
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    fact: str
-    op: Op
-    value: FactValue
-
-    def holds(self, facts: Facts) -> bool:
-        """False when the fact is absent: a rule never fires on what it cannot see."""
-        if self.fact not in facts:
-            return False
-        got = facts[self.fact]
-        if self.op is Op.EQ:
-            return got == self.value and type(got) is type(self.value)
-        if not _numeric(got) or not _numeric(self.value):
-            return False
-        return got >= self.value if self.op is Op.GE else got <= self.value  # type: ignore[operator]
-
-    def text(self) -> str:
-        value = str(self.value).lower() if isinstance(self.value, bool) else self.value
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
-            value = f"{value:,}"
-        return f"{self.fact} {self.op.value} {value}"
-
-    def to_json(self) -> dict[str, object]:
-        return {"fact": self.fact, "op": self.op.value, "value": self.value}
+Condition: TypeAlias = Leaf  # `fact OP value`, evaluated exactly as the checker evaluates a learned rule's leaves
 
 
 def _numeric(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def text(c: Condition) -> str:
+    """`smem_bytes >= 240,000`, `copy_kinds contains tma`."""
+    value = c.value
+    if isinstance(value, bool):
+        value = str(value).lower()
+    elif isinstance(value, int) and abs(value) >= 10_000:
+        value = f"{value:,}"
+    return f"{c.feature} {c.op} {value}"
 
 
 def holds_all(conditions: Sequence[Condition], facts: Facts) -> bool:
@@ -75,11 +54,15 @@ def offered_conditions(failures: Sequence[Facts]) -> list[Condition]:
         if all(_numeric(v) for v in values):
             lo, hi = min(values), max(values)  # type: ignore[type-var]
             if lo == hi:
-                out.append(Condition(name, Op.EQ, lo))
-            out.append(Condition(name, Op.GE, lo))
-            out.append(Condition(name, Op.LE, hi))
+                out.append(Condition(name, "==", lo))
+            out.append(Condition(name, ">=", lo))
+            out.append(Condition(name, "<=", hi))
+        elif all(isinstance(v, tuple) for v in values):
+            # A list-valued fact (copy kinds, mma forms): each member every failure has.
+            common = set(values[0]).intersection(*values[1:])  # type: ignore[arg-type]
+            out.extend(Condition(name, "contains", m) for m in sorted(common))
         elif all(type(v) is type(values[0]) and v == values[0] for v in values):
-            out.append(Condition(name, Op.EQ, values[0]))
+            out.append(Condition(name, "==", values[0]))
     return out
 
 
@@ -143,8 +126,4 @@ def _greedy(offered: Sequence[Condition], excludes: Sequence[frozenset[int]], li
 
 def _preference(c: Condition) -> int:
     """Ties broken towards equalities (structural facts), then thresholds."""
-    return 0 if c.op is Op.EQ else 1
-
-
-def conditions_from_json(data: Sequence[Mapping[str, object]]) -> tuple[Condition, ...]:
-    return tuple(Condition(str(d["fact"]), Op(d["op"]), d["value"]) for d in data)  # type: ignore[arg-type]
+    return 0 if c.op in ("==", "contains") else 1

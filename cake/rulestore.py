@@ -7,10 +7,12 @@ Two scopes hold rule files, one JSON file per rule (`<ID>.json`):
 * **run** — `RUN_DIR/rules`: what the distiller learned during that run (it never writes the user scope;
   `cake rules` can copy a run's rule there with `--promote`).
 
-A file holds the rule as the checker loads it (`rule`, the engine's own JSON, never interpreted here), its
-status (`active`, `disabled`, or `rejected` — a proposal that failed its validation gate, kept so it is not
-proposed again and so its evidence can be read), the provenance (source candidates, counts, when), the
-validation outcome, a `revision` that grows by one on every change, and the `history` of those changes.
+A file holds a status (`active`, `disabled`, or `rejected` — a proposal that failed its validation gate,
+kept so it is not proposed again and so its evidence can be read), a `revision` that grows by one on every
+change, the `history` of those changes, and the rule itself in the checker's format (`cake.ir.rules`) under
+`rules: [...]`, with its provenance (source candidates, counts, when) and validation outcome inside the
+rule's `provenance`, and `enabled` true only while the rule is active. So a rule file is also a rules file
+the checker reads as is (`cake.ir.rules.load_rules`), and a disabled or rejected rule never fires there.
 Files are written atomically (temporary file, then rename), so a killed run never leaves half a rule.
 
 The store knows nothing about the IR: it holds JSON. `cake.ir.rules` turns `rule` into a check.
@@ -59,7 +61,7 @@ class StoredRule:
     id: str
     revision: int
     status: RuleStatus
-    rule: Mapping[str, Any]  # the checker's rule data (cake.ir.rules)
+    rule: Mapping[str, Any]  # the checker's rule data (cake.ir.rules), `enabled` and `provenance` as written
     provenance: Mapping[str, Any]
     validation: Mapping[str, Any]
     history: tuple[Mapping[str, Any], ...]
@@ -71,8 +73,10 @@ class StoredRule:
         return self.status is RuleStatus.ACTIVE
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "id": self.id, "revision": self.revision, "status": self.status.value,
-                "rule": dict(self.rule), "provenance": dict(self.provenance), "validation": dict(self.validation),
+        """The file: no top-level `id`, so `cake.ir.rules.load_rules` reads `rules` from it."""
+        provenance = {**self.provenance, "validation": dict(self.validation)}
+        rule = {**self.rule, "id": self.id, "enabled": self.active, "provenance": provenance}
+        return {"format": FORMAT, "revision": self.revision, "status": self.status.value, "rules": [rule],
                 "history": [dict(h) for h in self.history]}
 
 
@@ -137,10 +141,12 @@ class RuleStore:
         if int(data.get("format", 0)) > FORMAT:
             raise RuleFileError(f"{path.name}: format {data['format']} is newer than this cake reads ({FORMAT})")
         try:
+            (rule,) = data["rules"]
+            provenance = dict(rule.get("provenance", {}))
+            validation = dict(provenance.pop("validation", {}))
             return StoredRule(
-                id=str(data["id"]), revision=int(data["revision"]), status=RuleStatus(data["status"]),
-                rule=dict(data["rule"]), provenance=dict(data.get("provenance", {})),
-                validation=dict(data.get("validation", {})),
+                id=str(rule["id"]), revision=int(data["revision"]), status=RuleStatus(data["status"]),
+                rule=dict(rule), provenance=provenance, validation=validation,
                 history=tuple(dict(h) for h in data.get("history", ())), scope=self.scope, path=path)
         except (KeyError, TypeError, ValueError) as exc:
             raise RuleFileError(f"{path.name}: not a rule file ({type(exc).__name__}: {exc})") from None
@@ -154,8 +160,9 @@ class RuleStore:
         Saving what is already stored (same rule, status and validation) changes nothing, so distilling a
         run twice leaves its rule files as they were."""
         previous = self.get(rule_id) if self.has(rule_id) else None
-        if previous is not None and (dict(previous.rule), previous.status, dict(previous.validation)) == (
-                dict(rule), status, dict(validation)):
+        if previous is not None and previous.status is status and _stable(previous.rule) == _stable(rule) and (
+                _stable(previous.validation) == _stable(validation)
+                and _stable(previous.provenance) == _stable(provenance)):
             return previous
         revision = 1 if previous is None else previous.revision + 1
         history = (previous.history if previous else ()) + (
@@ -183,6 +190,14 @@ class RuleStore:
         tmp = stored.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(stored.to_json(), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, stored.path)
+
+
+_VOLATILE = frozenset({"at", "learned_at", "created_at", "enabled", "provenance", "validation"})
+
+
+def _stable(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a rule says, without timestamps and without what the store itself writes into it."""
+    return {k: v for k, v in data.items() if k not in _VOLATILE}
 
 
 def effective_rules(stores: Iterable[RuleStore]) -> list[StoredRule]:

@@ -21,8 +21,8 @@ from cake.rulestore import (
     user_rules_dir,
 )
 
-RULE = {"id": "L-abc123", "title": "learned: resource overflow smem",
-        "when": [{"fact": "smem_bytes", "op": ">=", "value": 240000}], "message": "m"}
+RULE = {"id": "L-abc123", "title": "learned: resource overflow smem", "message": "m",
+        "predicate": {"all": [{"feature": "smem_bytes", "op": ">=", "value": 240000}]}}
 PROV = {"source_candidates": [3, 4, 5], "count": 3}
 OK = {"passed": True}
 
@@ -32,11 +32,23 @@ def test_save_creates_revision_one_and_reads_back(tmp_path: Path) -> None:
     stored = store.save("L-abc123", RULE, status=RuleStatus.ACTIVE, provenance=PROV, validation=OK, note="learned")
     assert stored.revision == 1 and stored.active
     again = store.get("L-abc123")
-    assert again.rule == RULE and again.provenance == PROV and again.validation == OK
+    assert again.rule["predicate"] == RULE["predicate"] and again.provenance == PROV and again.validation == OK
     assert [h["status"] for h in again.history] == ["active"]
     data = json.loads((tmp_path / "rules" / "L-abc123.json").read_text())
     assert data["format"] == FORMAT and data["status"] == "active"
     assert not list((tmp_path / "rules").glob("*.tmp"))
+
+
+def test_a_rule_file_is_a_rules_file_the_checker_reads(tmp_path: Path) -> None:
+    from cake.ir.rules import load_rules
+
+    store = RuleStore(tmp_path, Scope.RUN)
+    store.save("L-abc123", RULE, status=RuleStatus.ACTIVE, provenance=PROV, validation=OK, note="learned")
+    (rule,) = load_rules(tmp_path / "L-abc123.json")
+    assert rule.id == "L-abc123" and rule.enabled and rule.provenance["source_candidates"] == [3, 4, 5]
+    assert rule.provenance["validation"] == OK
+    store.set_status("L-abc123", RuleStatus.DISABLED, "off")
+    assert not load_rules(tmp_path / "L-abc123.json")[0].enabled
 
 
 def test_same_content_is_not_a_new_revision_but_a_change_is(tmp_path: Path) -> None:
@@ -54,7 +66,7 @@ def test_disable_keeps_the_rule_and_its_history(tmp_path: Path) -> None:
     store = RuleStore(tmp_path, Scope.USER)
     store.save("L-abc123", RULE, status=RuleStatus.ACTIVE, provenance=PROV, validation=OK, note="learned")
     off = store.set_status("L-abc123", RuleStatus.DISABLED, "too broad")
-    assert off.revision == 2 and off.status is RuleStatus.DISABLED and off.rule == RULE
+    assert off.revision == 2 and off.status is RuleStatus.DISABLED and off.rule["predicate"] == RULE["predicate"]
     assert store.rules(RuleStatus.ACTIVE) == []
     assert [r.id for r in store.rules(RuleStatus.DISABLED)] == ["L-abc123"]
 
@@ -95,7 +107,7 @@ def test_unknown_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "L-bad.json").write_text(json.dumps({"format": FORMAT + 1, "id": "L-bad"}))
     with pytest.raises(RuleFileError, match="newer"):
         store.get("L-bad")
-    (tmp_path / "L-bad.json").write_text(json.dumps({"format": FORMAT, "id": "L-bad"}))
+    (tmp_path / "L-bad.json").write_text(json.dumps({"format": FORMAT, "rules": []}))
     with pytest.raises(RuleFileError, match="not a rule file"):
         store.get("L-bad")
 

@@ -23,6 +23,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "bench",
     "evolve",
     "report",
+    "distill",
+    "rules",
 )
 
 
