@@ -120,3 +120,15 @@ def test_starter_workload_binds_known_contracts_with_working_baselines() -> None
         inputs = make_inputs(contract, spec.cpu_shape.dim_map, torch.float32, "cpu", seed=0)
         prepared = spec.baselines[0].load()
         assert spot_check(contract, torch.float32, {})(inputs, (prepared.run(*inputs),)) is None
+
+
+def test_cost_model_benchmark_has_over_fifty_candidates(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cake.experiments.bench_cost_model import enumerate_entries
+
+    monkeypatch.setenv("CAKE_SPECIALIZED_DIR", str(tmp_path))
+    entries = enumerate_entries(seed=0)
+    plain = [e for e in entries if e.schedule == "assign_plain.cake"]
+    assert len(plain) >= 50 and all(e.prediction is not None and e.path.is_file() for e in entries)
+    assert len({tuple(sorted(e.params.items())) for e in plain}) == len(plain)
+    reparsed = parse(plain[0].path.read_text())
+    assert {p.name: p.default for p in reparsed.params} == plain[0].params
