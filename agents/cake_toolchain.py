@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from cake.agents.base import Checked
 from cake.agents.toolchain import EvalJob
 from cake.agents.validation import make_validator
 from cake.ir import nodes as n
+from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
 from cake.store import CandidateStatus, Evaluation, FitnessKind
@@ -59,7 +60,8 @@ class EvalSettings:
 
 
 class CakeToolchain:
-    def __init__(self, *, workload: str, op: str, arch: str, settings: EvalSettings, seeds: Sequence[Path]):
+    def __init__(self, *, workload: str, op: str, arch: str, settings: EvalSettings, seeds: Sequence[Path],
+                 rules: Callable[[], Sequence[CheckSpec]] | None = None):
         from cake.experiments.workload import get_workload
 
         self.workload = get_workload(workload)
@@ -68,7 +70,7 @@ class CakeToolchain:
         self.arch = arch
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
-        self._validate = make_validator(arch, settings.backend)
+        self._validate = make_validator(arch, settings.backend, rules)  # rules: the learned ones (distiller)
         fitness = self.workload.fitness
         shape_name = fitness.shapes[0] if fitness.op == op and fitness.shapes else self.spec.gpu_shapes[0].name
         self.shape = self.spec.shape(shape_name)

@@ -36,7 +36,7 @@ from cake.ir.nodes import Kernel
 from cake.ir.parser import parse
 
 from cake.diagnostics import Diagnostic, DiagnosticError
-from cake.rulestore import RuleStatus, RuleStore, StoredRule
+from cake.rulestore import RuleStatus, RuleStore, StoredRule, effective_rules, scopes
 from cake.store import CandidateRow, CandidateStatus, FitnessKind, RunStore
 
 DEFAULT_THRESHOLD = 3
@@ -324,3 +324,28 @@ def load_calibration_targets(run_dir: Path | str) -> list[dict[str, object]]:
 def active_specs(stored: Sequence[StoredRule]) -> tuple[CheckSpec, ...]:
     """Checker entries for the active rules among `stored` (pass to `check(..., rules=...)`)."""
     return engine.rule_checks(engine.rule_from_json(dict(r.rule)) for r in stored if r.active)
+
+
+class LearnedRules:
+    """The hook `cake evolve` uses: the active rules of a run (the user's and the run's own) for the
+    checker, and a distill after every finished turn so that the next turn's checks include what was
+    just learned."""
+
+    def __init__(self, run_dir: Path | str, settings: DistillSettings = DistillSettings(), *, user: bool = True):
+        self.run_dir = Path(run_dir)
+        self.settings = settings
+        self.user = user
+        self._specs = self._load()
+
+    def _load(self) -> tuple[CheckSpec, ...]:
+        return active_specs(effective_rules(scopes(self.run_dir, user=self.user)))
+
+    def specs(self) -> tuple[CheckSpec, ...]:
+        """The active rules now (pass as `make_validator(..., rules=learned.specs)`)."""
+        return self._specs
+
+    def after_turn(self, store: RunStore, turn: int) -> DistillReport:
+        user_specs = active_specs(RuleStore.user().rules()) if self.user else ()
+        report = distill(store, settings=self.settings, extra_rules=user_specs)
+        self._specs = self._load()
+        return report

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -118,13 +118,15 @@ def turn_rng(seed: int, turn: int) -> random.Random:
 
 class EvolutionLoop:
     def __init__(self, store: RunStore, agent: Agent, toolchain: Toolchain, settings: LoopSettings,
-                 seeds: Sequence[Path], progress: Progress | None = None):
+                 seeds: Sequence[Path], progress: Progress | None = None,
+                 after_turn: Callable[[int], object] | None = None):
         self.store = store
         self.agent = agent
         self.toolchain = toolchain
         self.settings = settings
         self.seeds = tuple(seeds)
         self.progress = progress or SilentProgress()
+        self.after_turn = after_turn  # called with each finished turn (the distiller learns rules there)
         self._started = time.monotonic()
         self._elapsed_before = float(store.meta("elapsed_s") or 0.0)
         self._agent_exhausted = False
@@ -149,6 +151,8 @@ class EvolutionLoop:
                 result.skipped_evaluations += sum(1 for c in self.store.candidates(turn=turn) if c.evaluation)
             self._evaluate_turn(turn)
             self.store.finish_turn(turn)
+            if self.after_turn is not None:
+                self.after_turn(turn)
             self.store.set_meta("elapsed_s", repr(self._elapsed()))
             summary = self._summary(turn)
             result.summaries.append(summary)

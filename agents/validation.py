@@ -6,7 +6,10 @@ diagnostics' spans point into the text that is stored (and shown back to an LLM 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from cake.agents.base import Checked, Validate
+from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse_diagnostics
 from cake.ir.printer import print_kernel
 
@@ -22,8 +25,10 @@ def too_long(text: str) -> Diagnostic:
                       file=CANDIDATE_FILE, help="write one schedule of a few kilobytes")
 
 
-def make_validator(arch: str, backend: str | None) -> Validate:
-    """A `Validate` that checks for `arch` (None: each schedule's own target) and `backend`."""
+def make_validator(arch: str, backend: str | None,
+                   rules: Callable[[], Sequence[CheckSpec]] | None = None) -> Validate:
+    """A `Validate` that checks for `arch` (None: each schedule's own target) and `backend`, with the
+    learned rules `rules()` returns at each call (they grow between turns)."""
     from cake.ir.check import check
 
     def validate(text: str) -> Checked:
@@ -36,6 +41,7 @@ def make_validator(arch: str, backend: str | None) -> Validate:
         reparsed, again = parse_diagnostics(canonical, CANDIDATE_FILE)
         if reparsed is None:  # the printer's round trip is the IR's invariant; a break is its bug, said loudly
             raise AssertionError(f"canonical text does not parse: {again}")
-        return Checked(canonical, reparsed, tuple(check(reparsed, arch=arch, backend=backend)))
+        learned = tuple(rules()) if rules is not None else ()
+        return Checked(canonical, reparsed, tuple(check(reparsed, arch=arch, backend=backend, rules=learned)))
 
     return validate

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cake.rulestore import learned_rule_savings
 from cake.store import CandidateRow, CandidateStatus, RunStore
 
 STATUS_ORDER = tuple(s.value for s in CandidateStatus)
@@ -95,6 +96,7 @@ def build(store: RunStore) -> dict[str, Any]:
         "best_series": best_series,
         "verdicts_per_turn": verdicts_per_turn,
         "predicted_vs_measured": predicted_vs_measured,
+        "learned_rules": learned_rule_savings(store),  # per turn: rejected by learned rules, evaluations saved
         "lineage": [{"id": r.id, "turn": r.turn, "ir_hash": r.ir_hash, "mutation": r.mutation, "fitness": r.fitness,
                      "status": r.status.value} for r in (lineage(by_id, best.id) if best else [])],
         "candidates": [r.to_json() for r in rows],
@@ -141,6 +143,12 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines.append("- no candidate passed verification")
     lines += ["", "## Rejections by diagnostic ID", ""]
     lines += [f"- `{code}`: {count}" for code, count in s["rejections"].items()] or ["- none"]
+    lines += ["", "## Learned rules", "", "| turn | rejected by learned rules | evaluations saved | GPU s saved (est.) |",
+              "|---|---|---|---|"]
+    lines += [f"| {t['turn']} | {t['rejected_by_learned']} | {t['evaluations_saved']} | {t['gpu_seconds_saved']} |"
+              for t in report.get("learned_rules", ())]
+    lines += ["", "Evaluations saved: candidates only a learned rule stopped (an upper bound: each would have run "
+              "only if ranked into its turn's top m); GPU seconds from the evaluations each rule was learned from."]
     lines += ["", "## Verdicts per turn", "", "| turn | " + " | ".join(STATUS_ORDER) + " | tokens |",
               "|" + "---|" * (len(STATUS_ORDER) + 2)]
     for t in report["verdicts_per_turn"]:

@@ -221,3 +221,38 @@ def scopes(run_dir: Path | str | None, *, user: bool = True) -> list[RuleStore]:
 def active_rule_data(run_dir: Path | str | None, *, user: bool = True) -> list[Mapping[str, Any]]:
     """The checker data of every active rule for a run: what `cake evolve` and `cake check` load."""
     return [r.rule for r in effective_rules(scopes(run_dir, user=user)) if r.active]
+
+
+# ---- what learned rules saved a run -------------------------------------------------------------------
+
+LEARNED_PREFIX = "L-"
+
+
+def is_learned(code: object) -> bool:
+    return isinstance(code, str) and code.startswith(LEARNED_PREFIX)
+
+
+def learned_rule_savings(store: Any) -> list[dict[str, Any]]:
+    """Per turn of a run (`cake.store.RunStore`): candidates rejected by learned rules, how many of them only
+    a learned rule stopped (no built-in check objected: each is an evaluation the run did not spend, at most
+    — it would have run only if ranked into the turn's top m), and the GPU seconds that saves, estimated
+    from the evaluations the rule was learned from (their mean seconds)."""
+    seconds: dict[str, float] = {}
+    for rule in effective_rules(scopes(store.root)):
+        seconds[rule.id] = float(rule.provenance.get("seconds_per_failure") or 0.0)
+    out = []
+    for turn in store.turns():
+        rejected = only = 0
+        saved_s = 0.0
+        for row in store.candidates(turn=turn.turn):
+            codes = {str(d.get("code")) for d in row.diagnostics if d.get("severity") == "error"}
+            learned = {c for c in codes if is_learned(c)}
+            if not learned:
+                continue
+            rejected += 1
+            if learned == codes:
+                only += 1
+                saved_s += max(seconds.get(c, 0.0) for c in learned)
+        out.append({"turn": turn.turn, "rejected_by_learned": rejected, "evaluations_saved": only,
+                    "gpu_seconds_saved": round(saved_s, 3)})
+    return out

@@ -137,6 +137,7 @@ def _evolve(store: Any, resumed: bool) -> int:
     from rich.console import Console
 
     from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    from cake.agents.distiller import LearnedRules
     from cake.agents.loop import EvolutionLoop, LoopSettings
     from cake.cli.evolve_progress import RichProgress
 
@@ -145,7 +146,9 @@ def _evolve(store: Any, resumed: bool) -> int:
     seeds = [Path(s) for s in config["seeds"]]
     settings = LoopSettings.from_json(config["loop"])
     ev = config["eval"]
+    learned = LearnedRules(store.root)  # the user's and this run's active learned rules; distilled every turn
     toolchain = CakeToolchain(workload=config["workload"], op=config["op"], arch=config["arch"], seeds=seeds,
+                              rules=learned.specs,
                               settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
                                                     verdict_cache=ev["verdict_cache"]))
     agent = _agent(config, store.root)
@@ -156,7 +159,8 @@ def _evolve(store: Any, resumed: bool) -> int:
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
     with progress:
-        result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress).run()
+        result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress,
+                               after_turn=lambda turn: learned.after_turn(store, turn)).run()
     if result.skipped_evaluations:
         console.print(f"resume: {result.skipped_evaluations} finished evaluations kept, none repeated")
     console.print(f"stopped: {result.stop.value}")

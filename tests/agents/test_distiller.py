@@ -229,3 +229,29 @@ def test_cli_distill_and_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["rules", "disable", rejected, "--run", run]) == 2
     assert main(["rules", "enable", active, "--run", run]) == 0
     assert [r["id"] for r in active_rule_data(run)] == [active]
+
+
+# ---- the evolve hook and the report ---------------------------------------------------------------------
+
+def test_learned_rules_reach_the_validator_and_the_report(tmp_path: Path) -> None:
+    from cake.agents.distiller import LearnedRules
+    from cake.agents.validation import make_validator
+
+    from cake.rulestore import learned_rule_savings
+
+    store, _ = make_run(tmp_path / "run")
+    learned = LearnedRules(store.root)
+    validate = make_validator(ARCH, None, learned.specs)
+    mistake = variant("ovf", BN=256, WARPS=2, BK=128)
+    assert validate(mistake).errors == ()  # nothing learned yet
+    report = learned.after_turn(store, 1)
+    rule_id = report.learned[0].rule_id
+    checked = validate(mistake)
+    assert [d.code for d in checked.errors] == [rule_id]  # the next turn's checks include it
+    assert validate(variant("fine", BN=256, WARPS=8)).errors == ()
+    store.record_turn(2, [NewCandidate(ir_hash(checked.text), checked.text, "ovf", (), "offline", "mutate",
+                                       CandidateStatus.REJECTED, tuple(d.to_json() for d in checked.diagnostics))],
+                      tokens=0)
+    savings = {t["turn"]: t for t in learned_rule_savings(store)}
+    assert savings[1]["rejected_by_learned"] == 0
+    assert savings[2] == {"turn": 2, "rejected_by_learned": 1, "evaluations_saved": 1, "gpu_seconds_saved": 12.0}
