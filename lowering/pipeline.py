@@ -1,0 +1,57 @@
+"""The lowering pipeline: a straight, named list of passes that reads top to bottom.
+
+A pass is `Kernel -> Kernel` (it may also refuse by raising `DiagnosticError`); a backend's pipeline ends
+with its emitter, which turns the last kernel into source. `--dump-after PASS` prints the kernel (through
+the IR printer) after the named pass, or the generated source after `emit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cake.ir.nodes import Kernel
+
+EMIT = "emit"  # the name `--dump-after` uses for a backend's final emit step
+
+
+@dataclass(frozen=True, slots=True)
+class LowerContext:
+    """What every pass may read besides the kernel: the backend, the target, the param assignment, and the
+    user's file name (for diagnostics)."""
+
+    backend: str
+    arch: str
+    params: Mapping[str, int] = field(default_factory=dict)
+    filename: str = "<input>"
+
+
+PassFn = Callable[[Kernel, LowerContext], Kernel]
+DumpHook = Callable[[str, Kernel], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    name: str
+    run: PassFn
+    summary: str  # one line for `cake lower --list-passes`
+
+
+class UnknownPassError(ValueError):
+    pass
+
+
+def pass_names(passes: Sequence[Pass]) -> tuple[str, ...]:
+    return tuple(p.name for p in passes) + (EMIT,)
+
+
+def run_passes(kernel: Kernel, passes: Sequence[Pass], ctx: LowerContext, *,
+               dump_after: str | None = None, dump: DumpHook | None = None) -> Kernel:
+    """Run `passes` in order; after the pass named `dump_after`, hand the kernel to `dump`."""
+    if dump_after is not None and dump_after not in pass_names(passes):
+        raise UnknownPassError(f"unknown pass `{dump_after}`; passes: {', '.join(pass_names(passes))}")
+    for step in passes:
+        kernel = step.run(kernel, ctx)
+        if dump is not None and step.name == dump_after:
+            dump(step.name, kernel)
+    return kernel

@@ -1,0 +1,453 @@
+"""Expressions to `triton.language`: one emit rule per node type, and a table of rules per builtin.
+
+Each rule returns a `Val` (source text, element type, tile axes). Loads hoist their pointer and mask
+arithmetic into named temporaries (`offs0`, `ptrs1`, `mask2`, `ld3`); everything else stays inline, so a
+schedule line maps to a few readable lines of Triton.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cake.ir.analysis import Unbound, value
+from cake.ir.nodes import (
+    BinOp,
+    BinOpKind,
+    BoolLit,
+    Call,
+    DType,
+    Expr,
+    FloatLit,
+    Index,
+    IntLit,
+    Load,
+    Mma,
+    Name,
+    NewAxis,
+    SizeOf,
+    Slice,
+    Transpose,
+    TypeVar,
+    UnaryOp,
+    UnaryOpKind,
+)
+from cake.lowering.triton import access
+from cake.lowering.triton.fn import FnBuilder, Scope
+from cake.lowering.triton.symbols import Symbols
+from cake.lowering.triton.values import (
+    INT_LIMITS,
+    MIN_DOT_EXTENT,
+    PREC_ADD,
+    PREC_AND,
+    PREC_CMP,
+    PREC_MUL,
+    PREC_OR,
+    PREC_TERNARY,
+    PREC_UNARY,
+    TL_DTYPES,
+    Axis,
+    Elem,
+    Lit,
+    Pad,
+    Val,
+    broadcast,
+    expand,
+    float_text,
+    next_pow2,
+    promote,
+)
+
+from cake.diagnostics import DiagnosticError
+
+_PREC = {
+    BinOpKind.ADD: PREC_ADD, BinOpKind.SUB: PREC_ADD,
+    BinOpKind.MUL: PREC_MUL, BinOpKind.DIV: PREC_MUL, BinOpKind.FLOORDIV: PREC_MUL, BinOpKind.MOD: PREC_MUL,
+    BinOpKind.AND: PREC_AND, BinOpKind.OR: PREC_OR,
+}
+DOT_FORM = "dot"  # the one mma form this backend emits (as tl.dot; Triton picks the instruction)
+
+
+class ExprEmitter:
+    """Emits expressions of one generated function. `scope` changes as statements enter loops."""
+
+    def __init__(self, symbols: Symbols, fn: FnBuilder, scope: Scope):
+        self.symbols = symbols
+        self.fn = fn
+        self.scope = scope
+        # What the function's signature must include (filled as names are emitted).
+        self.used_tensors: set[str] = set()
+        self.used_dims: set[str] = set()
+        self.used_params: set[str] = set()
+
+    # --------------------------------------------------------------------------------------- helpers
+
+    def emit(self, expr: Expr) -> Val:
+        rule = _RULES.get(type(expr))
+        if rule is None:
+            raise self.fn.unsupported(f"the Triton backend cannot express `{type(expr).__name__}` here",
+                                      getattr(expr, "span", None))
+        return rule(self, expr)
+
+    def error(self, message: str, node: object, help: str | None = None) -> DiagnosticError:
+        return self.fn.unsupported(message, getattr(node, "span", None), help=help)
+
+    def elem_code(self, elem: Elem | TypeVar) -> str:
+        """A dtype as kernel source: `tl.float32`, or the local bound to a dtype variable."""
+        if isinstance(elem, TypeVar):
+            elem = elem.name
+        if isinstance(elem, DType):
+            return TL_DTYPES[elem]
+        var = self.symbols.typevars.get(elem)
+        if var is None or var.source is None:
+            raise self.fn.unsupported(f"dtype variable `{elem}` is not the type of any tensor", None)
+        self.used_tensors.add(var.source)
+        return self.fn.hoist(var.code, f"{self.symbols.tensors[var.source].ptr}.dtype.element_ty")
+
+    def maybe_16bit(self, dtype: Elem | None) -> bool:
+        """Whether values of `dtype` may be 16-bit floats (Triton's math and reductions want fp32)."""
+        if dtype is None:
+            return True
+        if isinstance(dtype, DType):
+            return dtype in (DType.F16, DType.BF16)
+        var = self.symbols.typevars.get(dtype)
+        return var is None or var.may_be_16bit
+
+    def to(self, val: Val, elem: Elem) -> Val:
+        """`val` converted to `elem` (no conversion when the emitter knows it already is)."""
+        if val.dtype == elem and val.lit is None:
+            return val
+        if val.lit is not None:
+            return Val(f"tl.full([], {val.code}, {self.elem_code(elem)})", elem)
+        return Val(f"{val.atom()}.to({self.elem_code(elem)})", elem, val.axes)
+
+    def named(self, val: Val, prefix: str) -> Val:
+        """`val` as a plain name (hoisted into a temporary unless it already is one)."""
+        if val.code.isidentifier():
+            return val
+        return Val(self.fn.assign_temp(prefix, val.code), val.dtype, val.axes, val.lit)
+
+    def axis_of(self, extent: Expr) -> Axis:
+        """The tile axis of a compile-time extent: a static dim, or params and literals."""
+        if isinstance(extent, Name) and extent.id in self.symbols.dims and self.symbols.dims[extent.id].static:
+            dim = self.symbols.dims[extent.id]
+            self.used_dims.add(dim.name)
+            assert dim.p2 is not None
+            return Axis(dim.code, dim.p2, Pad.STATIC)
+        try:
+            size = value(extent, self.symbols.env)
+        except Unbound as unbound:
+            raise self.error(f"tile extent depends on {unbound}, which is not known at compile time", extent,
+                             help="tile extents are params, literals, or a `static` dim") from None
+        if size < 1:
+            raise self.error(f"tile extent is {size}; a tile needs at least one element", extent)
+        text = self.emit(extent).code
+        physical = next_pow2(size)
+        if physical == size:
+            return Axis(text, text, Pad.NONE, size)
+        return Axis(text, str(physical), Pad.ALWAYS, physical)
+
+    def without_padding(self, val: Val, axis: int, identity: str) -> Val:
+        """`val` with the padding lanes of axis `axis` replaced by `identity` (for reductions and mma)."""
+        ax = val.axes[axis]
+        if ax.pad is Pad.NONE:
+            return val
+        val = self.named(val, "v")
+        mask = expand(self.fn.pad_mask(ax), axis, 1, len(val.axes))
+        masked = f"tl.where({mask}, {val.code}, {identity})"
+        code = masked if ax.pad is Pad.ALWAYS else f"{masked} if {ax.padded_if} else {val.code}"
+        return Val(self.fn.assign_temp("v", code), val.dtype, val.axes)
+
+    def args(self, call: Call, count: int) -> list[Val]:
+        if len(call.args) != count:
+            raise self.error(f"`{call.func}` takes {count} argument(s), got {len(call.args)}", call)
+        return [self.emit(a) for a in call.args]
+
+    def axis_kw(self, call: Call, rank: int) -> int | None:
+        for kw in call.kwargs:
+            if kw.name == "axis":
+                if not isinstance(kw.value, IntLit) and not (isinstance(kw.value, UnaryOp)
+                                                             and isinstance(kw.value.operand, IntLit)):
+                    raise self.error("`axis` must be an integer literal", kw)
+                axis = value(kw.value, self.symbols.env)
+                if not -rank <= axis < rank:
+                    raise self.error(f"axis {axis} is out of range for a rank-{rank} tile", kw)
+                return axis % rank
+            raise self.error(f"`{call.func}` has no keyword `{kw.name}`", kw)
+        return None
+
+
+# ------------------------------------------------------------------------------------------- node rules
+
+
+def _int_lit(em: ExprEmitter, e: IntLit) -> Val:
+    return Val(str(e.value), None, lit=Lit.INT)
+
+
+def _float_lit(em: ExprEmitter, e: FloatLit) -> Val:
+    return Val(float_text(e.value), None, lit=Lit.FLOAT)
+
+
+def _bool_lit(em: ExprEmitter, e: BoolLit) -> Val:
+    return Val(str(e.value), None, lit=Lit.BOOL)
+
+
+def _name(em: ExprEmitter, e: Name) -> Val:
+    var = em.scope.lookup(e.id)
+    if var is not None:
+        return var.val()
+    sym = em.symbols
+    if e.id in sym.params:
+        em.used_params.add(e.id)
+        return Val(sym.params[e.id].code, None, lit=Lit.INT)
+    if e.id in sym.dims:
+        dim = sym.dims[e.id]
+        em.used_dims.add(e.id)
+        return Val(dim.code, None, lit=Lit.INT) if dim.static else Val(dim.code, DType.I32)
+    if e.id in sym.tensors:
+        raise em.error(f"`{e.id}` is a global tensor: read it with `load {e.id}[...]`", e)
+    raise em.error(f"`{e.id}` is not defined here", e)
+
+
+def _binop(em: ExprEmitter, e: BinOp) -> Val:
+    a, b = em.emit(e.lhs), em.emit(e.rhs)
+    axes = broadcast(a.axes, b.axes)
+    if e.op.is_comparison:
+        code = f"{a.operand(PREC_CMP)} {e.op.value} {b.operand(PREC_CMP, right=True)}"
+        both_lit = a.lit is not None and b.lit is not None
+        return Val(code, None if both_lit else DType.BOOL, axes, Lit.BOOL if both_lit else None, PREC_CMP)
+    prec = _PREC[e.op]
+    code = f"{a.operand(prec)} {e.op.value} {b.operand(prec, right=True)}"
+    dtype, lit = promote(a, b, em.symbols.float_vars)
+    if e.op is BinOpKind.DIV:  # true division: integers divide as fp32 (as in Triton)
+        if lit is Lit.INT:
+            lit = Lit.FLOAT
+        elif isinstance(dtype, DType) and not dtype.is_float:
+            dtype = DType.F32
+    return Val(code, dtype, axes, lit, prec)
+
+
+def _unary(em: ExprEmitter, e: UnaryOp) -> Val:
+    if e.op is UnaryOpKind.NEG:
+        if isinstance(e.operand, FloatLit):
+            return Val(float_text(-e.operand.value), None, lit=Lit.FLOAT)
+        x = em.emit(e.operand)
+        return Val(f"-{x.operand(PREC_UNARY)}", x.dtype, x.axes, x.lit, PREC_UNARY)
+    x = em.emit(e.operand)
+    if x.dtype == DType.BOOL:
+        return Val(f"~{x.operand(PREC_UNARY)}", DType.BOOL, x.axes, prec=PREC_UNARY)
+    if x.lit is not None:
+        return Val(f"not {x.operand(PREC_UNARY)}", None, lit=Lit.BOOL, prec=PREC_CMP - 1)
+    return Val(f"{x.operand(PREC_CMP)} == 0", DType.BOOL, x.axes, prec=PREC_CMP)
+
+
+def _index(em: ExprEmitter, e: Index) -> Val:
+    if isinstance(e.base, Name) and e.base.id in em.symbols.tensors:
+        raise em.error(f"`{e.base.id}` is a global tensor: read it with `load {e.base.id}[...]`", e)
+    base = em.emit(e.base)
+    items: list[str] = []
+    axes: list[Axis] = []
+    k = 0
+    for item in e.items:
+        if isinstance(item, NewAxis):
+            items.append("None")
+            axes.append(Axis("1", "1", Pad.NONE, 1))
+        elif isinstance(item, Slice) and item.start is None and item.size is None and k < len(base.axes):
+            items.append(":")
+            axes.append(base.axes[k])
+            k += 1
+        else:
+            raise em.error("a register tile can only be broadcast (`v[:, None]`); selecting part of it is not "
+                           "expressible in Triton", item if hasattr(item, "span") else e)
+    if k != len(base.axes):
+        raise em.error(f"the index has {k} `:` item(s) for a rank-{len(base.axes)} tile", e)
+    return Val(f"{base.atom()}[{', '.join(items)}]", base.dtype, tuple(axes), base.lit)
+
+
+def _transpose(em: ExprEmitter, e: Transpose) -> Val:
+    x = em.emit(e.operand)
+    if len(x.axes) != 2:
+        raise em.error(f"`.T` needs a 2-D tile, got rank {len(x.axes)}", e)
+    return Val(f"tl.trans({x.code})", x.dtype, x.axes[::-1])
+
+
+def _sizeof(em: ExprEmitter, e: SizeOf) -> Val:
+    if isinstance(e.elem, DType):
+        return Val(str(e.elem.bytes), None, lit=Lit.INT)
+    return Val(f"{em.elem_code(e.elem)}.primitive_bitwidth // 8", None, lit=Lit.INT, prec=PREC_MUL)
+
+
+def _load(em: ExprEmitter, e: Load) -> Val:
+    return access.load(em, e)
+
+
+def _mma(em: ExprEmitter, e: Mma) -> Val:
+    if e.form != DOT_FORM:
+        raise em.error(f"mma form `{e.form}` is an instruction commitment the Triton backend cannot keep "
+                       "(Triton chooses the instruction)", e, help="write `via dot`, or lower with --backend cuda")
+    a, b = em.emit(e.a), em.emit(e.b)
+    if len(a.axes) != 2 or len(b.axes) != 2:
+        raise em.error(f"mma operands must be 2-D tiles, got ranks {len(a.axes)} and {len(b.axes)}", e)
+    for axis in (a.axes[0], a.axes[1], b.axes[1]):
+        if axis.size is not None and axis.size < MIN_DOT_EXTENT:
+            raise em.error(f"tl.dot needs every extent >= {MIN_DOT_EXTENT}; this mma has an extent {axis.extent}"
+                           f" = {axis.size}", e, help=f"use tiles of at least {MIN_DOT_EXTENT} rows and columns")
+    if a.dtype != b.dtype:
+        common, _ = promote(a, b, em.symbols.float_vars)
+        if common is None:
+            raise em.error("mma operands have different element types; cast one of them", e)
+        a, b = em.to(a, common), em.to(b, common)
+    # Padding lanes of the contracted axis are zeroed in both operands: 0 * (NaN or inf) would leak.
+    a = em.without_padding(a, 1, "0")
+    b = em.without_padding(b, 0, "0")
+    acc = ""
+    if e.acc is not None:
+        acc = f", acc={em.to(em.emit(e.acc), DType.F32).code}"
+    # fp32 operands multiply at full precision (TF32 would break the contract); fp16/bf16 ignore the option.
+    code = f'tl.dot({a.code}, {b.code}{acc}, input_precision="ieee")'
+    return Val(code, DType.F32, (a.axes[0], b.axes[1]))
+
+
+# ------------------------------------------------------------------------------------------ builtin rules
+
+
+def _math(name: str) -> Callable[[ExprEmitter, Call], Val]:
+    def rule(em: ExprEmitter, call: Call) -> Val:
+        (x,) = em.args(call, 1)
+        is_float = x.dtype in (DType.F16, DType.BF16, DType.F32) or isinstance(x.dtype, str)
+        if is_float and not em.maybe_16bit(x.dtype):
+            return Val(f"tl.{name}({x.code})", x.dtype, x.axes)
+        # Triton's math wants fp32: compute there; a 16-bit float operand gets its own type back.
+        up = f"tl.{name}({em.to(x, DType.F32).code})"
+        if not is_float:
+            return Val(up, DType.F32, x.axes)
+        assert x.dtype is not None
+        return Val(f"{up}.to({em.elem_code(x.dtype)})", x.dtype, x.axes)
+
+    return rule
+
+
+def _abs(em: ExprEmitter, call: Call) -> Val:
+    (x,) = em.args(call, 1)
+    return Val(f"tl.abs({x.code})", x.dtype, x.axes, x.lit)
+
+
+def _extreme(name: str) -> Callable[[ExprEmitter, Call], Val]:
+    def rule(em: ExprEmitter, call: Call) -> Val:
+        a, b = em.args(call, 2)
+        dtype, lit = promote(a, b, em.symbols.float_vars)
+        return Val(f"tl.{name}({a.code}, {b.code})", dtype, broadcast(a.axes, b.axes), lit)
+
+    return rule
+
+
+def _where(em: ExprEmitter, call: Call) -> Val:
+    c, a, b = em.args(call, 3)
+    dtype, lit = promote(a, b, em.symbols.float_vars)
+    if lit is not None:  # both branches literal: the result takes the literal's natural type
+        dtype, lit = (DType.F32 if lit is Lit.FLOAT else DType.BOOL if lit is Lit.BOOL else DType.I32), None
+    return Val(f"tl.where({c.code}, {a.code}, {b.code})", dtype, broadcast(c.axes, a.axes, b.axes))
+
+
+def _cast(em: ExprEmitter, call: Call) -> Val:
+    if len(call.args) != 2 or not isinstance(call.args[1], Name):
+        raise em.error("`cast` takes a value and an element type: `cast(e, f32)`", call)
+    x = em.emit(call.args[0])
+    target = call.args[1].id
+    try:
+        elem: Elem = DType(target)
+    except ValueError:
+        if target not in em.symbols.typevars:
+            raise em.error(f"`{target}` is not an element type", call.args[1]) from None
+        elem = target
+    return em.to(x, elem)
+
+
+def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
+    def rule(em: ExprEmitter, call: Call) -> Val:
+        (x,) = em.args(call, 1)
+        if not x.axes:
+            raise em.error(f"`{kind}` reduces a tile, got a scalar", call)
+        axis = em.axis_kw(call, len(x.axes))
+        if axis is None and (kind.startswith("arg") and len(x.axes) > 1):
+            raise em.error(f"`{kind}` of a rank-{len(x.axes)} tile needs `axis=`", call)
+        if kind == "sum" and x.lit is None and em.maybe_16bit(x.dtype):
+            x = em.to(x, DType.F32)  # 16-bit sums accumulate in fp32
+        identity = _identity(kind, x.dtype)
+        for i in range(len(x.axes)) if axis is None else (axis,):
+            x = em.without_padding(x, i, identity)
+        axis_arg = "" if axis is None else f", axis={axis}"
+        code = f"tl.{kind}({x.code}{axis_arg})"
+        axes = () if axis is None else x.axes[:axis] + x.axes[axis + 1:]
+        if kind.startswith("arg"):
+            index_axis = x.axes[axis if axis is not None else 0]
+            if index_axis.pad is Pad.NONE:
+                return Val(code, DType.I32, axes)
+            # Padding lanes hold the identity; if every real value is NaN the extreme may land on one:
+            # keep the index inside the real extent.
+            clamp = f"tl.minimum({code}, {index_axis.extent} - 1)"
+            if index_axis.pad is Pad.ALWAYS:
+                return Val(clamp, DType.I32, axes)
+            return Val(f"{clamp} if {index_axis.padded_if} else {code}", DType.I32, axes, prec=PREC_TERNARY)
+        return Val(code, x.dtype, axes)
+
+    return rule
+
+
+def _identity(kind: str, dtype: Elem | None) -> str:
+    if kind == "sum":
+        return "0"
+    low = kind in ("max", "argmax")
+    if isinstance(dtype, DType) and dtype in INT_LIMITS:
+        return str(INT_LIMITS[dtype][0 if low else 1])
+    return 'float("-inf")' if low else 'float("inf")'
+
+
+def _cumsum(em: ExprEmitter, call: Call) -> Val:
+    (x,) = em.args(call, 1)
+    axis = em.axis_kw(call, len(x.axes))
+    if axis is None:
+        axis = len(x.axes) - 1
+    if em.maybe_16bit(x.dtype):
+        x = em.to(x, DType.F32)
+    # Padding lanes sit after the real ones along the axis, so an inclusive scan never reads them.
+    return Val(f"tl.cumsum({x.code}, axis={axis})", x.dtype, x.axes)
+
+
+def _arange(em: ExprEmitter, call: Call) -> Val:
+    if len(call.args) != 1:
+        raise em.error("`arange(n)` takes one argument", call)
+    axis = em.axis_of(call.args[0])
+    return Val(f"tl.arange(0, {axis.physical})", DType.I32, (axis,))
+
+
+def _cdiv(em: ExprEmitter, call: Call) -> Val:
+    a, b = em.args(call, 2)
+    if a.lit is not None and b.lit is not None:
+        return Val(f"({a.operand(PREC_ADD)} + {b.operand(PREC_ADD)} - 1) // {b.operand(PREC_MUL, right=True)}",
+                   None, lit=Lit.INT, prec=PREC_MUL)
+    return Val(f"tl.cdiv({a.code}, {b.code})", DType.I32, broadcast(a.axes, b.axes))
+
+
+_RULES: dict[type, Callable[[ExprEmitter, Expr], Val]] = {  # type: ignore[dict-item]
+    IntLit: _int_lit, FloatLit: _float_lit, BoolLit: _bool_lit, Name: _name, BinOp: _binop, UnaryOp: _unary,
+    Index: _index, Transpose: _transpose, SizeOf: _sizeof, Load: _load, Mma: _mma,
+    Call: lambda em, call: _call(em, call),
+}
+
+CALL_RULES: dict[str, Callable[[ExprEmitter, Call], Val]] = {
+    "exp": _math("exp"), "exp2": _math("exp2"), "log": _math("log"), "sqrt": _math("sqrt"),
+    "rsqrt": _math("rsqrt"), "abs": _abs,
+    "maximum": _extreme("maximum"), "minimum": _extreme("minimum"), "where": _where, "cast": _cast,
+    "sum": _reduction("sum"), "max": _reduction("max"), "min": _reduction("min"),
+    "argmin": _reduction("argmin"), "argmax": _reduction("argmax"), "cumsum": _cumsum,
+    "arange": _arange, "cdiv": _cdiv,
+}
+
+
+def _call(em: ExprEmitter, call: Call) -> Val:
+    rule = CALL_RULES.get(call.func)
+    if rule is None:
+        raise em.error(f"the Triton backend has no rule for builtin `{call.func}`", call)
+    return rule(em, call)
+
+

@@ -1,0 +1,146 @@
+"""One `@triton.jit` function per launch: its signature, the grid decomposition, and the role's body.
+
+The grid is flattened to one program axis (the first grid axis varies fastest), so there is no 65,535 limit
+on the others. A persistent grid launches min(tiles, SM count) programs, each looping over tiles with a
+stride of the program count. Tensors arrive as a pointer plus one runtime stride per dim; runtime dims as
+integers; static dims, their padded extents and params as `tl.constexpr`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cake.ir.analysis import Unbound, value
+from cake.ir.nodes import DType, GridKind, Kernel, Launch, UnitKind
+from cake.lowering.lowered import LaunchInfo
+from cake.lowering.triton.exprs import ExprEmitter
+from cake.lowering.triton.fn import FnBuilder, Scope, Var
+from cake.lowering.triton.stmts import StmtEmitter
+from cake.lowering.triton.symbols import Symbols
+
+from cake.diagnostics import Span
+
+WARPS_PER_WARPGROUP = 4
+
+
+@dataclass(frozen=True, slots=True)
+class KernelArg:
+    name: str  # in the kernel's signature
+    host: str  # what the launcher passes
+    constexpr: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchCode:
+    info: LaunchInfo
+    args: tuple[KernelArg, ...]
+    grid_extents: tuple[object, ...]  # the IR extents of the grid axes (the launcher multiplies them)
+    header: list[str]  # decorator and signature
+    body: FnBuilder
+
+
+def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str) -> LaunchCode:
+    fn = FnBuilder(symbols.namer.child(), filename)
+    _check_expressible(launch, fn)
+    role = launch.roles[0]
+    em = ExprEmitter(symbols, fn, Scope())
+    fn.span = launch.grid.span
+    body_level = _grid(launch, em)
+    fn.span = None
+    fn.level = body_level
+    StmtEmitter(em).body(role.body)
+    name = symbols.namer.claim(f"{kernel.name}_{launch.name}")
+    args = _arguments(kernel, symbols, em)
+    info = LaunchInfo(
+        name=launch.name, function=name, num_warps=_const(role.units, symbols, fn, role.span) *
+        (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1),
+        persistent=launch.grid.kind is GridKind.PERSISTENT,
+        max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span))
+    params = [f"{a.name}: tl.constexpr" if a.constexpr else a.name for a in args]
+    header = ["@triton.jit", f"def {name}(", *(f"    {p}," for p in params), "):"]
+    return LaunchCode(info, tuple(args), tuple(axis.extent for axis in launch.grid.axes), header, fn)
+
+
+def _check_expressible(launch: Launch, fn: FnBuilder) -> None:
+    """What a Triton kernel has no way to say. The checker's capability checks refuse these first."""
+    if len(launch.roles) != 1:
+        names = ", ".join(r.name for r in launch.roles)
+        raise fn.unsupported(f"launch `{launch.name}` has {len(launch.roles)} roles ({names}); a Triton kernel "
+                             "runs one program per CTA", launch.span, subject=launch.name,
+                             help="write one role per launch, or lower with --backend cuda")
+    role = launch.roles[0]
+    if role.replicas is not None:
+        raise fn.unsupported(f"role `{role.name}` has replicas; Triton has no warp specialization to place them",
+                             role.span, subject=role.name)
+    leftovers = [(f"shared buffer `{s.name}`", s.span) for s in launch.smem]
+    leftovers += [(f"tensor memory `{t.name}`", t.span) for t in launch.tmem]
+    leftovers += [(f"mbarrier `{b.name}`", b.span) for b in launch.barriers]
+    leftovers += [(f"pingpong `{p.role}`", p.span) for p in launch.pingpongs]
+    if leftovers:
+        what, span = leftovers[0]
+        raise fn.unsupported(f"the Triton backend cannot express {what}: Triton owns shared memory and "
+                             "synchronization", span, subject=launch.name,
+                             help="copy `via load` into a plain buffer, or lower with --backend cuda")
+
+
+def _grid(launch: Launch, em: ExprEmitter) -> int:
+    """Emit the program-id decomposition; returns the indent level of the body."""
+    fn = em.fn
+    axes = launch.grid.axes
+    persistent = launch.grid.kind is GridKind.PERSISTENT
+    names = [em.symbols.namer.user(a.var) for a in axes]
+    counts: list[str] = []
+    for axis in axes if persistent else axes[:-1]:  # the last extent of a flat grid is implied
+        count = fn.namer.claim(f"n_{axis.var}")
+        fn.line(f"{count} = {em.emit(axis.extent).code}")
+        counts.append(count)
+    if persistent:
+        total = " * ".join(counts)
+        pid = fn.namer.claim("pid")
+        fn.line(f"for {pid} in range(tl.program_id(0), {total}, tl.num_programs(0)):")
+        fn.level += 1
+    elif len(axes) == 1:
+        fn.line(f"{names[0]} = tl.program_id(0)")
+        pid = ""
+    else:
+        pid = fn.namer.claim("pid")
+        fn.line(f"{pid} = tl.program_id(0)")
+    if pid:
+        rest = pid
+        for i, name in enumerate(names):
+            if i == len(names) - 1:
+                fn.line(f"{name} = {rest}" if len(names) == 1 else f"{name} = {rest} // {counts[i - 1]}")
+                break
+            fn.line(f"{name} = {rest} % {counts[i]}")
+            if i < len(names) - 2:
+                nxt = fn.namer.fresh("rem")
+                fn.line(f"{nxt} = {rest} // {counts[i]}")
+                rest = nxt
+    for axis, name in zip(axes, names, strict=True):
+        em.scope.define(axis.var, Var(name, DType.I32, upper=axis.extent))
+    return fn.level
+
+
+def _arguments(kernel: Kernel, symbols: Symbols, em: ExprEmitter) -> list[KernelArg]:
+    args: list[KernelArg] = []
+    for name, tensor in symbols.tensors.items():
+        if name not in em.used_tensors:
+            continue
+        args.append(KernelArg(tensor.ptr, tensor.host))
+        args += [KernelArg(s, f"{tensor.host}.stride({i})") for i, s in enumerate(tensor.strides)]
+    dims = [symbols.dims[d.name] for d in kernel.dims if d.name in em.used_dims]
+    args += [KernelArg(d.code, d.code) for d in dims if not d.static]
+    for d in dims:
+        if d.static:
+            assert d.p2 is not None
+            args += [KernelArg(d.code, d.code, True), KernelArg(d.p2, f"_k_pad({d.code})", True)]
+    args += [KernelArg(p.code, p.code, True) for p in symbols.params.values() if p.name in em.used_params]
+    return args
+
+
+def _const(expr: object, symbols: Symbols, fn: FnBuilder, span: Span | None) -> int:
+    try:
+        return value(expr, symbols.env)  # type: ignore[arg-type]
+    except Unbound as unbound:
+        raise fn.unsupported(f"warp counts and register budgets must be compile-time integers; this one "
+                             f"depends on {unbound}", span) from None

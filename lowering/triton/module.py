@@ -1,0 +1,279 @@
+"""The generated Python module: imports, bound params, a small prelude of host helpers, one `@triton.jit`
+function per launch, and the host launcher with the op's signature.
+
+The launcher binds dims from the input shapes and each dtype variable from the inputs declared with it
+(checking that they agree), allocates outputs (`torch.empty`) and scratch (`torch.full` with its init),
+computes each launch's grid, launches in order and returns the outputs. The module needs only torch and
+triton, so `cake lower -o kernel.py` is a self-contained file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cake.ir.nodes import (
+    BinOp,
+    Call,
+    Direction,
+    DType,
+    Expr,
+    FloatLit,
+    IntLit,
+    Kernel,
+    Name,
+    SizeOf,
+    TensorDecl,
+    TypeVar,
+    UnaryOp,
+    UnaryOpKind,
+)
+from cake.lowering import codes
+from cake.lowering.lowered import EmitResult, SourceMap
+from cake.lowering.triton.kernel_fn import LaunchCode, emit_launch
+from cake.lowering.triton.symbols import Symbols
+from cake.lowering.triton.values import TORCH_DTYPES, float_text
+
+from cake.diagnostics import Diagnostic, DiagnosticError, Span
+
+# Persistent grids under the CPU interpreter: a few programs, so that each one loops over several tiles.
+CPU_PERSISTENT_PROGRAMS = 3
+
+PRELUDE = f'''
+_K_CPU_PROGRAMS = {CPU_PERSISTENT_PROGRAMS}  # persistent grids under the CPU interpreter
+_k_compiled = {{}}  # launch name -> compiled kernel of the latest call (GPU), for resource reports
+
+
+def _k_cdiv(a, b):
+    return -(-a // b)
+
+
+def _k_pad(n):
+    """A static dim's power-of-two tile extent, at least 16 (the smallest extent tl.dot accepts)."""
+    return max(16, triton.next_power_of_2(n))
+
+
+def _k_programs(device, tiles):
+    """Programs of a persistent grid: one per SM, never more than there are tiles."""
+    if device.type == "cuda":
+        count = torch.cuda.get_device_properties(device).multi_processor_count
+    else:
+        count = _K_CPU_PROGRAMS
+    return max(1, min(tiles, count))
+
+
+def _k_device(names, tensors):
+    device = None
+    for name, tensor in zip(names, tensors):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"`{{name}}` must be a torch.Tensor, got {{type(tensor).__name__}}")
+        if device is None:
+            device = tensor.device
+        elif tensor.device != device:
+            raise ValueError(f"`{{name}}` is on {{tensor.device}}, the other inputs on {{device}}")
+    return device
+
+
+def _k_dims(specs, names):
+    """Bind dims from input shapes. `specs`: (tensor, name, dims), a dim being a name, an int or None."""
+    env = {{}}
+    for tensor, name, dims in specs:
+        if tensor.dim() != len(dims):
+            raise ValueError(f"`{{name}}` must have {{len(dims)}} dims, got shape {{tuple(tensor.shape)}}")
+        for axis, (dim, size) in enumerate(zip(dims, tensor.shape)):
+            if isinstance(dim, int) and size != dim:
+                raise ValueError(f"`{{name}}` dim {{axis}} must be {{dim}}, got {{size}}")
+            if isinstance(dim, str):
+                if env.setdefault(dim, int(size)) != size:
+                    raise ValueError(f"`{{name}}` dim {{axis}} is {{size}}, but {{dim}} = {{env[dim]}}")
+    return tuple(env[n] for n in names)
+
+
+def _k_dtype(var, specs, allowed):
+    """Bind a dtype variable from the inputs declared with it."""
+    dtype = specs[0][0].dtype
+    for tensor, name in specs:
+        if tensor.dtype != dtype:
+            raise TypeError(f"`{{name}}` is {{tensor.dtype}}, but {{var}} = {{dtype}} (from `{{specs[0][1]}}`)")
+    if dtype not in allowed:
+        raise TypeError(f"{{var}} = {{dtype}} is not one of {{allowed}}")
+    return dtype
+
+
+def _k_expect_dtype(tensor, name, dtype):
+    if tensor.dtype != dtype:
+        raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
+'''
+
+
+@dataclass(frozen=True, slots=True)
+class _Host:
+    """Host-side names: the launcher's locals (dims, dtype variables) and module constants (params)."""
+
+    symbols: Symbols
+    filename: str
+
+    def expr(self, e: Expr, span: Span | None = None) -> str:
+        if isinstance(e, IntLit):
+            return str(e.value)
+        if isinstance(e, Name):
+            if e.id in self.symbols.dims:
+                return self.symbols.dims[e.id].code
+            if e.id in self.symbols.params:
+                return self.symbols.params[e.id].code
+        if isinstance(e, BinOp) and not e.op.is_comparison:
+            op = {"/": "//"}.get(e.op.value, e.op.value)  # sizes are integers
+            return f"({self.expr(e.lhs, span)} {op} {self.expr(e.rhs, span)})"
+        if isinstance(e, Call) and e.func == "cdiv" and len(e.args) == 2:
+            return f"_k_cdiv({self.expr(e.args[0], span)}, {self.expr(e.args[1], span)})"
+        if isinstance(e, SizeOf):
+            if isinstance(e.elem, DType):
+                return str(e.elem.bytes)
+            return f"{self.symbols.typevars[e.elem.name].code}.itemsize"
+        raise DiagnosticError([Diagnostic(codes.HOST_BINDING, "the launcher cannot compute this size on the host",
+                                          span=getattr(e, "span", None) or span, file=self.filename,
+                                          help="sizes are dims, params, literals, + - * // and cdiv")])
+
+    def value(self, e: Expr) -> str:
+        """A scratch buffer's fill value."""
+        if isinstance(e, FloatLit):
+            return float_text(e.value)
+        if isinstance(e, UnaryOp) and e.op is UnaryOpKind.NEG and isinstance(e.operand, FloatLit):
+            return float_text(-e.operand.value)
+        return self.expr(e)
+
+    def torch_dtype(self, elem: DType | TypeVar) -> str:
+        return TORCH_DTYPES[elem] if isinstance(elem, DType) else self.symbols.typevars[elem.name].code
+
+
+def emit_module(kernel: Kernel, arch: str, filename: str) -> EmitResult:
+    symbols = Symbols(kernel)
+    launches = [emit_launch(kernel, launch, symbols, filename) for launch in kernel.launches]
+    host = _Host(symbols, filename)
+    entry = symbols.namer.user(kernel.name)
+    lines: list[str] = []
+    spans: list[tuple[int, Span]] = []
+    params = ", ".join(f"{p.name}={p.value}" for p in symbols.params.values()) or "none"
+    lines += [f'"""Generated by CAKE from schedule `{kernel.name}` (op {kernel.op}) for the Triton backend, '
+              f'target {arch}.', "", f"params: {params}", f"call: {_signature(kernel, entry)}", '"""', "",
+              "import torch", "import triton", "import triton.language as tl", ""]
+    if symbols.params:
+        lines.append("# params, bound at lowering (passed to every kernel as tl.constexpr)")
+        lines += [f"{p.code} = {p.value}" for p in symbols.params.values()]
+    lines += PRELUDE.rstrip("\n").split("\n")
+    for code in launches:
+        lines += ["", "", *code.header]
+        body, body_spans = code.body.render(len(lines) + 1)
+        lines += body
+        spans += body_spans
+    lines += ["", ""]
+    launcher, launcher_spans = _launcher(kernel, symbols, host, launches, entry, len(lines) + 1)
+    lines += launcher
+    spans += launcher_spans
+    return EmitResult(source="\n".join(lines) + "\n", entry=entry, launches=tuple(c.info for c in launches),
+                      source_map=SourceMap(tuple(sorted(spans, key=lambda s: s[0]))))
+
+
+def _signature(kernel: Kernel, entry: str) -> str:
+    def show(t: object) -> str:
+        decl = t.type  # type: ignore[attr-defined]
+        elem = decl.elem.value if isinstance(decl.elem, DType) else decl.elem.name
+        return f"{t.name}: {elem}[{', '.join(_text(s) for s in decl.shape)}]"  # type: ignore[attr-defined]
+
+    ins = [t for t in kernel.tensors if t.direction is not Direction.OUT]
+    outs = [t for t in kernel.tensors if t.direction is Direction.OUT] or [
+        t for t in kernel.tensors if t.direction is Direction.INOUT]
+    return f"{entry}({', '.join(show(t) for t in ins)}) -> {', '.join(show(t) for t in outs)}"
+
+
+def _text(e: Expr) -> str:
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, IntLit):
+        return str(e.value)
+    return "…"
+
+
+def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[LaunchCode], entry: str,
+              first_line: int) -> tuple[list[str], list[tuple[int, Span]]]:
+    ins = [t for t in kernel.tensors if t.direction is not Direction.OUT]
+    outs = [t for t in kernel.tensors if t.direction is Direction.OUT]
+    returned = outs or [t for t in kernel.tensors if t.direction is Direction.INOUT]
+    _check_bindable(kernel, ins, host.filename)
+    var = {name: t.host for name, t in symbols.tensors.items()}
+    device, grid = symbols.namer.claim("device"), symbols.namer.claim("grid")
+    out: list[str] = [f"def {entry}({', '.join(var[t.name] for t in ins)}):",
+                      f'    """{kernel.op}: {_signature(kernel, entry)}"""']
+    spans: list[tuple[int, Span]] = []
+
+    def line(text: str, span: Span | None = None) -> None:
+        if span is not None:
+            spans.append((first_line + len(out), span))
+        out.append("    " + text)
+
+    names = [t.name for t in ins]
+    line(f"{device} = _k_device({_tuple(map(repr, names))}, {_tuple(var[n] for n in names)})")
+    if kernel.dims:
+        specs = _tuple(_tuple([var[t.name], repr(t.name), _tuple(map(_dim_spec, t.type.shape))]) for t in ins)
+        bound = ", ".join(symbols.dims[d.name].code for d in kernel.dims)
+        bound += "," if len(kernel.dims) == 1 else ""
+        line(f"{bound} = _k_dims({specs}, {_tuple(repr(d.name) for d in kernel.dims)})")
+    for t in ins:
+        for axis, extent in enumerate(t.type.shape):
+            if _dim_spec(extent) == "None":
+                line(f"if {var[t.name]}.shape[{axis}] != {host.expr(extent)}:", t.span)
+                line(f"    raise ValueError('`{t.name}` dim {axis} does not match its declared size')")
+    for dvar in kernel.dtype_vars:
+        users = [t for t in ins if isinstance(t.type.elem, TypeVar) and t.type.elem.name == dvar.name]
+        if users:
+            allowed = _tuple(TORCH_DTYPES[c] for c in dvar.choices)
+            pairs = _tuple(_tuple([var[t.name], repr(t.name)]) for t in users)
+            line(f"{symbols.typevars[dvar.name].code} = _k_dtype({dvar.name!r}, {pairs}, {allowed})", dvar.span)
+    for t in ins:
+        if isinstance(t.type.elem, DType):
+            line(f"_k_expect_dtype({var[t.name]}, {t.name!r}, {TORCH_DTYPES[t.type.elem]})", t.span)
+    for t in outs:
+        shape = _tuple(host.expr(s, t.span) for s in t.type.shape)
+        line(f"{var[t.name]} = torch.empty({shape}, dtype={host.torch_dtype(t.type.elem)}, device={device})",
+             t.span)
+    for s in kernel.scratch:
+        shape = _tuple(host.expr(x, s.span) for x in s.type.shape)
+        line(f"{var[s.name]} = torch.full({shape}, {host.value(s.init)}, dtype={host.torch_dtype(s.type.elem)}, "
+             f"device={device})", s.span)
+    for code, launch in zip(launches, kernel.launches, strict=True):
+        tiles = " * ".join(host.expr(e) for e in code.grid_extents)  # type: ignore[arg-type]
+        count = f"_k_programs({device}, {tiles})" if code.info.persistent else tiles
+        line(f"{grid} = ({count},)", launch.grid.span)
+        line(f"if {grid}[0] > 0:")
+        items = [a.host for a in code.args if not a.constexpr]
+        items += [f"{a.name}={a.host}" for a in code.args if a.constexpr]
+        items.append(f"num_warps={code.info.num_warps}")
+        if code.info.max_registers is not None:
+            items.append(f"maxnreg={code.info.max_registers}")
+        line(f"    _k_compiled[{launch.name!r}] = {code.info.function}[{grid}](", launch.span)
+        for item in items:
+            line(f"        {item},")
+        line("    )")
+    line(f"return {', '.join(var[t.name] for t in returned)}")
+    return out, spans
+
+
+def _tuple(items: object) -> str:
+    parts = list(items)  # type: ignore[call-overload]
+    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
+def _dim_spec(extent: Expr) -> str:
+    if isinstance(extent, Name):
+        return repr(extent.id)
+    if isinstance(extent, IntLit):
+        return str(extent.value)
+    return "None"
+
+
+def _check_bindable(kernel: Kernel, ins: list[TensorDecl], filename: str) -> None:
+    bound = {s.id for t in ins for s in t.type.shape if isinstance(s, Name)}
+    found = [Diagnostic(codes.HOST_BINDING, f"dim `{d.name}` is not the size of any input tensor's dim, so the "
+                        "launcher cannot bind it", span=d.span, file=filename, subject=d.name)
+             for d in kernel.dims if d.name not in bound]
+    if found:
+        raise DiagnosticError(found)
