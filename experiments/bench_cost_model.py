@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from cake.experiments.flash_kmeans import shapes
 from cake.experiments.flash_kmeans.workload import ASSIGN
-from cake.experiments.schedules import load_schedule_file, params_tag, valid_assignments, write_specialized
+from cake.experiments.schedules import load_any_backend, params_tag, valid_assignments, write_specialized
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import (
     DATA_PATH,
@@ -110,7 +110,8 @@ def phase_a(entry: Entry) -> Entry:
     """Load, check at a tail shape, warm at the cell's specialization. Runs in a worker thread."""
     contract = get_contract("kmeans_assign")
     try:
-        entry.kernel = load_schedule_file(entry.path)
+        backend, entry.kernel = load_any_backend(entry.path)
+        entry.extra["backend"] = backend
         tail = make_inputs(contract, TAIL, torch.bfloat16, "cuda", seed=11)
         out = entry.kernel(*tail)
         torch.cuda.synchronize()

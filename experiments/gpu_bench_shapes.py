@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,8 +27,9 @@ from typing import Any
 
 import torch
 from cake.experiments.flash_kmeans.workload import LLOYD, WORKLOAD
-from cake.experiments.schedules import load_schedule_file
+from cake.experiments.schedules import load_any_backend
 from cake.experiments.workload import OpSpec, Shape
+from cake.lowering.runtime import BACKEND_ENV
 from cake.verifier.contracts import get_contract
 from cake.verifier.runner import kernel_errors
 from cake.verifier.timing import (
@@ -82,16 +84,19 @@ def load_candidates(spec: OpSpec, shapes: Sequence[Shape], mode: str,
             skipped.append((path.name, "no such schedule yet"))
             continue
         try:
-            kernel = load_schedule_file(path)
-            verification = quick_verify(spec.contract, kernel, dtypes) if mode == "quick" else \
-                battery_verify(spec.contract, path, dtypes, timeout_s)
+            backend, kernel = load_any_backend(path)
+            if mode == "quick":
+                verification = quick_verify(spec.contract, kernel, dtypes)
+            else:  # the worker's loader picks its backend from the environment
+                os.environ[BACKEND_ENV] = backend
+                verification = battery_verify(spec.contract, path, dtypes, timeout_s)
         except (DiagnosticError, *kernel_errors()) as error:  # the one boundary: a load failure is a status
             skipped.append((path.name, f"does not load/run here: {type(error).__name__}: {str(error)[:160]}"))
             continue
         if not verification.passed:
             skipped.append((path.name, f"refused: {verification.detail}"))
             continue
-        ready.append((path.stem, kernel, verification))
+        ready.append((f"{path.stem} ({backend})", kernel, verification))
     return ready, skipped
 
 

@@ -20,6 +20,8 @@ from cake.ir.analysis import domain_values
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
 
+from cake.diagnostics import DiagnosticError
+
 SPECIALIZED_ENV = "CAKE_SPECIALIZED_DIR"
 
 
@@ -55,15 +57,29 @@ def write_specialized(path: Path, params: Mapping[str, int], out_dir: Path | Non
     return target
 
 
-def load_schedule_file(path: Path) -> Callable[..., Any]:
-    """The lowered, loaded kernel for a schedule file (through the lowering's runtime)."""
-    from cake.lowering.runtime import load_schedule
+def load_schedule_file(path: Path, backend: str | None = None,
+                       params: Mapping[str, int] | None = None) -> Callable[..., Any]:
+    """The lowered, loaded kernel for a schedule file through the lowering's runtime: `backend` defaults to
+    the runtime's ($CAKE_BACKEND, else triton), `params` to the file's defaults."""
+    from cake.lowering.runtime import ScheduleError, load, lower, read_schedule
 
-    return load_schedule(str(path))  # type: ignore[no-any-return]
+    kernel, text = read_schedule(path)
+    try:
+        lowered = lower(kernel, backend or _default_backend(), params=dict(params or {}), filename=str(path),
+                        source_text=text)
+    except DiagnosticError as error:
+        raise ScheduleError(error.diagnostics, text) from None
+    return load(lowered)
 
 
-def load_with_params(path: Path, params: Mapping[str, int]) -> Callable[..., Any]:
-    return load_schedule_file(write_specialized(path, params))
+def _default_backend() -> str:
+    from cake.lowering.runtime import BACKEND_ENV, DEFAULT_BACKEND
+
+    return os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+
+
+def load_with_params(path: Path, params: Mapping[str, int], backend: str | None = None) -> Callable[..., Any]:
+    return load_schedule_file(path, backend, params)
 
 
 def param_grid(kernel: n.Kernel) -> Iterator[dict[str, int]]:
@@ -80,3 +96,19 @@ def valid_assignments(kernel: n.Kernel, *, arch: str, backend: str, dims: Mappin
     for params in param_grid(kernel):
         if not errors(check(specialize(kernel, params), arch=arch, backend=backend, dims=dims)):
             yield params
+
+
+BACKEND_ORDER: tuple[str, ...] = ("triton", "cuda")
+
+
+def load_any_backend(path: Path, params: Mapping[str, int] | None = None) -> tuple[str, Callable[..., Any]]:
+    """Load with the first backend (Triton, then CUDA) that can express the schedule. A backend that cannot
+    refuses at lowering time with diagnostics; the last refusal is raised when none can."""
+    last: DiagnosticError | None = None
+    for backend in BACKEND_ORDER:
+        try:
+            return backend, load_schedule_file(path, backend, params)
+        except DiagnosticError as refused:
+            last = refused
+    assert last is not None
+    raise last
