@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from importlib import resources
 from typing import Any
 
@@ -38,6 +39,13 @@ MAX_DEPTH = 200
 def _lark() -> Lark:
     grammar = resources.files("cake.ir").joinpath("grammar.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True)
+
+
+def keywords() -> frozenset[str]:
+    """Words the grammar spells literally; a name spelled like one is not accepted where it may appear."""
+    name = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    return frozenset(t.pattern.value for t in _lark().terminals
+                     if isinstance(t.pattern, PatternStr) and name.fullmatch(t.pattern.value))
 
 
 def _span(meta: Meta) -> n.Span | None:
