@@ -373,6 +373,12 @@ def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
         if kind == "sum" and x.lit is None and em.maybe_16bit(x.dtype):
             x = em.to(x, DType.F32)  # 16-bit sums accumulate in fp32
         identity = _identity(kind, x.dtype)
+        if kind.startswith("arg") and not (isinstance(x.dtype, DType) and not x.dtype.is_float):
+            # NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction
+            # order (and the interpreter raises on an all-NaN row): make it the identity first.
+            x = em.named(x, "v")
+            x = Val(em.fn.assign_temp("v", f"tl.where({x.code} == {x.code}, {x.code}, {identity})"), x.dtype,
+                    x.axes)
         for i in range(len(x.axes)) if axis is None else (axis,):
             x = em.without_padding(x, i, identity)
         axis_arg = "" if axis is None else f", axis={axis}"
