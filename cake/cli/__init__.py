@@ -15,6 +15,7 @@ from cake.cli.common import ExitCode, UsageError
 SUBCOMMANDS: tuple[str, ...] = (
     "arch",
     "check",
+    "fmt",
     "lower",
     "verify",
     "replay",
