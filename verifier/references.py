@@ -53,9 +53,21 @@ def matmul_scale(a: Tensor, b: Tensor) -> tuple[Tensor]:
     return (ra * cb,)
 
 
+# Elements of the [B, chunk, K, D] difference tensor materialized at once (2**24 fp64 = 128 MiB).
+_DISTANCE_CHUNK_ELEMENTS = 1 << 24
+
+
 def kmeans_distances(x: Tensor, c: Tensor) -> Tensor:
-    """Squared Euclidean distances [B, N, K] in fp64, computed directly (no norm expansion)."""
-    return ((x[:, :, None, :] - c[:, None, :, :]) ** 2).sum(dim=-1)
+    """Squared Euclidean distances [B, N, K] in fp64, computed directly (no norm expansion, so no
+    cancellation), over chunks of points so memory stays bounded at verification shapes."""
+    b, n, d = x.shape
+    k = c.shape[1]
+    rows = max(1, _DISTANCE_CHUNK_ELEMENTS // max(1, b * k * d))
+    out = torch.empty((b, n, k), dtype=torch.promote_types(x.dtype, c.dtype))
+    for start in range(0, n, rows):
+        part = x[:, start:start + rows, None, :] - c[:, None, :, :]
+        out[:, start:start + rows] = (part * part).sum(dim=-1)
+    return out
 
 
 def kmeans_assign(x: Tensor, c: Tensor) -> tuple[Tensor]:
