@@ -70,6 +70,11 @@ THREADS_PER_WARP = 32
 WARPS_PER_WARPGROUP = 4
 TMEM_MIN_ALLOC_COLUMNS = 32  # tcgen05.alloc: a power of two, at least 32 columns
 TMEM_LANES = 128
+# Expansion caps: per-instance and per-element analyses stop (as if unbound) past these, so a schedule
+# with absurd counts is judged by the budget checks instead of exhausting the checker. A block holds at
+# most 32 warps, so more role instances than that can never fit anyway.
+MAX_ROLE_INSTANCES = 32
+MAX_BARRIER_ELEMENTS = 256
 # Domains larger than this are sampled (ends and a few interior points) rather than enumerated.
 _MAX_DOMAIN_POINTS = 16
 
@@ -440,7 +445,10 @@ def role_instances(role: Role, env: Env) -> tuple[Env, ...]:
     """One environment per replica of `role`, binding its replica variable."""
     if role.replicas is None:
         return (env,)
-    return tuple(env.bind({role.replicas.var: i}) for i in range(role_replicas(role, env)))
+    count = role_replicas(role, env)
+    if count > MAX_ROLE_INSTANCES:
+        raise Unbound((f"{count} replicas of role {role.name}",))
+    return tuple(env.bind({role.replicas.var: i}) for i in range(count))
 
 
 def launch_threads(launch: Launch, env: Env) -> int:
@@ -569,6 +577,8 @@ def barrier_accounting(launch: Launch, env: Env, sites: tuple[BarrierSite, ...] 
     uses: dict[str, BarrierUse] = {}
     for decl in launch.barriers:
         count = 1 if decl.count is None else value(decl.count, env)
+        if not 0 < count <= MAX_BARRIER_ELEMENTS:
+            raise Unbound((f"{count} elements of mbarrier {decl.name}",))
         arrivals = [0] * count
         tx = [0] * count
         arrivers: list[str] = []

@@ -6,9 +6,9 @@ barrier accounting and one happens-before graph per launch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cake.ir import analysis as an
 from cake.ir.checks.registry import Backend
@@ -18,6 +18,8 @@ from cake.arch import ARCHS, ArchSpec
 
 if TYPE_CHECKING:
     from cake.ir.checks.infer import Typing
+
+T = TypeVar("T")
 
 
 class CheckContext:
@@ -34,6 +36,7 @@ class CheckContext:
         self.arch: ArchSpec | None = ARCHS.get(arch_name)
         self.backend = backend
         self.dims: dict[str, int] = dict(dims or {})
+        self._launch_cache: dict[tuple[str, int], object] = {}
 
     # ------------------------------------------------------------------------------------ environments
 
@@ -93,15 +96,18 @@ class CheckContext:
 
         return infer(self)
 
-    def barrier_sites(self, launch: Launch) -> tuple[an.BarrierSite, ...]:
+    def barrier_sites(self, launch: Launch) -> tuple[an.BarrierSite, ...] | None:
+        """The launch's barrier uses, or None when its role instances cannot be expanded (unbound counts)."""
         return self._per_launch("sites", launch, lambda: an.barrier_sites(launch, self.identity_envs[0]))
 
-    def happens_before(self, launch: Launch) -> an.HappensBefore:
+    def happens_before(self, launch: Launch) -> an.HappensBefore | None:
         return self._per_launch("hb", launch, lambda: an.happens_before(launch, self.identity_envs[0]))
 
-    def _per_launch(self, key: str, launch: Launch, compute):  # type: ignore[no-untyped-def]
-        cache: dict[tuple[str, str], object] = self.__dict__.setdefault("_launch_cache", {})
-        slot = (key, launch.name)
-        if slot not in cache:
-            cache[slot] = compute()
-        return cache[slot]
+    def _per_launch(self, key: str, launch: Launch, compute: Callable[[], T]) -> T | None:
+        slot = (key, id(launch))
+        if slot not in self._launch_cache:
+            try:
+                self._launch_cache[slot] = compute()
+            except an.Unbound:
+                self._launch_cache[slot] = None
+        return self._launch_cache[slot]  # type: ignore[return-value]

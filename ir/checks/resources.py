@@ -67,13 +67,16 @@ def smem_budget(ctx: CheckContext) -> Iterable[Finding]:
             layout, env = item
             if layout.total_bytes <= limit:
                 continue
-            biggest = max(layout.buffers, key=lambda b: b.bytes)
-            decl = next(s for s in launch.smem if s.name == biggest.name)
+            biggest = max(layout.buffers, key=lambda b: b.bytes, default=None)
+            decl: object = (next(s for s in launch.smem if s.name == biggest.name) if biggest is not None
+                            else launch.barriers[0] if launch.barriers else launch)
+            name = biggest.name if biggest is not None else "mbarriers"
             parts = [f"{b.name}: {b.stages} x {b.stage_bytes:,}" for b in layout.buffers]
             parts.append(f"{layout.barrier_count} mbarriers: {layout.barrier_count * an.MBARRIER_BYTES}")
-            yield finding(decl, f"shared buffer `{decl.name}`",
+            size = biggest.bytes if biggest is not None else layout.total_bytes
+            yield finding(decl, f"shared buffer `{name}`",
                           f"{layout.total_bytes:,} bytes > {limit:,} bytes limit on {ctx.arch.name}",
-                          help=f"lower the stage count or tile size of `{decl.name}` ({biggest.bytes:,} bytes)",
+                          help=f"lower the stage count or tile size of `{name}` ({size:,} bytes)",
                           notes=("buffers: " + "; ".join(parts), *_dtype_note(env)),
                           launch=launch.name, bytes=f"{layout.total_bytes:,}", limit=f"{limit:,}",
                           arch=ctx.arch.name)

@@ -34,6 +34,8 @@ def _decl(launch: n.Launch, name: str) -> n.MbarrierDecl | None:
 def wait_without_arrive(ctx: CheckContext) -> Iterable[Finding]:
     for launch in ctx.kernel.launches:
         sites = ctx.barrier_sites(launch)
+        if sites is None:
+            continue
         seen: set[tuple[str, str]] = set()
         for w in sites:
             if w.kind != an.SiteKind.WAIT or (w.barrier, w.role) in seen:
@@ -53,8 +55,11 @@ def wait_without_arrive(ctx: CheckContext) -> Iterable[Finding]:
 def arrival_count(ctx: CheckContext) -> Iterable[Finding]:
     env = ctx.identity_envs[0]
     for launch in ctx.kernel.launches:
+        sites = ctx.barrier_sites(launch)
+        if sites is None:
+            continue
         try:
-            uses = an.barrier_accounting(launch, env, ctx.barrier_sites(launch))
+            uses = an.barrier_accounting(launch, env, sites)
         except an.Unbound:
             continue
         for decl in launch.barriers:
@@ -76,6 +81,8 @@ def arrival_count(ctx: CheckContext) -> Iterable[Finding]:
 def tx_bytes(ctx: CheckContext) -> Iterable[Finding]:
     for launch in ctx.kernel.launches:
         sites = ctx.barrier_sites(launch)
+        if sites is None:
+            continue
         for decl in launch.barriers:
             copies = _tma_copies(sites, decl.name)
             explicit = [s.site.stmt for s in sites if s.barrier == decl.name and s.kind == an.SiteKind.EXPECT_TX]
@@ -146,8 +153,8 @@ def _describe(ctx: CheckContext, env: an.Env) -> str:
 def deadlock(ctx: CheckContext) -> Iterable[Finding]:
     for launch in ctx.kernel.launches:
         hb = ctx.happens_before(launch)
-        cycle = hb.find_cycle()
-        if cycle is None:
+        cycle = None if hb is None else hb.find_cycle()
+        if hb is None or cycle is None:
             continue
         graph = hb.graph
         steps: list[str] = []
@@ -222,6 +229,8 @@ def read_before_fill(ctx: CheckContext) -> Iterable[Finding]:
             continue
         hb = ctx.happens_before(launch)
         sites = ctx.barrier_sites(launch)
+        if hb is None or sites is None:
+            continue
         reported: set[tuple[str, str]] = set()
         for role in launch.roles:
             for inst, ienv in enumerate(an.role_instances(role, env)):
@@ -286,6 +295,8 @@ def overwrite(ctx: CheckContext) -> Iterable[Finding]:
         except an.Unbound:
             continue
         sites = ctx.barrier_sites(launch)
+        if sites is None:
+            continue
         reported: set[tuple[str, str, str]] = set()
         for role in launch.roles:
             for inst, ienv in enumerate(an.role_instances(role, env)):
