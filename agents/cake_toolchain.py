@@ -70,11 +70,16 @@ class CakeToolchain:
         self.arch = arch
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
-        self._validate = make_validator(arch, settings.backend, rules)  # rules: the learned ones (distiller)
         fitness = self.workload.fitness
         shape_name = fitness.shapes[0] if fitness.op == op and fitness.shapes else self.spec.gpu_shapes[0].name
         self.shape = self.spec.shape(shape_name)
+        # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
+        self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
         self.model_baseline_ms = self._model_baseline(seeds)
+        # A loader reference carries only the schedule's path; the runtime's loaders read the backend and the
+        # target from the environment, which every verifier worker and bench subprocess inherits from here.
+        os.environ["CAKE_BACKEND"] = settings.backend
+        os.environ["CAKE_ARCH"] = arch
 
     # ------------------------------------------------------------------------------------ static
 

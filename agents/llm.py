@@ -123,11 +123,12 @@ class LLMAgent:
         parents = ranked(ctx.parents)[: self.settings.parents_shown]
         for i in range(ctx.n):
             if self._exhausted():
-                notes.append(f"token budget {self.settings.token_budget} spent after {self.tokens_spent} tokens")
                 break
             proposal = self._one(ctx, parents, i, notes)
             if proposal is not None:
                 proposals.append(proposal)
+        if self._exhausted():
+            notes.append(f"token budget {self.settings.token_budget} spent after {self.tokens_spent} tokens")
         return AgentTurn(tuple(proposals), tokens=self.tokens_spent - start, notes=tuple(notes),
                          exhausted=self._exhausted())
 

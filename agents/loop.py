@@ -149,7 +149,9 @@ class EvolutionLoop:
                 self._propose_turn(turn)
             else:
                 result.skipped_evaluations += sum(1 for c in self.store.candidates(turn=turn) if c.evaluation)
-            self._evaluate_turn(turn)
+            if not self._evaluate_turn(turn):
+                result.stop = StopReason.WALL  # the rest of the turn stays queued for --resume
+                break
             self.store.finish_turn(turn)
             if self.after_turn is not None:
                 self.after_turn(turn)
@@ -172,7 +174,7 @@ class EvolutionLoop:
             return StopReason.EVALS
         if s.budget_tokens is not None and self.store.total_tokens() >= s.budget_tokens:
             return StopReason.TOKENS
-        if s.budget_wall_s is not None and self._elapsed() >= s.budget_wall_s:
+        if self._wall_spent():
             return StopReason.WALL
         if self._agent_exhausted:
             return StopReason.AGENT
@@ -318,15 +320,20 @@ class EvolutionLoop:
 
     # ------------------------------------------------------------------------------------ evaluating
 
-    def _evaluate_turn(self, turn: int) -> None:
+    def _wall_spent(self) -> bool:
+        return self.settings.budget_wall_s is not None and self._elapsed() >= self.settings.budget_wall_s
+
+    def _evaluate_turn(self, turn: int) -> bool:
+        """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started."""
         queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
-        if not queue:
-            return
+        complete = True
         devices = list(self.toolchain.devices())
         free = list(devices)
         pending: dict[Future[Evaluation], tuple[CandidateRow, str]] = {}
         with ThreadPoolExecutor(max_workers=len(devices)) as pool:
             while queue or pending:
+                if queue and self._wall_spent():
+                    complete, queue = False, []
                 while queue and free:
                     row, device = queue.pop(0), free.pop(0)
                     job = EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
@@ -338,6 +345,7 @@ class EvolutionLoop:
                     free.append(device)
                     self.store.record_evaluation(row.id, future.result())
                     self.progress.evaluated(self.store.candidate(row.id))
+        return complete
 
     # ------------------------------------------------------------------------------------ results
 

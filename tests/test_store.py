@@ -4,6 +4,7 @@ import json
 import sqlite3
 
 import pytest
+
 from cake.store import (
     CandidateStatus,
     Evaluation,

@@ -141,7 +141,7 @@ def _evolve(store: Any, resumed: bool) -> int:
     from cake.agents.loop import EvolutionLoop, LoopSettings
     from cake.cli.evolve_progress import RichProgress
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     config = store.config
     seeds = [Path(s) for s in config["seeds"]]
     settings = LoopSettings.from_json(config["loop"])

@@ -1,0 +1,123 @@
+"""`cake evolve` and `cake report` end to end on the CPU, as a user runs them (subprocesses, real toolchain:
+checker, cost model, Triton lowering under the interpreter, verifier workers).
+
+One small run is killed with SIGKILL after its first evaluation past the seed, resumed, and compared with an
+uninterrupted run of the same seed; the uninterrupted run reuses the verdict cache the first one filled, so
+the pair costs about one run of evaluations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import KEY_ENV, SECRET, files_containing
+from loopback_server import LoopbackServer, load_recording
+
+RUN_ARGS = ["--op", "flash_kmeans", "--device", "cpu", "--turns", "1", "--proposals", "6", "--evals-per-turn", "2",
+            "--seed", "11"]
+KILL_TIMEOUT_S = 240.0
+
+
+def cake(*args: str, env: dict[str, str] | None = None, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cake", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def _evaluations(db: Path) -> list[tuple[int, float]]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return [(int(i), float(t)) for i, t in conn.execute("SELECT candidate_id, finished_at FROM evaluations")]
+    except sqlite3.OperationalError:  # the schema is not written yet
+        return []
+    finally:
+        conn.close()
+
+
+def _sequence(run: Path) -> list[tuple[int, str, str]]:
+    report = json.loads(cake("report", str(run), "--json").stdout)
+    return [(c["turn"], c["ir_hash"], c["status"]) for c in report["candidates"]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("evolve")
+    cache = root / "verdicts"
+    killed = root / "killed"
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "cake", "evolve", *RUN_ARGS, "--out", str(killed),
+                             "--verdict-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    before: list[tuple[int, float]] = []
+    while time.monotonic() - started < KILL_TIMEOUT_S and proc.poll() is None:
+        before = _evaluations(killed / "run.sqlite")
+        if len(before) >= 2:  # the seed and one candidate of turn 1: the other is queued or running
+            break
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _evaluations(killed / "run.sqlite")
+    resumed = cake("evolve", "--resume", str(killed))
+    reference = root / "reference"
+    fresh = cake("evolve", *RUN_ARGS, "--out", str(reference), "--verdict-cache", str(cache))
+    return {"root": root, "cache": cache, "killed": killed, "before": before, "resumed": resumed,
+            "reference": reference, "fresh": fresh}
+
+
+def test_a_short_run_completes_and_says_how_it_judged(runs: dict) -> None:
+    fresh = runs["fresh"]
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert "fitness_kind=model" in fresh.stdout and "not a timing" in fresh.stdout
+    assert f"run directory: {runs['reference']}" in fresh.stdout
+    report = json.loads(cake("report", str(runs["reference"]), "--json").stdout)
+    seed = report["candidates"][0]
+    assert seed["agent"] == "seed" and seed["evaluation"] is not None
+    assert seed["status"] == "passed", seed["evaluation"]  # the clean start must verify under the interpreter
+    assert report["fitness_kind"] == "model" and len(report["verdicts_per_turn"]) == 2
+
+
+def test_kill_then_resume_loses_and_repeats_nothing(runs: dict) -> None:
+    before, resumed = runs["before"], runs["resumed"]
+    assert len(before) >= 2, "the run was not killed mid-way"
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    if len(before) < 3:  # killed inside turn 1 (seed + 2 evaluations in all): the resume says what it kept
+        assert f"{len(before) - 1} finished evaluations kept, none repeated" in resumed.stdout
+    after = dict(_evaluations(runs["killed"] / "run.sqlite"))
+    assert all(after[cid] == finished for cid, finished in before)  # not lost, not redone (same commit time)
+    assert _sequence(runs["killed"]) == _sequence(runs["reference"])  # same seed, same candidates, same outcome
+
+
+def test_report_writes_markdown_and_plots(runs: dict, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    done = cake("report", str(runs["reference"]), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    for name in ("report.md", "best_vs_evaluations.png", "best_vs_tokens.png", "verdicts_per_turn.png",
+                 "predicted_vs_measured.png", "lineage.png"):
+        assert (out / name).stat().st_size > 0
+    text = (out / "report.md").read_text()
+    assert "fitness_kind=model" in text and "not a measurement" in text
+
+
+def test_an_llm_run_survives_hostile_answers_and_never_stores_the_key(runs: dict, tmp_path: Path) -> None:
+    run = tmp_path / "llm"
+    with LoopbackServer(load_recording("hostile")) as server:
+        done = cake("evolve", "--op", "flash_kmeans", "--device", "cpu", "--agent", "openai", "--base-url",
+                    server.base_url, "--model", "test-model", "--api-key-env", KEY_ENV, "--turns", "3",
+                    "--proposals", "10", "--evals-per-turn", "1", "--token-budget", "10000000", "--seed", "11",
+                    "--out", str(run), "--verdict-cache", str(runs["cache"]), env={KEY_ENV: SECRET})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert server.served > 10 and all(h == f"Bearer {SECRET}" for h in server.auth_headers)
+    report = json.loads(cake("report", str(run), "--json").stdout)
+    notes = [n for t in report["verdicts_per_turn"] for n in t["notes"]]
+    assert any("token budget" in n for n in notes) and "token budget spent" in done.stdout
+    cake("report", str(run))  # the report files are part of the run directory too
+    assert SECRET not in done.stdout + done.stderr
+    assert files_containing(run, SECRET) == []
