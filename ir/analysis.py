@@ -19,14 +19,14 @@ An expression that needs a value the environment lacks (an unbound dim, a loop v
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from cake.ir.evaluate import EvaluationError, evaluate
 from cake.ir.nodes import (
     Arrive,
     BinOp,
-    BinOpKind,
-    BoolLit,
     Call,
     Copy,
     CopyKind,
@@ -36,7 +36,6 @@ from cake.ir.nodes import (
     Expr,
     For,
     Index,
-    IntLit,
     Kernel,
     Launch,
     Load,
@@ -46,14 +45,12 @@ from cake.ir.nodes import (
     NamedBarrierSync,
     NewAxis,
     Role,
-    SizeOf,
     Slice,
     Stmt,
     Sync,
     TileType,
     Transpose,
     UnaryOp,
-    UnaryOpKind,
     UnitKind,
     ValueRange,
     ValueSet,
@@ -96,6 +93,10 @@ class Env:
 
     ints: Mapping[str, int] = field(default_factory=dict)
     dtypes: Mapping[str, DType] = field(default_factory=dict)
+    bindings: Mapping[str, int | DType] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bindings", {**self.ints, **self.dtypes})
 
     def bind(self, names: Mapping[str, int]) -> Env:
         return Env({**self.ints, **names}, self.dtypes)
@@ -103,53 +104,15 @@ class Env:
 
 def value(expr: Expr, env: Env) -> int:
     """The integer value of `expr` under `env`, or `Unbound` naming what is missing."""
-    result = _int(expr, env)
+    try:
+        result = evaluate(expr, env.bindings)
+    except EvaluationError as error:
+        raise Unbound(tuple(_free_names(expr, env)) or (error.message,)) from None
+    if isinstance(result, float):
+        if not (math.isfinite(result) and result.is_integer()):
+            raise Unbound((f"a non-integer value {result}",))
+        return int(result)
     return result
-
-
-_INT_OPS = {
-    BinOpKind.ADD: lambda a, b: a + b, BinOpKind.SUB: lambda a, b: a - b, BinOpKind.MUL: lambda a, b: a * b,
-    BinOpKind.LT: lambda a, b: int(a < b), BinOpKind.LE: lambda a, b: int(a <= b),
-    BinOpKind.GT: lambda a, b: int(a > b), BinOpKind.GE: lambda a, b: int(a >= b),
-    BinOpKind.EQ: lambda a, b: int(a == b), BinOpKind.NE: lambda a, b: int(a != b),
-    BinOpKind.AND: lambda a, b: a & b, BinOpKind.OR: lambda a, b: a | b,
-}
-
-
-def _int(expr: Expr, env: Env) -> int:
-    if isinstance(expr, IntLit):
-        return expr.value
-    if isinstance(expr, BoolLit):
-        return int(expr.value)
-    if isinstance(expr, Name):
-        if expr.id in env.ints:
-            return env.ints[expr.id]
-        raise Unbound((expr.id,))
-    if isinstance(expr, SizeOf):
-        return elem_bytes(expr.elem, env)
-    if isinstance(expr, UnaryOp):
-        operand = _int(expr.operand, env)
-        return -operand if expr.op is UnaryOpKind.NEG else int(not operand)
-    if isinstance(expr, BinOp):
-        lhs, rhs = _int(expr.lhs, env), _int(expr.rhs, env)
-        if expr.op in (BinOpKind.FLOORDIV, BinOpKind.DIV, BinOpKind.MOD):
-            if rhs == 0:
-                raise Unbound(("division by zero",))
-            if expr.op is BinOpKind.MOD:
-                return lhs % rhs
-            if expr.op is BinOpKind.DIV and lhs % rhs:
-                raise Unbound(("a non-integer quotient",))
-            return lhs // rhs
-        return _INT_OPS[expr.op](lhs, rhs)
-    if isinstance(expr, Call) and not expr.kwargs and len(expr.args) == 2:
-        a, b = _int(expr.args[0], env), _int(expr.args[1], env)
-        if expr.func == "cdiv" and b != 0:
-            return -(-a // b)
-        if expr.func in ("minimum", "min"):
-            return min(a, b)
-        if expr.func in ("maximum", "max"):
-            return max(a, b)
-    raise Unbound(tuple(_free_names(expr, env)) or (type(expr).__name__,))
 
 
 def try_value(expr: Expr | None, env: Env) -> int | None:

@@ -14,6 +14,7 @@ from typing import TypeAlias
 
 from cake.ir import analysis as an
 from cake.ir import nodes as n
+from cake.ir.builtins import BUILTINS
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.registry import Finding, finding
 
@@ -119,22 +120,6 @@ def ty_text(ty: Ty) -> str:
 
 
 Scope = dict[str, Symbol]
-
-# name: (min positional, max positional, allowed keywords, required keywords)
-_ARITY: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
-    **{f: (1, 1, frozenset(), frozenset()) for f in ("exp", "exp2", "log", "sqrt", "rsqrt", "abs")},
-    "maximum": (2, 2, frozenset(), frozenset()),
-    "minimum": (2, 2, frozenset(), frozenset()),
-    "where": (3, 3, frozenset(), frozenset()),
-    "cast": (2, 2, frozenset(), frozenset()),
-    **{f: (1, 1, frozenset({"axis"}), frozenset({"axis"}))
-       for f in ("sum", "max", "min", "argmin", "argmax", "cumsum")},
-    "arange": (1, 1, frozenset(), frozenset()),
-    "cdiv": (2, 2, frozenset(), frozenset()),
-}
-_FLOAT_MATH = frozenset({"exp", "exp2", "log", "sqrt", "rsqrt"})
-_REDUCTIONS = frozenset({"sum", "max", "min", "argmin", "argmax"})
-
 
 class _Infer:
     def __init__(self, ctx: CheckContext):
@@ -653,30 +638,24 @@ class _Infer:
         return tuple(out)
 
     def call(self, e: n.Call, scope: Scope) -> Ty:
-        spec = _ARITY.get(e.func)
+        spec = BUILTINS.get(e.func)
         if spec is None:
             self.report("E0101", e, e.func, "no builtin of this name", name=e.func, where=self.where(),
-                        help="builtins: " + ", ".join(sorted(_ARITY)))
+                        help="builtins: " + ", ".join(sorted(BUILTINS)))
             for arg in e.args:
                 self.expr(arg, scope)
             return ANY
-        lo, hi, allowed, required = spec
+        wrong = spec.accepts(e)
+        if wrong is not None:
+            want = f"{spec.min_args}" if spec.min_args == spec.max_args else f"{spec.min_args} to {spec.max_args}"
+            want += " argument" if want == "1" else " arguments"
+            want += "".join(f" and `{k}=`" for k in sorted(spec.required_keywords))
+            self.report("E0104", e, e.func, f"expected {want}", name=e.func, got=wrong, want=want,
+                        help=f"{spec.doc}")
+            for arg in e.args:
+                self.expr(arg, scope)
+            return ANY
         kwargs = {kw.name: kw for kw in e.kwargs}
-        bad_kw = sorted(set(kwargs) - allowed)
-        missing = sorted(required - set(kwargs))
-        if not lo <= len(e.args) <= hi or bad_kw or missing:
-            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
-            got = f"{len(e.args)} argument{'s' if len(e.args) != 1 else ''}"
-            if bad_kw:
-                got += f", unknown keyword `{bad_kw[0]}`"
-            if missing:
-                got += f", missing `{missing[0]}=`"
-            self.report("E0104", e, e.func, got, name=e.func, got=got,
-                        want=want + (" argument" if want == "1" else " arguments")
-                        + "".join(f" and `{k}=`" for k in sorted(required)))
-            for arg in e.args:
-                self.expr(arg, scope)
-            return ANY
         if e.func == "cast":
             return self.cast(e, scope)
         args = [self.expr(a, scope) for a in e.args]
@@ -687,7 +666,7 @@ class _Infer:
             return Ty(n.DType.I32, (e.args[0],))
         if e.func == "cdiv":
             return INDEX
-        if e.func in _FLOAT_MATH:
+        if spec.float_only:
             elem = args[0].elem
             if isinstance(elem, n.DType) and not elem.is_float:
                 self.same_elem(e, elem, n.DType.F32, f"the argument of `{e.func}`")

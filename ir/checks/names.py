@@ -33,7 +33,7 @@ def dtype_mismatch(ctx: CheckContext) -> Iterable[Finding]:
     return ctx.typing.findings("E0103")
 
 
-@check("E0104", "wrong arguments to a builtin", "wrong arguments to builtin `{name}`: {got}, expected {want}",
+@check("E0104", "wrong arguments to a builtin", "wrong arguments to builtin `{name}`: {got}",
        examples=[
            derive(PLAIN, ("let m: f32[BN] = min(dist, axis=1)", "let m: f32[BN] = min(dist, 1)")),
            derive(PLAIN, ("best = minimum(m, best)", "best = minimum(m, best, m)")),
