@@ -53,11 +53,19 @@ def test_verify_usage_errors_exit_2(argv: list[str], message: str, capsys: pytes
 def test_verify_schedule_without_loader_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The loader lands with the lowering; until then --schedule must say why it cannot run.
     if importlib.util.find_spec("cake.lowering.runtime") is not None:
-        pytest.skip("cake.lowering.runtime exists: --schedule is tested with the lowering")
+        pytest.skip("cake.lowering.runtime exists: see test_verify_schedule_reads_op_from_loader")
     schedule = tmp_path / "k.cake"
     schedule.write_text("schedule k implements row_sum\n")
     assert main(["verify", "--schedule", str(schedule)]) == 2
     assert "schedule loader" in capsys.readouterr().err
+
+
+def test_verify_schedule_reads_op_from_loader(capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec("cake.lowering.runtime") is None:
+        pytest.skip("the schedule loader lands with the lowering")
+    schedule = CORPUS.parents[2] / "experiments" / "starter" / "row_sum.cake"
+    assert main(["verify", "--schedule", str(schedule), *FAST]) == 0  # no --op: read through schedule_op
+    assert "row_sum: PASSED" in capsys.readouterr().out
 
 
 def test_replay_reproduces_and_control_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
