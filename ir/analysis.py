@@ -22,6 +22,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cake.ir.evaluate import EvaluationError, evaluate
 from cake.ir.nodes import (
@@ -575,57 +576,54 @@ Node = tuple[str, int, Path]  # (role, instance, statement path)
 
 @dataclass(frozen=True, slots=True)
 class HappensBefore:
-    """One iteration's ordering of a launch. Nodes are (role, instance, path); edges are program order
-    (`kind="po"`), barrier completions (`"sync"`: an arrive/signal to a wait of the same phase), and
-    releases into `free` barriers (`"carried"`: they order phase n before phase n+1, so they are left
-    out of the acyclic core). A cycle in the core is a deadlock."""
+    """One iteration's ordering of a launch. Nodes are (role, instance, path) with the statement as node
+    data `stmt`; edges carry a `kind`: program order (`"po"`), barrier completions (`"sync"`: an
+    arrive/signal to a wait of the same phase), and releases into `free` barriers (`"carried"`: they
+    order phase n before phase n+1). `core` is the graph without carried edges; a cycle in it is a
+    deadlock. Both are networkx DiGraphs (typed loosely so importing this module stays cheap)."""
 
-    graph: object  # networkx.DiGraph; typed loosely so importing this module stays cheap
+    graph: Any  # every edge
+    core: Any  # po + sync edges only
     sites: tuple[BarrierSite, ...]
-
-    def core(self) -> object:
-        import networkx as nx
-
-        g = self.graph
-        assert isinstance(g, nx.DiGraph)
-        return nx.subgraph_view(g, filter_edge=lambda u, v: g.edges[u, v]["kind"] != "carried")
+    _reach: dict[Node, frozenset[Node]] = field(default_factory=dict, compare=False, repr=False)
 
     def find_cycle(self) -> list[Node] | None:
         import networkx as nx
 
-        try:
-            edges = nx.find_cycle(self.core())
-        except nx.NetworkXNoCycle:
+        if nx.is_directed_acyclic_graph(self.core):
             return None
-        return [u for u, _v, *_ in edges]
+        return [u for u, _v, *_ in nx.find_cycle(self.core)]
 
     def ordered(self, a: Node, b: Node) -> bool:
         """`a` happens before `b` within one iteration (a path in the acyclic core)."""
         import networkx as nx
 
-        core = self.core()
-        assert isinstance(core, nx.DiGraph)
-        return a in core and b in core and nx.has_path(core, a, b)
+        if a not in self.core:
+            return False
+        if a not in self._reach:
+            self._reach[a] = frozenset(nx.descendants(self.core, a))
+        return b in self._reach[a]
 
 
 def happens_before(launch: Launch, env: Env) -> HappensBefore:
     import networkx as nx
 
-    graph = nx.DiGraph()
+    core = nx.DiGraph()
     successor: dict[Node, Node] = {}
     for role in launch.roles:
         for instance in range(len(role_instances(role, env))):
             previous: Node | None = None
             for site in walk_body(role.body):
                 node = (role.name, instance, site.path)
-                graph.add_node(node, stmt=site.stmt)
+                core.add_node(node, stmt=site.stmt)
                 if previous is not None:
-                    graph.add_edge(previous, node, kind="po")
+                    core.add_edge(previous, node, kind="po")
                     successor[previous] = node
                 previous = node
     sites = barrier_sites(launch, env)
     free = {b.name for b in launch.barriers if b.initially_free}
     waits = [s for s in sites if s.kind == SiteKind.WAIT]
+    carried: list[tuple[Node, Node]] = []
     for src in sites:
         if src.kind not in (SiteKind.ARRIVE, SiteKind.SIGNAL):
             continue
@@ -633,12 +631,14 @@ def happens_before(launch: Launch, env: Env) -> HappensBefore:
             if dst.barrier == src.barrier and compatible(src.element, dst.element):
                 if (src.role, src.instance) == (dst.role, dst.instance) and src.site.path >= dst.site.path:
                     continue  # an instance releasing itself later is the next iteration, not this one
-                kind = "carried" if src.barrier in free else "sync"
-                graph.add_edge((src.role, src.instance, src.site.path),
-                               (dst.role, dst.instance, dst.site.path), kind=kind)
+                edge = ((src.role, src.instance, src.site.path), (dst.role, dst.instance, dst.site.path))
+                if src.barrier in free:
+                    carried.append(edge)
+                elif not core.has_edge(*edge):
+                    core.add_edge(*edge, kind="sync")
     # Block and named barriers: everything before one participant's barrier precedes every other's next step.
     groups: dict[object, list[Node]] = {}
-    for node, data in graph.nodes(data=True):
+    for node, data in core.nodes(data=True):
         stmt = data["stmt"]
         if isinstance(stmt, Sync):
             groups.setdefault("sync", []).append(node)
@@ -647,6 +647,10 @@ def happens_before(launch: Launch, env: Env) -> HappensBefore:
     for members in groups.values():
         for a in members:
             for b in members:
-                if a[:2] != b[:2] and b in successor:
-                    graph.add_edge(a, successor[b], kind="sync")
-    return HappensBefore(graph, sites)
+                if a[:2] != b[:2] and b in successor and not core.has_edge(a, successor[b]):
+                    core.add_edge(a, successor[b], kind="sync")
+    graph = core.copy()
+    for edge in carried:
+        if not graph.has_edge(*edge):
+            graph.add_edge(*edge, kind="carried")
+    return HappensBefore(graph, core, sites)

@@ -37,6 +37,9 @@ class CheckContext:
         self.backend = backend
         self.dims: dict[str, int] = dict(dims or {})
         self._launch_cache: dict[tuple[str, int], object] = {}
+        self._variations: dict[frozenset[str], tuple[an.Env, ...]] = {}
+        self._same: dict[tuple[Expr, Expr], bool] = {}
+        self._ones: dict[Expr, bool] = {}
 
     # ------------------------------------------------------------------------------------ environments
 
@@ -66,27 +69,31 @@ class CheckContext:
 
     def variation_envs(self, *exprs: Expr | None) -> tuple[an.Env, ...]:
         """Identity envs, plus each param that `exprs` mention moved through its domain."""
-        names = {e.id for expr in exprs for e in an.walk_expr(expr) if isinstance(e, Name)}
-        envs = list(self.identity_envs)
-        for name in sorted(names & self.param_names):
-            for v in an.domain_values(self.kernel, name):
-                envs.extend(env.bind({name: v}) for env in self.identity_envs[:1])
-        return tuple(envs)
+        names = frozenset(e.id for expr in exprs for e in an.walk_expr(expr) if isinstance(e, Name)
+                          ) & self.param_names
+        cached = self._variations.get(names)
+        if cached is None:
+            envs = list(self.identity_envs)
+            for name in sorted(names):
+                envs.extend(self.identity_envs[0].bind({name: v}) for v in an.domain_values(self.kernel, name))
+            cached = self._variations[names] = tuple(envs)
+        return cached
 
     def same_extent(self, a: Expr, b: Expr) -> bool:
         """Two extents agree for every param value in their domains (structurally equal is enough)."""
         if a == b:
             return True
-        for env in self.variation_envs(a, b):
-            va, vb = an.try_value(a, env), an.try_value(b, env)
-            if va is None or vb is None:
-                return False
-            if va != vb:
-                return False
-        return True
+        key = (a, b)
+        if key not in self._same:
+            self._same[key] = all(
+                (va := an.try_value(a, env)) is not None and va == an.try_value(b, env)
+                for env in self.variation_envs(a, b))
+        return self._same[key]
 
     def is_one(self, extent: Expr) -> bool:
-        return all(an.try_value(extent, env) == 1 for env in self.identity_envs)
+        if extent not in self._ones:
+            self._ones[extent] = all(an.try_value(extent, env) == 1 for env in self.identity_envs)
+        return self._ones[extent]
 
     # --------------------------------------------------------------------------------------- analyses
 

@@ -156,11 +156,11 @@ def deadlock(ctx: CheckContext) -> Iterable[Finding]:
         cycle = None if hb is None else hb.find_cycle()
         if hb is None or cycle is None:
             continue
-        graph = hb.graph
+        graph = hb.core
         steps: list[str] = []
         first: n.Wait | None = None
         for role, instance, path in cycle:
-            stmt = graph.nodes[(role, instance, path)]["stmt"]  # type: ignore[attr-defined]
+            stmt = graph.nodes[(role, instance, path)]["stmt"]
             if isinstance(stmt, n.Wait):
                 first = first or stmt
                 steps.append(f"{_who(role, instance, launch)} waits {expr_text(stmt.barrier)}")
@@ -258,9 +258,9 @@ def _filled(hb: an.HappensBefore, sites: tuple[an.BarrierSite, ...],
         if copy.kind is n.CopyKind.LOAD:
             return hb.ordered(source, target)
         # An async copy's data is there only once its barrier completes: issue order proves nothing.
-        graph = hb.graph
-        return any(graph.edges[source, w]["kind"] == "sync" and (w == target or hb.ordered(w, target))  # type: ignore[attr-defined]
-                   for w in graph.successors(source))  # type: ignore[attr-defined]
+        core = hb.core
+        return any(core.edges[source, w]["kind"] == "sync" and (w == target or hb.ordered(w, target))
+                   for w in core.successors(source))
     if f_site.path >= read.path:
         return False
     if copy.kind is n.CopyKind.LOAD:
