@@ -406,6 +406,7 @@ class KernelBuilder(Transformer_NonRecursive):
 _TERMINAL_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "$END": "end of input"}
 _FOUND_WORDS = {"NAME": "name", "INT": "integer", "FLOAT": "number"}
 _OPERATORS = frozenset({"+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=", "&", "|"})
+_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 _STATEMENT_STARTS = frozenset({"let", "copy", "store", "atomic", "mma", "for", "wait", "arrive", "expect_tx",
                                "sync", "bar_sync"})
 _EXPRESSION_STARTS = frozenset({"(", "-", "!", "load", "mma", "sizeof", "inf", "true", "false",
@@ -495,7 +496,8 @@ def _expected_terminals(error: UnexpectedInput, text: str, lark: Lark) -> set[st
 
 
 def _lark_error_diagnostic(error: UnexpectedInput, text: str, filename: str, lark: Lark) -> Diagnostic:
-    expected = _describe_expected(_expected_terminals(error, text, lark), lark)
+    accepted = _expected_terminals(error, text, lark)
+    expected = _describe_expected(accepted, lark)
     if isinstance(error, UnexpectedCharacters):
         pos = error.pos_in_stream or 0
         char = text[pos] if 0 <= pos < len(text) else ""
@@ -503,8 +505,10 @@ def _lark_error_diagnostic(error: UnexpectedInput, text: str, filename: str, lar
                           span=Span.point(error.line, error.column), file=filename)
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         token = error.token
+        chained = str(token) in _COMPARISONS and not _COMPARISONS & {_terminal_text(t, lark) for t in accepted}
         return Diagnostic("E0001", f"unexpected {_describe_found(token)}, expected {expected}",
-                          span=_tok_span(token), file=filename)
+                          span=_tok_span(token), file=filename,
+                          help="comparisons do not chain: write `(a < b) & (b < c)`" if chained else None)
     return Diagnostic("E0003", f"unexpected end of input, expected {expected}", span=_end_span(text),
                       file=filename)
 

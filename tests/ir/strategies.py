@@ -14,7 +14,14 @@ from cake.ir.parser import MAX_INT_LITERAL, keywords
 
 _RESERVED = keywords() | {d.value for d in n.DType}
 
-names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True).filter(lambda s: s not in _RESERVED)
+_FIRST = "abcxyzABKNT_"
+_REST = "abkmnxyzBKNT019_"
+# Near-keywords (`loads`, `Tx`, `f320`) make sure the lexer does not split or reserve a longer name.
+_POOL = ("x", "acc", "BN", "STAGES", "c_full", "loads", "Tx", "f320", "inf_", "mma_t", "_", "None_", "i32x")
+names = st.one_of(
+    st.sampled_from(_POOL),
+    st.builds(str.__add__, st.sampled_from(_FIRST), st.text(_REST, max_size=6)),
+).filter(lambda s: s not in _RESERVED)
 dtypes = st.sampled_from(list(n.DType))
 elem_types = st.one_of(dtypes, names.map(n.TypeVar))
 
@@ -64,7 +71,7 @@ def _compound(children: st.SearchStrategy[n.Expr]) -> st.SearchStrategy[n.Expr]:
     )
 
 
-exprs: st.SearchStrategy[n.Expr] = st.recursive(_leaves, _compound, max_leaves=8)
+exprs: st.SearchStrategy[n.Expr] = st.recursive(_leaves, _compound, max_leaves=5)
 refs = _ref(exprs)
 tile_types = st.builds(n.TileType, elem_types, st.lists(exprs, max_size=3).map(tuple))
 
@@ -91,7 +98,7 @@ def _statements(depth: int) -> st.SearchStrategy[n.Stmt]:
 
 
 def _bodies(depth: int) -> st.SearchStrategy[tuple[n.Stmt, ...]]:
-    return st.lists(_statements(depth), max_size=4).map(tuple)
+    return st.lists(_statements(depth), max_size=3).map(tuple)
 
 
 roles = st.builds(
