@@ -1,14 +1,17 @@
 // cake_common.cuh -- what every CAKE-generated CUDA translation unit shares.
 //
 // Small, target-neutral device helpers: shared-memory addresses, lane/warp ids, and the tensor-map type
-// that TMA descriptors travel in. Everything is `static __device__ __forceinline__`, so a helper costs
+// that TMA descriptors travel in. Everything is `__device__ __forceinline__`, so a helper costs
 // nothing unless generated code calls it, and a translation unit may inline this file verbatim.
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#define CAKE_DEVICE static __device__ __forceinline__
+#define CAKE_DEVICE __device__ __forceinline__
+#define CAKE_INF __int_as_float(0x7f800000)
+#define CAKE_NAN __int_as_float(0x7fffffff)
 
 // A CUtensorMap travels by value inside the kernel's __grid_constant__ argument block. It is declared here
 // (same size and alignment as cuda.h's CUtensorMap) so that generated code needs no driver header.
@@ -22,8 +25,8 @@ CAKE_DEVICE uint32_t cake_smem_addr(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
-CAKE_DEVICE int cake_lane() { return static_cast<int>(threadIdx.x & 31u); }
-CAKE_DEVICE int cake_warp() { return static_cast<int>(threadIdx.x >> 5); }
+CAKE_DEVICE int cake_lane_id() { return static_cast<int>(threadIdx.x & 31u); }
+CAKE_DEVICE int cake_warp_id() { return static_cast<int>(threadIdx.x >> 5); }
 
 CAKE_DEVICE int cake_cdiv(int a, int b) { return (a + b - 1) / b; }
 
@@ -39,6 +42,13 @@ CAKE_DEVICE float cake_to_f32(float v) { return v; }
 CAKE_DEVICE float cake_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 CAKE_DEVICE float cake_to_f32(__half v) { return __half2float(v); }
 CAKE_DEVICE float cake_to_f32(int v) { return static_cast<float>(v); }
+
+// Copies the first `nbytes` (< 16) bytes of a row tail into a zeroed 16-byte vector.
+template <typename T>
+CAKE_DEVICE void cake_copy_partial(uint4* dst, const T* src, int nbytes) {
+  T* out = reinterpret_cast<T*>(dst);
+  for (int i = 0; i < nbytes / static_cast<int>(sizeof(T)); ++i) out[i] = src[i];
+}
 
 // Running arg-min update that keeps the first index on ties and never selects a NaN.
 CAKE_DEVICE void cake_argmin_merge(float& best, int& best_i, float v, int i) {

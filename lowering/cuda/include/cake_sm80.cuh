@@ -9,6 +9,11 @@ CAKE_DEVICE void cake_cp_async_16(void* smem_dst, const void* gmem_src, bool val
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                :: "r"(cake_smem_addr(smem_dst)), "l"(gmem_src), "r"(src_bytes) : "memory");
 }
+// 16-byte destination chunk filled from the first `nbytes` (0..16) source bytes, the rest zeroed.
+CAKE_DEVICE void cake_cp_async_16_n(void* smem_dst, const void* gmem_src, int nbytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(cake_smem_addr(smem_dst)), "l"(gmem_src), "r"(nbytes) : "memory");
+}
 // 4-byte variant for rows that are not 16-byte aligned.
 CAKE_DEVICE void cake_cp_async_4(void* smem_dst, const void* gmem_src, bool valid) {
   const uint32_t src_bytes = valid ? 4u : 0u;

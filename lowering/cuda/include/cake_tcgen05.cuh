@@ -73,6 +73,16 @@ CAKE_DEVICE void cake_tmem_load_32(float* r, uint32_t taddr) {
 #pragma unroll
   for (int j = 0; j < 32; ++j) r[j] = __uint_as_float(v[j]);
 }
+// Zeroes 32 consecutive columns of this thread's lane (tensor memory holds garbage after allocation).
+CAKE_DEVICE void cake_tmem_store_zero_32(uint32_t taddr) {
+  const uint32_t z = 0u;
+  asm volatile(
+      "tcgen05.st.sync.aligned.32x32b.x32.b32 [%0], {%1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, "
+      "%1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1, %1};\n"
+      :: "r"(taddr), "r"(z) : "memory");
+}
+CAKE_DEVICE void cake_tmem_store_wait() { asm volatile("tcgen05.wait::st.sync.aligned;\n" ::: "memory"); }
+
 // Waits for this thread's outstanding tcgen05.ld results.
 CAKE_DEVICE void cake_tmem_load_wait() { asm volatile("tcgen05.wait::ld.sync.aligned;\n" ::: "memory"); }
 #endif

@@ -1,0 +1,102 @@
+"""Per-launch codegen state shared by the role generators, the dialect and the kernel assembler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cake.ir import analysis as an
+from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
+from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
+from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator
+
+from cake.arch import ArchSpec
+from cake.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True, slots=True)
+class TmaMap:
+    """One CUtensorMap the host encodes: over `tensor` (dims innermost first), box and swizzle."""
+
+    field: str  # member of the kernel's argument block
+    tensor: str
+    dtype: DType
+    rank: int
+    box: tuple[int, ...]  # innermost first
+    swizzle_bytes: int
+
+
+@dataclass(slots=True)
+class LaunchCtx:
+    kernel: Kernel
+    launch: Launch
+    plan: LaunchPlan
+    arch: ArchSpec
+    env: an.Env
+    file: str
+    kname: str  # the __global__ function's name
+    smem: SmemAllocator
+    named: NamedBarriers
+    diags: list[Diagnostic] = field(default_factory=list)
+    tmaps: dict[tuple[str, tuple[int, ...], int], TmaMap] = field(default_factory=dict)
+    layouts: dict[str, FragLayout] = field(default_factory=dict)
+    offset_fns: dict[str, str] = field(default_factory=dict)  # C function name -> definition
+    tmem_cols: int = 0
+    tmem_offsets: dict[str, int] = field(default_factory=dict)
+    tmem_slot_offset: int | None = None
+    role_bars: dict[tuple[str, int], int] = field(default_factory=dict)
+    pingpong_bars: dict[str, int] = field(default_factory=dict)
+
+    # ---- declarations -----------------------------------------------------------------------------
+
+    def dtype(self, elem: ElemType) -> DType:
+        resolved = an.resolve_elem(elem, self.env)
+        if resolved is None:
+            raise KeyError(f"dtype variable `{getattr(elem, 'name', elem)}` is not bound")
+        return resolved
+
+    def tensor(self, name: str) -> TensorDecl | ScratchDecl | None:
+        t = self.kernel.tensor(name)
+        if t is not None:
+            return t
+        return next((s for s in self.kernel.scratch if s.name == name), None)
+
+    def smem_decl(self, name: str) -> SmemDecl | None:
+        return next((s for s in self.launch.smem if s.name == name), None)
+
+    def tmem_decl(self, name: str) -> TmemDecl | None:
+        return next((t for t in self.launch.tmem if t.name == name), None)
+
+    def int_of(self, expr: object) -> int:
+        return an.value(expr, self.env)  # type: ignore[arg-type]
+
+    def smem_offset(self, name: str) -> int:
+        return next(b.offset_bytes for b in self.plan.smem.buffers if b.name == name)
+
+    def smem_layout_of(self, decl: SmemDecl) -> SmemTileLayout:
+        dtype = self.dtype(decl.type.elem)
+        shape = [self.int_of(e) for e in decl.type.shape]
+        rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+        if decl.swizzle.bytes:
+            return SmemTileLayout.swizzled(rows, cols, dtype.bytes, decl.swizzle.bytes)
+        return SmemTileLayout.plain(rows, cols, dtype.bytes)
+
+    def offset_fn(self, name: str, layout: SmemTileLayout) -> str:
+        fn = f"{name}_off"
+        self.offset_fns.setdefault(fn, layout.offset_fn(fn))
+        return fn
+
+    def role_bar(self, slot: RoleSlot, instance_expr: str) -> str:
+        """The named barrier id (C expr) that syncs one instance of `slot`'s role."""
+        if (slot.name, 0) not in self.role_bars:
+            for i in range(slot.replicas):
+                self.role_bars[(slot.name, i)] = self.named.take(f"{slot.name}[{i}] sync")
+        base = self.role_bars[(slot.name, 0)]
+        return str(base) if slot.replicas == 1 else f"({base} + {instance_expr})"
+
+    def tmap(self, tensor: str, dtype: DType, rank: int, box: tuple[int, ...], swizzle: int) -> TmaMap:
+        key = (tensor, box, swizzle)
+        if key not in self.tmaps:
+            fieldname = f"tmap_{tensor}" if not any(k[0] == tensor for k in self.tmaps) else \
+                f"tmap_{tensor}_{sum(1 for k in self.tmaps if k[0] == tensor)}"
+            self.tmaps[key] = TmaMap(fieldname, tensor, dtype, rank, box, swizzle)
+        return self.tmaps[key]

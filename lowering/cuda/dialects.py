@@ -1,0 +1,534 @@
+"""Per-target dialects: the base class is the sm_80 lowering; subclasses hold only what differs.
+
+| dialect | mma | copies into shared memory | barrier waits |
+|---------|-----|---------------------------|---------------|
+| Sm80    | mma.sync m16n8k16 from ldmatrix fragments (`dot`, `mma_sync.m16n8k16`) | cp.async, loads | test_wait spin |
+| Sm90a   | + wgmma.m64nNk16 from swizzled shared memory, one warpgroup | + TMA (bulk tensor, mbarrier tx) | try_wait |
+| Sm100a  | + tcgen05.mma into tensor memory (`mma ... -> tmem`), TMEM loads | + TMA | try_wait, tcgen05 fences |
+"""
+
+from __future__ import annotations
+
+import re
+
+from cake.ir import analysis as an
+from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
+from cake.lowering.cuda.cnames import ident
+from cake.lowering.cuda.errors import Code, Unlowerable
+from cake.lowering.cuda.layouts import FragLayout, MmaFragLayout, RowPerThreadLayout
+from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
+
+from cake.arch import ArchSpec, Feature
+
+_FORM = re.compile(r"^(mma_sync|wgmma|tcgen05)\.m(\d+)n(\d+)k(\d+)$")
+TMA_BOX_MAX = 256
+# wgmma / tcgen05 descriptor swizzle codes per swizzle width (bytes).
+WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
+UMMA_SWIZZLE = {128: 2, 64: 4, 32: 6}
+K_STEP_BYTES = 32  # one k16 step of 2-byte elements
+A_FRAG_REG_BUDGET = 64  # registers a thread may spend holding a loop-invariant mma.sync A operand
+
+
+def parse_form(form: str) -> tuple[str, int, int, int]:
+    if form == "dot":
+        return "mma_sync", 16, 8, 16
+    m = _FORM.match(form)
+    if m is None:
+        raise Unlowerable(Code.MMA_FORM, f"unknown mma form `{form}`")
+    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+
+
+def _mma_suffix(dtype: DType) -> str:
+    if dtype is DType.BF16:
+        return "bf16"
+    if dtype is DType.F16:
+        return "f16"
+    raise Unlowerable(Code.MMA_FORM, f"tensor-core mma on {dtype.value} operands is not lowered (use f16 or bf16)")
+
+
+class Sm80:
+    """Ampere: warp-level mma.sync, cp.async, mbarrier test_wait."""
+
+    name = "sm_80"
+    helpers: tuple[str, ...] = ("cake_common.cuh", "cake_sm80.cuh", "cake_mbarrier.cuh", "cake_warpgroup.cuh")
+
+    def __init__(self, arch: ArchSpec, uses_tmem: bool = False):
+        self.arch = arch
+        self.uses_tmem = uses_tmem
+
+    # ----------------------------------------------------------------------------------- layouts
+
+    def mma_warp(self, rwarp: str) -> str:
+        return rwarp
+
+    def operand_shape(self, gen, expr: Expr) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+        if isinstance(expr, Transpose):
+            return tuple(reversed(self.operand_shape(gen, expr.operand)))
+        name = an.ref_name(expr) if isinstance(expr, (Index, Name)) else None
+        decl = gen.lc.smem_decl(name) if name else None
+        if decl is not None:
+            return tuple(gen.lc.int_of(e) for e in decl.type.shape)
+        for site in an.walk_body(gen.slot.role.body):
+            st = site.stmt
+            if isinstance(st, Let) and st.name == name:
+                if st.type is not None:
+                    return tuple(gen.lc.int_of(e) for e in st.type.shape)
+                if isinstance(st.value, Load) and isinstance(st.value.source, Index):
+                    return gen.tile_shape(st.value.source)
+        raise Unlowerable(Code.MMA_FORM, "cannot tell the shape of an mma operand")
+
+    def anchor_layout(self, gen, node: Mma | Load) -> FragLayout:  # type: ignore[no-untyped-def]
+        if isinstance(node, Load):
+            return self.tmem_layout(gen, node)
+        kind, _m, n, _k = parse_form(node.form)
+        rows = self.operand_shape(gen, node.a)[0]
+        cols = self.operand_shape(gen, node.b)[1]
+        cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
+        if kind == "mma_sync":
+            warps = gen.slot.warps
+            if rows % (16 * warps):
+                raise Unlowerable(Code.MMA_FORM, f"mma_sync splits the {rows} rows over {warps} warps in 16-row "
+                                  "blocks: rows must be a multiple of 16 x warps")
+            if cols % 16:
+                raise Unlowerable(Code.MMA_FORM, f"mma_sync needs the N extent ({cols}) to be a multiple of 16")
+            wm = rows // warps
+            layout: FragLayout = MmaFragLayout(cname, wm // 16, cols // 8, 16, wm,
+                                               f"mma.sync m16n8k16, {warps} warps x {wm} rows x {cols} cols")
+        elif kind == "wgmma":
+            layout = self.wgmma_layout(gen, cname, rows, cols, n)
+        else:
+            raise Unlowerable(Code.MMA_FORM, f"`{node.form}` is issued with the `mma a, b.T -> tmem` statement")
+        gen.lc.layouts.setdefault(cname, layout)
+        return gen.lc.layouts[cname]
+
+    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, n: int) -> FragLayout:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.MMA_FORM, f"wgmma needs sm_90a (target is {self.name})")
+
+    def tmem_layout(self, gen, node: Load) -> FragLayout:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.UNSUPPORTED, f"tensor memory needs sm_100a (target is {self.name})")
+
+    @staticmethod
+    def let_name(gen, node: object) -> str:  # type: ignore[no-untyped-def]
+        for site in an.walk_body(gen.slot.role.body):
+            st = site.stmt
+            if isinstance(st, Let) and st.value is node:
+                return st.name
+        return "acc"
+
+    # ---------------------------------------------------------------------------------------- mma
+
+    def mma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str) -> Frag:  # type: ignore[no-untyped-def]
+        kind, m, n, k = parse_form(node.form)
+        if kind == "mma_sync":
+            return self.mma_sync(gen, node, a, b, acc, dst)
+        if kind == "wgmma":
+            return self.wgmma(gen, node, a, b, acc, dst, n)
+        raise Unlowerable(Code.MMA_FORM, f"`{node.form}` is issued with the `mma a, b.T -> tmem` statement")
+
+    def _dst(self, gen, layout: FragLayout, acc: Frag | None, dst: str, shape: tuple[int, ...],  # type: ignore[no-untyped-def]
+             zero: bool) -> Frag:
+        if acc is not None and acc.name == dst:
+            return acc
+        gen.w.line(f"float {dst}[{layout.cname}::kRegs];")
+        frag = Frag(DType.F32, shape, dst, layout)
+        if acc is not None:
+            gen.w.line(f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) {dst}[cake_r] = {acc.name}[cake_r];")
+        elif zero:
+            gen.w.line(f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) {dst}[cake_r] = 0.0f;")
+        return frag
+
+    def preload_a(self, gen, name: str, tile: SmemTile) -> None:  # type: ignore[no-untyped-def]
+        """A staged tile that is the A operand of an mma_sync inside a loop stays in registers as ldmatrix
+        fragments for the whole loop (when they fit A_FRAG_REG_BUDGET registers)."""
+        layout = gen.anchor
+        if not isinstance(layout, MmaFragLayout) or layout.mb_stride != 16:
+            return
+        uses = [site for site in an.walk_body(gen.slot.role.body) if isinstance(site.stmt, Let)
+                and isinstance(site.stmt.value, Mma) and isinstance(site.stmt.value.a, Name)
+                and site.stmt.value.a.id == name and parse_form(site.stmt.value.form)[0] == "mma_sync"]
+        if not uses or not uses[0].loops:
+            return
+        ksteps = tile.shape[1] // 16
+        if tile.shape[1] % 16 or ksteps * layout.m_blocks * 4 > A_FRAG_REG_BUDGET:
+            return
+        frags = f"{ident(name)}_af"
+        w = gen.w
+        w.comment(f"`{name}` is loop-invariant: keep its mma.sync A fragments in registers "
+                  f"({ksteps * layout.m_blocks * 4} per thread)")
+        w.line(f"uint32_t {frags}[{ksteps}][{layout.m_blocks}][4];")
+        w.line("#pragma unroll")
+        with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
+            w.line("#pragma unroll")
+            w.line(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
+                   f"{tile.base} + {tile.offset_fn}(cake_wq * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
+                   "cake_kk * 16 + (cake_lane / 16) * 8));")
+        gen.a_frags[name] = frags
+
+    def mma_sync(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str) -> Frag:  # type: ignore[no-untyped-def]
+        ty = _mma_suffix(a.dtype)
+        rows, kdim = a.shape
+        cols = b.shape[1]
+        if kdim % 16:
+            raise Unlowerable(Code.MMA_FORM, f"mma_sync needs K ({kdim}) to be a multiple of 16")
+        layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
+        assert isinstance(layout, MmaFragLayout)
+        if layout.nregs != rows * cols // (gen.slot.warps * 32):
+            raise Unlowerable(Code.LAYOUT, "this mma's shape differs from the role's first mma")
+        w = gen.w
+        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via mma.sync m16n8k16: warp tile {layout.m_blocks * 16} x "
+                  f"{cols}, {layout.m_blocks} x {layout.n8} instructions per k-step, {kdim // 16} k-steps")
+        frag = self._dst(gen, layout, acc, dst, (rows, cols), zero=True)
+        before, after = gen.mma_hooks
+        if before:
+            w.line(before)
+        w.line("#pragma unroll")
+        with w.block(f"for (int cake_kk = 0; cake_kk < {kdim // 16}; ++cake_kk)"):
+            held = gen.a_frags.get(a.buffer)
+            if held is None:
+                w.line(f"uint32_t cake_af[{layout.m_blocks}][4];")
+                w.line("#pragma unroll")
+                w.line(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb) cake_ldmatrix_x4(cake_af[cake_mb], "
+                       f"{a.base} + {a.offset_fn}(cake_wq * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
+                       "cake_kk * 16 + (cake_lane / 16) * 8));")
+            afrag = "cake_af[cake_mb]" if held is None else f"{held}[cake_kk][cake_mb]"
+            w.line("#pragma unroll")
+            with w.block(f"for (int cake_np = 0; cake_np < {layout.n8 // 2}; ++cake_np)"):
+                w.line("uint32_t cake_bf[4];")
+                w.line(f"cake_ldmatrix_x4(cake_bf, {b.base} + {b.offset_fn}(cake_np * 16 + (cake_lane / 16) * 8 + "
+                       "cake_lane % 8, cake_kk * 16 + ((cake_lane / 8) % 2) * 8));")
+                w.line("#pragma unroll")
+                with w.block(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb)"):
+                    w.line(f"cake_mma_m16n8k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np) * 4], "
+                           f"{afrag}, cake_bf[0], cake_bf[1]);")
+                    w.line(f"cake_mma_m16n8k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np + 1) * 4], "
+                           f"{afrag}, cake_bf[2], cake_bf[3]);")
+        if after:
+            w.line(after)
+        return frag
+
+    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str, n: int) -> Frag:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.MMA_FORM, f"wgmma needs sm_90a (target is {self.name})")
+
+    def mma_async(self, gen, st: MmaAsync) -> None:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.MMA_FORM, f"`mma ... -> tmem` (tcgen05) needs sm_100a (target is {self.name})")
+
+    def tmem_load(self, gen, load: Load, name: str) -> Frag:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.UNSUPPORTED, f"tensor memory needs sm_100a (target is {self.name})")
+
+    # ------------------------------------------------------------------------------------ barriers
+
+    def wait(self, ptr: str, parity: str) -> str:
+        return f"cake_mbar_wait_sm80({ptr}, {parity});"
+
+    def after_wait(self) -> str:
+        return ""
+
+    def before_arrive(self) -> str:
+        return ""
+
+    def init_fence(self) -> str:
+        return ""
+
+    # ------------------------------------------------------------------------------------------ TMA
+
+    def tma_bytes(self, gen, copy: Copy) -> int:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.UNSUPPORTED, f"TMA copies need sm_90 or later (target is {self.name})")
+
+    def tma_copy(self, gen, copy: Copy, group_bytes: int | None) -> None:  # type: ignore[no-untyped-def]
+        raise Unlowerable(Code.UNSUPPORTED, f"TMA copies need sm_90 or later (target is {self.name})")
+
+
+class Sm90a(Sm80):
+    """Hopper: TMA, try_wait, wgmma from swizzled shared memory, setmaxnreg."""
+
+    name = "sm_90a"
+    helpers = (*Sm80.helpers, "cake_tma.cuh", "cake_wgmma.cuh")
+
+    def wait(self, ptr: str, parity: str) -> str:
+        return f"cake_mbar_wait({ptr}, {parity});"
+
+    def init_fence(self) -> str:
+        return "cake_mbar_init_fence();"
+
+    def mma_warp(self, rwarp: str) -> str:
+        return f"{rwarp} % 4"
+
+    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, n: int) -> FragLayout:  # type: ignore[no-untyped-def]
+        if not self.arch.has(Feature.WGMMA):
+            return super().wgmma_layout(gen, cname, rows, cols, n)
+        if gen.slot.warps != 4:
+            raise Unlowerable(Code.MMA_FORM, f"wgmma is issued by one warpgroup; role `{gen.slot.name}` has "
+                              f"{gen.slot.warps} warps per instance", help="declare the role `warpgroups 1`")
+        if rows % 64:
+            raise Unlowerable(Code.MMA_FORM, f"wgmma.m64: the A tile's {rows} rows must be a multiple of 64")
+        if cols % n or n % 8 or not 8 <= n <= 256:
+            raise Unlowerable(Code.MMA_FORM, f"wgmma n{n} does not tile the {cols} columns")
+        return MmaFragLayout(cname, rows // 64, cols // 8, 64, 16,
+                             f"wgmma.m64n{n}k16, {rows // 64} x {cols // n} instruction(s) per k-step")
+
+    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str, n: int) -> Frag:  # type: ignore[no-untyped-def]
+        if not self.arch.has(Feature.WGMMA):
+            return super().wgmma(gen, node, a, b, acc, dst, n)
+        ty = _mma_suffix(a.dtype)
+        rows, kdim = a.shape
+        cols = b.shape[1]
+        sw = a.swizzle_bytes
+        if sw not in WGMMA_SWIZZLE or b.swizzle_bytes != sw:
+            raise Unlowerable(Code.MMA_FORM, "wgmma reads its operands through shared-memory descriptors: declare "
+                              "both buffers with the same swizzle (128B, 64B or 32B)",
+                              help="e.g. `smem xs[2]: T[BN, D] swizzle 128B`")
+        if kdim % 16:
+            raise Unlowerable(Code.MMA_FORM, f"wgmma needs K ({kdim}) to be a multiple of 16")
+        layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
+        assert isinstance(layout, MmaFragLayout)
+        a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]
+        steps_per_atom = sw // K_STEP_BYTES
+        code = WGMMA_SWIZZLE[sw]
+        w = gen.w
+        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via wgmma.m64n{n}k16: {rows // 64} x {cols // n} "
+                  f"instruction(s) per k-step, {kdim // 16} k-steps; descriptors: {sw}B swizzle, 8-row groups "
+                  f"{8 * sw} B apart, k16 step = +{K_STEP_BYTES} B inside a {sw} B atom")
+        frag = self._dst(gen, layout, acc, dst, (rows, cols), zero=False)
+        before, after = gen.mma_hooks
+        if before:
+            w.line(before)
+        w.line("cake_wgmma_fence();")
+        accumulate = "true" if acc is not None else "cake_kk > 0"
+        w.line("#pragma unroll")
+        with w.block(f"for (int cake_kk = 0; cake_kk < {kdim // 16}; ++cake_kk)"):
+            w.line(f"const uint32_t cake_ka = (cake_kk / {steps_per_atom}) * {a_rows * sw}u + "
+                   f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
+            w.line(f"const uint32_t cake_kb = (cake_kk / {steps_per_atom}) * {b_rows * sw}u + "
+                   f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
+            w.line("#pragma unroll")
+            with w.block(f"for (int cake_mb = 0; cake_mb < {rows // 64}; ++cake_mb)"):
+                w.line("#pragma unroll")
+                with w.block(f"for (int cake_nb = 0; cake_nb < {cols // n}; ++cake_nb)"):
+                    w.line(f"cake_wgmma_m64n{n}k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + cake_nb * {n // 8}) * 4],")
+                    w.line(f"    cake_wgmma_desc({a.base} + cake_ka + cake_mb * {64 * sw}u, 16u, {8 * sw}u, {code}u),")
+                    w.line(f"    cake_wgmma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u),")
+                    w.line(f"    {accumulate});")
+        w.line("cake_wgmma_commit();")
+        if after:
+            w.line(after)
+        w.line("cake_wgmma_wait<0>();")
+        w.line(f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) cake_wgmma_fence_operand({frag.name}[cake_r]);")
+        return frag
+
+    # ------------------------------------------------------------------------------------------ TMA
+
+    def tma_plan(self, gen, copy: Copy):  # type: ignore[no-untyped-def]
+        """The boxes one TMA copy issues: [(coords innermost first, smem byte offset in the stage, bytes)],
+        and the tensor map they use."""
+        src = copy.source
+        tensor = an.ref_name(src) or ""
+        decl = gen.lc.tensor(tensor)
+        if decl is None:
+            raise Unlowerable(Code.TMA_BOX, f"a TMA copy reads a global tensor, not `{tensor}`")
+        dtype = gen.lc.dtype(decl.type.elem)
+        esize = dtype.bytes
+        dims = decl.type.shape
+        items = list(src.items) + [Slice(None, None)] * (len(dims) - len(src.items))
+        dest = gen.dest_stage(copy.dest)
+        box: list[int] = []  # outermost first, full extents
+        coords: list[str] = []
+        tile_axes: list[int] = []
+        for d, item in enumerate(items):
+            if isinstance(item, Slice):
+                size_expr = dims[d] if item.size is None else item.size
+                extent = an.try_value(size_expr, gen.lc.env)
+                if extent is None:
+                    raise Unlowerable(Code.TMA_BOX, f"TMA box extent along `{tensor}` axis {d} is not a constant")
+                box.append(extent)
+                coords.append("0" if item.start is None else gen.int_c(item.start))
+                tile_axes.append(d)
+            elif isinstance(item, NewAxis):
+                raise Unlowerable(Code.TMA_BOX, "`None` in a TMA source")
+            else:
+                box.append(1)
+                coords.append(gen.int_c(item))
+        tile = [box[d] for d in tile_axes]
+        if list(dest.shape) != tile:
+            raise Unlowerable(Code.TMA_BOX, f"the TMA box {tile} does not match the destination stage "
+                              f"{list(dest.shape)}")
+        if not tile_axes or tile_axes[-1] != len(dims) - 1:
+            raise Unlowerable(Code.TMA_BOX, "the innermost tensor dim must be a tile axis of a TMA copy")
+        if isinstance(dest, SmemTile):
+            sw = dest.swizzle_bytes
+            rows = dest.layout.rows  # type: ignore[union-attr]
+            pitch = dest.layout.pitch_bytes  # type: ignore[union-attr]
+        elif isinstance(dest, SmemVec):
+            sw, rows, pitch = 0, 1, tile[-1] * esize
+        else:
+            raise Unlowerable(Code.TMA_BOX, "a TMA copy lands in a stage of a shared buffer")
+        inner = tile[-1]
+        inner_box = sw // esize if sw else min(inner, TMA_BOX_MAX)
+        if sw and inner * esize % sw:
+            raise Unlowerable(Code.TMA_BOX, f"the {inner * esize}-byte rows are not whole {sw}-byte swizzle blocks")
+        if (inner_box * esize) % 16:
+            raise Unlowerable(Code.TMA_BOX, f"a TMA box row of {inner_box * esize} bytes is not a multiple of 16",
+                              help="make the innermost extent a multiple of 16 bytes")
+        row_axis = len(tile_axes) >= 2
+        row_box = min(rows, TMA_BOX_MAX) if row_axis else 1
+        box_inner_first = [inner_box] + [row_box if (row_axis and d == tile_axes[-2]) else box[d]
+                                         for d in reversed(range(len(dims) - 1))]
+        if any(b > TMA_BOX_MAX for b in box_inner_first):
+            raise Unlowerable(Code.TMA_BOX, f"TMA box {box_inner_first} exceeds {TMA_BOX_MAX} along an axis")
+        tmap = gen.lc.tmap(tensor, dtype, len(dims), tuple(box_inner_first), sw)
+        issues = []
+        col_blocks = -(-inner // inner_box)
+        row_chunks = -(-rows // row_box) if row_axis else 1
+        for cb in range(col_blocks):
+            for rc in range(row_chunks):
+                c = list(reversed(coords))  # innermost first
+                c[0] = c[0] if cb == 0 else f"{c[0]} + {cb * inner_box}"
+                if row_axis and rc:
+                    ri = len(dims) - 1 - tile_axes[-2]
+                    c[ri] = f"{c[ri]} + {rc * row_box}"
+                if sw:
+                    off = cb * rows * sw + rc * row_box * sw
+                else:
+                    off = cb * inner_box * esize + rc * row_box * pitch
+                nbytes = 1
+                for bdim in box_inner_first:
+                    nbytes *= bdim
+                issues.append((c, off, nbytes * esize))
+        return tmap, issues, dest
+
+    def tma_bytes(self, gen, copy: Copy) -> int:  # type: ignore[no-untyped-def]
+        _, issues, _ = self.tma_plan(gen, copy)
+        return sum(i[2] for i in issues)
+
+    def tma_copy(self, gen, copy: Copy, group_bytes: int | None) -> None:  # type: ignore[no-untyped-def]
+        tmap, issues, dest = self.tma_plan(gen, copy)
+        if copy.signals is None:
+            raise Unlowerable(Code.TMA_BOX, "a TMA copy completes on an mbarrier: add `signals bar[...]`")
+        bar = gen.bar_ptr(copy.signals)
+        base = dest.base if isinstance(dest, SmemTile) else f"reinterpret_cast<uint8_t*>({dest.ptr})"
+        w = gen.w
+        lines = []
+        if group_bytes is not None:
+            lines.append(f"cake_mbar_arrive_expect_tx({bar}, {group_bytes}u);  // bytes of every box signalling it")
+        for coords, off, nbytes in issues:
+            where = f"{base} + {off}" if off else base
+            lines.append(f"cake_tma_load_{tmap.rank}d({where}, &args.{tmap.field}, {bar}, {', '.join(coords)});"
+                         f"  // {nbytes} B")
+        if gen.slot.issuer:
+            for text in lines:
+                w.line(text)
+        else:
+            with w.block("if (cake_rtid == 0)"):
+                for text in lines:
+                    w.line(text)
+
+
+class Sm100a(Sm90a):
+    """Blackwell: tcgen05.mma with tensor-memory accumulators; no wgmma."""
+
+    name = "sm_100a"
+    helpers = (*Sm80.helpers, "cake_tma.cuh", "cake_tcgen05.cuh")
+
+    def after_wait(self) -> str:
+        return "cake_tcgen05_fence_after();" if self.uses_tmem else ""
+
+    def before_arrive(self) -> str:
+        return "cake_tcgen05_fence_before();" if self.uses_tmem else ""
+
+    def tmem_ref(self, gen, ref: Expr) -> tuple[str, tuple[int, int]]:  # type: ignore[no-untyped-def]
+        name = an.ref_name(ref) or ""
+        decl = gen.lc.tmem_decl(name)
+        if decl is None:
+            raise Unlowerable(Code.UNSUPPORTED, f"`{name}` is not tensor memory")
+        shape = tuple(gen.lc.int_of(e) for e in decl.type.shape)
+        cols = an.tmem_columns_of(decl.type, gen.lc.env)
+        stage = an.ref_stage(ref)
+        col = f"{gen.lc.tmem_offsets[name]}"
+        if stage is not None:
+            col = f"({col} + {gen.int_c(stage)} * {cols})"
+        return col, (shape[0], shape[1])  # type: ignore[return-value]
+
+    def tmem_layout(self, gen, node: Load) -> FragLayout:  # type: ignore[no-untyped-def]
+        decl = gen.lc.tmem_decl(an.ref_name(node.source) or "")
+        if decl is None:
+            raise Unlowerable(Code.UNSUPPORTED, "`load` of tensor memory names a `tmem` buffer")
+        rows, cols = (gen.lc.int_of(e) for e in decl.type.shape)
+        if rows != 128 or gen.slot.warps != 4:
+            raise Unlowerable(Code.LAYOUT, "a TMEM accumulator of 128 rows is read by one warpgroup (warp w reads "
+                              "lanes 32w..32w+31)", help="declare the reading role `warpgroups 1`")
+        if cols % 32:
+            raise Unlowerable(Code.LAYOUT, f"TMEM loads move 32 columns at a time; {cols} is not a multiple")
+        cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
+        gen.lc.layouts.setdefault(cname, RowPerThreadLayout(cname, cols, "tcgen05.ld 32x32b"))
+        return gen.lc.layouts[cname]
+
+    def tmem_load(self, gen, load: Load, name: str) -> Frag:  # type: ignore[no-untyped-def]
+        col, (rows, cols) = self.tmem_ref(gen, load.source)
+        layout = gen.anchor if isinstance(gen.anchor, RowPerThreadLayout) else self.tmem_layout(gen, load)
+        w = gen.w
+        w.comment(f"{name} = tensor memory rows 32*warp + lane, {cols} columns from column {col}")
+        w.line(f"float {name}[{cols}];")
+        w.line("#pragma unroll")
+        w.line(f"for (int cake_c = 0; cake_c < {cols // 32}; ++cake_c) cake_tmem_load_32(&{name}[cake_c * 32], "
+               f"cake_tmem_base + (static_cast<uint32_t>(cake_wq * 32) << 16) + {col} + cake_c * 32);")
+        w.line("cake_tmem_load_wait();")
+        return Frag(DType.F32, (rows, cols), name, layout)
+
+    def mma_async(self, gen, st: MmaAsync) -> None:  # type: ignore[no-untyped-def]
+        kind, m, n, k = parse_form(st.form)
+        if kind != "tcgen05":
+            raise Unlowerable(Code.MMA_FORM, f"`mma ... -> tmem` takes a tcgen05 form, not `{st.form}`")
+        a, b = gen.value(st.a), gen.value(st.b)
+        if not isinstance(a, SmemTile) or a.transposed or not isinstance(b, SmemTile) or not b.transposed:
+            raise Unlowerable(Code.MMA_FORM, "tcgen05.mma reads `a` and `b.T` from shared buffers")
+        ty = _mma_suffix(a.dtype)
+        rows, kdim = a.shape
+        cols = b.shape[1]
+        sw = a.swizzle_bytes
+        if sw not in UMMA_SWIZZLE or b.swizzle_bytes != sw:
+            raise Unlowerable(Code.MMA_FORM, "tcgen05.mma reads swizzled shared memory: declare both operand "
+                              "buffers with the same swizzle (128B, 64B or 32B)")
+        if rows != m or m not in (64, 128):
+            raise Unlowerable(Code.MMA_FORM, f"tcgen05.m{m} needs an A tile of {m} rows (got {rows})")
+        if cols % n or n % 16 or n > 256:
+            raise Unlowerable(Code.MMA_FORM, f"tcgen05 n{n} does not tile the {cols} columns")
+        col, (trows, tcols) = self.tmem_ref(gen, st.dest)
+        if (trows, tcols) != (rows, cols):
+            raise Unlowerable(Code.MMA_FORM, f"the TMEM accumulator is {trows} x {tcols}, the product {rows} x {cols}")
+        steps = sw // K_STEP_BYTES
+        code = UMMA_SWIZZLE[sw]
+        a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]
+        idesc = f"cake_umma_idesc_f16({m}, {n}, {'true' if ty == 'bf16' else 'false'})"
+        accumulate = "true" if st.accumulate else "cake_kk > 0"
+        w = gen.w
+        lines = [f"const uint32_t cake_d = cake_tmem_base + {col};",
+                 "#pragma unroll",
+                 f"for (int cake_kk = 0; cake_kk < {kdim // 16}; ++cake_kk) {{",
+                 f"  const uint32_t cake_ka = (cake_kk / {steps}) * {a_rows * sw}u + (cake_kk % {steps}) * {K_STEP_BYTES}u;",
+                 f"  const uint32_t cake_kb = (cake_kk / {steps}) * {b_rows * sw}u + (cake_kk % {steps}) * {K_STEP_BYTES}u;",
+                 "  #pragma unroll",
+                 f"  for (int cake_nb = 0; cake_nb < {cols // n}; ++cake_nb)",
+                 f"    cake_umma_f16(cake_d + cake_nb * {n}, cake_umma_desc({a.base} + cake_ka, 16u, {8 * sw}u, {code}u),",
+                 f"                  cake_umma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u),",
+                 f"                  {idesc}, {accumulate});",
+                 "}"]
+        if st.signals is not None:
+            lines.append(f"cake_umma_commit({gen.bar_ptr(st.signals)});  // arrives when these mmas complete")
+        w.comment(f"{an.ref_name(st.dest)} {'+' if st.accumulate else ''}= {a.buffer} @ {b.buffer}.T via tcgen05."
+                  f"mma m{m}n{n}k16 ({cols // n} per k-step, {kdim // 16} k-steps), issued by one thread")
+        with w.block("" if gen.slot.issuer else "if (cake_rtid == 0)"):
+            for text in lines:
+                w.line(text)
+
+
+DIALECTS: dict[str, type[Sm80]] = {"sm_80": Sm80, "sm_90": Sm90a, "sm_90a": Sm90a, "sm_100a": Sm100a}
+
+
+def dialect_for(arch: ArchSpec, uses_tmem: bool) -> Sm80:
+    try:
+        cls = DIALECTS[arch.name]
+    except KeyError:
+        raise Unlowerable(Code.UNSUPPORTED, f"the CUDA backend has no dialect for {arch.name}") from None
+    return cls(arch, uses_tmem)
+
+
+__all__ = ["DIALECTS", "Sm80", "Sm90a", "Sm100a", "dialect_for", "ident", "parse_form"]

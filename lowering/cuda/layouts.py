@@ -1,0 +1,180 @@
+"""Where tile elements live: register fragments of an mma result, and shared-memory tile layouts.
+
+A register tile produced by an mma is spread over the threads that issued it. `FragLayout` says, for each
+per-thread register `r`, which row slot and column slot it belongs to, and which tile row / column a slot
+is. Reductions along rows, row vectors (`best`, `besti`) and column vectors (`||c||^2`) are laid out by the
+same slots, so elementwise math between them needs no data movement.
+
+`SmemTileLayout` gives the byte offset of element (row, col) inside one stage of a shared buffer: plain
+row-major (optionally padded), or split into column blocks of `swizzle` bytes with the 16-byte-chunk XOR
+pattern that TMA writes and wgmma / tcgen05 descriptors read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# 16-byte chunks are the unit the swizzle permutes; the pattern repeats every 8 rows of 128 B.
+SWIZZLE_CHUNK_BYTES = 16
+SWIZZLE_REPEAT_ROWS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class MmaFragLayout:
+    """Accumulator fragments of mma.sync m16n8 tiles and wgmma m64nN tiles (the same per-warp pattern).
+
+    Registers are ordered r = (mb * n8 + j) * 4 + i: `mb` a 16-row block of this warp, `j` an 8-column
+    block, `i` the position in the quad pattern (i/2 selects row g or g+8, i%2 the column pair member).
+    Row of slot q = mb_stride * (q/2) + warp_stride * warp + lane/4 + 8*(q%2); column of slot p =
+    8*(p/2) + 2*(lane%4) + p%2. The four lanes of a quad hold the same rows.
+    """
+
+    cname: str
+    m_blocks: int
+    n8: int
+    mb_stride: int
+    warp_stride: int
+    origin: str  # what produced it, for the comment
+
+    quad: bool = True
+
+    @property
+    def nregs(self) -> int:
+        return self.m_blocks * self.n8 * 4
+
+    @property
+    def nrows(self) -> int:
+        return 2 * self.m_blocks
+
+    @property
+    def ncols(self) -> int:
+        return 2 * self.n8
+
+    def row_slot(self, r: int) -> int:
+        return (r // (self.n8 * 4)) * 2 + (r % 4) // 2
+
+    def col_slot(self, r: int) -> int:
+        return ((r // 4) % self.n8) * 2 + r % 2
+
+    def decl(self) -> str:
+        n = self.cname
+        return "\n".join([
+            f"// {n}: per-thread accumulator layout of {self.origin}.",
+            f"struct {n} {{",
+            f"  static constexpr int kRegs = {self.nregs}, kRows = {self.nrows}, kCols = {self.ncols};",
+            f"  __device__ static constexpr int row_slot(int r) {{ return (r / {self.n8 * 4}) * 2 + (r % 4) / 2; }}",
+            f"  __device__ static constexpr int col_slot(int r) {{ return ((r / 4) % {self.n8}) * 2 + r % 2; }}",
+            "  __device__ static int row(int q, int warp, int lane) {",
+            f"    return (q / 2) * {self.mb_stride} + warp * {self.warp_stride} + lane / 4 + (q % 2) * 8;",
+            "  }",
+            "  __device__ static int col(int p, int lane) { return (p / 2) * 8 + (lane % 4) * 2 + p % 2; }",
+            "};",
+        ])
+
+
+@dataclass(frozen=True, slots=True)
+class RowPerThreadLayout:
+    """One full row per thread (TMEM loads of an M=128 tcgen05 accumulator with the 32x32b shape: warp w of
+    the warpgroup reads lanes 32w..32w+31, each thread its lane's columns). No cross-lane reduction."""
+
+    cname: str
+    cols: int
+    origin: str
+
+    quad: bool = False
+
+    @property
+    def nregs(self) -> int:
+        return self.cols
+
+    @property
+    def nrows(self) -> int:
+        return 1
+
+    @property
+    def ncols(self) -> int:
+        return self.cols
+
+    def row_slot(self, r: int) -> int:
+        return 0
+
+    def col_slot(self, r: int) -> int:
+        return r
+
+    def decl(self) -> str:
+        n = self.cname
+        return "\n".join([
+            f"// {n}: one row per thread, every column in registers ({self.origin}).",
+            f"struct {n} {{",
+            f"  static constexpr int kRegs = {self.cols}, kRows = 1, kCols = {self.cols};",
+            "  __device__ static constexpr int row_slot(int) { return 0; }",
+            "  __device__ static constexpr int col_slot(int r) { return r; }",
+            "  __device__ static int row(int, int warp, int lane) { return warp * 32 + lane; }",
+            "  __device__ static int col(int p, int) { return p; }",
+            "};",
+        ])
+
+
+FragLayout = MmaFragLayout | RowPerThreadLayout
+
+
+@dataclass(frozen=True, slots=True)
+class SmemTileLayout:
+    """Byte offsets inside one stage of a 2-D shared tile [rows, cols] of `elem_bytes` elements.
+
+    swizzle_bytes == 0: row-major with `pitch_bytes` per row (padding allowed).
+    swizzle_bytes == W: column blocks of W bytes; block `cb` holds all rows, W bytes each, at cb*rows*W;
+    inside a block, byte o = row*W + x is stored at o ^ (((o >> 7) & (W/16 - 1)) << 4).
+    """
+
+    rows: int
+    cols: int
+    elem_bytes: int
+    swizzle_bytes: int
+    pitch_bytes: int
+
+    @staticmethod
+    def plain(rows: int, cols: int, elem_bytes: int, pad_bytes: int = 0) -> SmemTileLayout:
+        return SmemTileLayout(rows, cols, elem_bytes, 0, cols * elem_bytes + pad_bytes)
+
+    @staticmethod
+    def swizzled(rows: int, cols: int, elem_bytes: int, swizzle_bytes: int) -> SmemTileLayout:
+        return SmemTileLayout(rows, cols, elem_bytes, swizzle_bytes, swizzle_bytes)
+
+    @property
+    def stage_bytes(self) -> int:
+        if self.swizzle_bytes == 0:
+            return self.rows * self.pitch_bytes
+        return self.col_blocks * self.rows * self.swizzle_bytes
+
+    @property
+    def col_blocks(self) -> int:
+        return -(-self.cols * self.elem_bytes // self.swizzle_bytes) if self.swizzle_bytes else 1
+
+    @property
+    def block_cols(self) -> int:
+        """Elements per column block (the TMA box's inner extent for swizzled layouts)."""
+        return self.swizzle_bytes // self.elem_bytes if self.swizzle_bytes else self.cols
+
+    def offset(self, row: int, col: int) -> int:
+        """Python mirror of the generated offset function (used by tests)."""
+        if self.swizzle_bytes == 0:
+            return row * self.pitch_bytes + col * self.elem_bytes
+        w = self.swizzle_bytes
+        cb, x = divmod(col * self.elem_bytes, w)
+        o = row * w + x
+        return cb * self.rows * w + (o ^ (((o >> 7) & (w // SWIZZLE_CHUNK_BYTES - 1)) << 4))
+
+    def offset_fn(self, name: str) -> str:
+        """A C++ function `name(row, col)` returning the byte offset."""
+        if self.swizzle_bytes == 0:
+            body = f"return static_cast<uint32_t>(r * {self.pitch_bytes} + c * {self.elem_bytes});"
+            what = f"row-major, {self.pitch_bytes} B per row"
+        else:
+            w = self.swizzle_bytes
+            body = (f"const uint32_t o = static_cast<uint32_t>(r * {w} + (c * {self.elem_bytes}) % {w}); "
+                    f"return static_cast<uint32_t>((c * {self.elem_bytes}) / {w}) * {self.rows * w}u + "
+                    f"(o ^ (((o >> 7) & {w // SWIZZLE_CHUNK_BYTES - 1}u) << 4));")
+            what = f"{self.col_blocks} column block(s) of {self.block_cols} elements x {self.rows} rows, swizzle {w}B"
+        return (f"// byte offset of element (r, c) in one stage: {what}\n"
+                f"__device__ __forceinline__ uint32_t {name}(int r, int c) {{ {body} }}")

@@ -1,0 +1,257 @@
+"""What the CUDA backend derives from a launch before emitting code, and the commitments it checks.
+
+* Threads: roles are laid out in declaration order; a warpgroup role (or any role of a launch that
+  reallocates registers) starts on a warpgroup boundary, so `setmaxnreg` and wgmma see whole warpgroups.
+* Issuers: a role whose body only issues asynchronous work (TMA copies, tcgen05.mma) and synchronizes runs
+  on one elected thread; every other role is collective.
+* Barriers: addresses come from the shared-memory layout (`cake.ir.analysis.smem_layout`, the same layout
+  the checker budgets); the init count of each element is derived from who arrives per phase: an issuer
+  role instance arrives once, a collective role instance once per warp (after `__syncwarp`), and all TMA
+  copies of one instance that signal a phase share one `arrive.expect_tx`.
+* Commitments checked here: declared arrivals vs the roles' arrivals (C0201), declared transaction bytes vs
+  the TMA boxes that signal the barrier (C0202, in codegen where the boxes are derived).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cake.ir import analysis as an
+from cake.ir.nodes import (
+    Arrive,
+    Assign,
+    Atomic,
+    Copy,
+    CopyKind,
+    ExpectTx,
+    For,
+    Kernel,
+    Launch,
+    Let,
+    MbarrierDecl,
+    MmaAsync,
+    NamedBarrierSync,
+    Role,
+    Stmt,
+    Store,
+    Sync,
+    UnitKind,
+    Wait,
+)
+from cake.lowering.cuda.errors import Code, diag
+
+from cake.arch import ArchSpec, Feature
+from cake.diagnostics import Diagnostic
+
+WARPGROUP_THREADS = 128
+MAX_NAMED_BARRIER_ID = 15  # bar.sync ids 1..15; 0 is __syncthreads'
+SETMAXNREG_MIN, SETMAXNREG_MAX = 24, 256
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSlot:
+    role: Role
+    replicas: int
+    warps: int  # per instance
+    first_thread: int
+    padded_threads: int  # threads this role's region spans, padding to the next warpgroup included
+    issuer: bool
+    regs: int | None
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    @property
+    def name(self) -> str:
+        return self.role.name
+
+    @property
+    def end_thread(self) -> int:
+        return self.first_thread + self.padded_threads
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierSlot:
+    decl: MbarrierDecl
+    elements: int
+    offset: int  # bytes from the aligned shared-memory base
+    init_counts: tuple[int, ...]  # thread-level arrivals per phase, per element
+    declared_arrivals: int
+    declared_tx: int | None
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+
+@dataclass(slots=True)
+class SmemAllocator:
+    """Generator-owned shared memory (staging tiles, reduction rows) after the declared buffers."""
+
+    offset: int
+    regions: list[tuple[str, int, int]] = field(default_factory=list)  # (name, offset, bytes)
+
+    def alloc(self, name: str, nbytes: int, align: int = 128) -> int:
+        self.offset = -(-self.offset // align) * align
+        start = self.offset
+        self.regions.append((name, start, nbytes))
+        self.offset += nbytes
+        return start
+
+
+@dataclass(slots=True)
+class NamedBarriers:
+    """Named-barrier ids the generator hands out (role-level syncs, ping-pong turns), above user ids."""
+
+    next_id: int
+    owners: list[str] = field(default_factory=list)
+
+    def take(self, owner: str) -> int:
+        bar = self.next_id
+        self.next_id += 1
+        self.owners.append(owner)
+        return bar
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    launch: Launch
+    env: an.Env
+    threads: int
+    roles: tuple[RoleSlot, ...]
+    barriers: tuple[BarrierSlot, ...]
+    smem: an.SmemLayout
+    uses_setmaxnreg: bool
+
+    def role_slot(self, name: str) -> RoleSlot:
+        return next(r for r in self.roles if r.name == name)
+
+    def barrier(self, name: str) -> BarrierSlot | None:
+        return next((b for b in self.barriers if b.name == name), None)
+
+
+# ------------------------------------------------------------------------------------------ role kinds
+
+def _issuer_stmt(stmt: Stmt) -> bool:
+    if isinstance(stmt, Copy):
+        return stmt.kind is CopyKind.TMA
+    if isinstance(stmt, (MmaAsync, Wait, Arrive, ExpectTx)):
+        return True
+    if isinstance(stmt, For):
+        return all(_issuer_stmt(s) for s in stmt.body)
+    if isinstance(stmt, (Let, Assign)):
+        return False
+    return False
+
+
+def is_issuer(role: Role) -> bool:
+    """True when the role only issues async copies / mmas and synchronizes: one thread runs it."""
+    body = role.body
+    return bool(body) and all(_issuer_stmt(s) for s in body) and any(
+        isinstance(site.stmt, (Copy, MmaAsync)) for site in an.walk_body(body))
+
+
+def _collective_only(stmt: Stmt) -> bool:
+    return isinstance(stmt, (Store, Atomic, Sync, NamedBarrierSync))
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, file: str,
+                found: list[Diagnostic]) -> LaunchPlan:
+    uses_setmaxnreg = arch.has(Feature.SETMAXNREG) and an.is_warp_specialized(launch) and any(
+        r.regs is not None for r in launch.roles)
+    roles: list[RoleSlot] = []
+    cursor = 0
+    for role in launch.roles:
+        replicas = an.role_replicas(role, env)
+        warps = an.role_threads_per_instance(role, env) // 32
+        aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg
+        if aligned and cursor % WARPGROUP_THREADS and roles:
+            # Idle warps pad the previous role's region so this one starts on a warpgroup (wgmma, TMEM
+            # lane quarters and setmaxnreg all count warps from a warpgroup boundary).
+            pad = WARPGROUP_THREADS - cursor % WARPGROUP_THREADS
+            prev = roles[-1]
+            roles[-1] = RoleSlot(prev.role, prev.replicas, prev.warps, prev.first_thread, prev.padded_threads + pad,
+                                 prev.issuer, prev.regs)
+            cursor += pad
+        threads = replicas * warps * 32
+        padded = threads
+        if uses_setmaxnreg and padded % WARPGROUP_THREADS:
+            padded += WARPGROUP_THREADS - padded % WARPGROUP_THREADS
+        regs = None if role.regs is None else an.value(role.regs, env)
+        if regs is not None and uses_setmaxnreg and not (SETMAXNREG_MIN <= regs <= SETMAXNREG_MAX and regs % 8 == 0):
+            found.append(diag(Code.RESOURCE, f"role `{role.name}` asks for {regs} registers; setmaxnreg takes a "
+                              f"multiple of 8 in {SETMAXNREG_MIN}..{SETMAXNREG_MAX}", role.span, file,
+                              subject=role.name))
+        roles.append(RoleSlot(role, replicas, warps, cursor, padded, is_issuer(role), regs))
+        cursor += padded
+    if cursor > arch.threads_per_block_max:
+        found.append(diag(Code.RESOURCE, f"launch `{launch.name}` needs {cursor} threads > "
+                          f"{arch.threads_per_block_max}", launch.span, file, subject=launch.name))
+    if uses_setmaxnreg:
+        total = sum(r.padded_threads * (r.regs or _entry_regs(cursor, arch)) for r in roles)
+        if total > arch.registers_per_sm:
+            found.append(diag(Code.RESOURCE, f"launch `{launch.name}` reallocates {total:,} registers > "
+                              f"{arch.registers_per_sm:,} per SM", launch.span, file, subject=launch.name))
+    smem = an.smem_layout(launch, env)
+    barriers = _plan_barriers(launch, env, roles, smem, file, found)
+    return LaunchPlan(launch, env, cursor, tuple(roles), barriers, smem, uses_setmaxnreg)
+
+
+def _entry_regs(threads: int, arch: ArchSpec) -> int:
+    """Registers per thread at kernel entry under __launch_bounds__(threads, 1)."""
+    return an.default_regs_per_thread(threads, arch)
+
+
+def entry_regs(plan: LaunchPlan, arch: ArchSpec) -> int:
+    return _entry_regs(plan.threads, arch)
+
+
+def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: an.SmemLayout, file: str,
+                   found: list[Diagnostic]) -> tuple[BarrierSlot, ...]:
+    sites = an.barrier_sites(launch, env)
+    accounting = an.barrier_accounting(launch, env, sites)
+    slot_of = {r.name: r for r in roles}
+    out: list[BarrierSlot] = []
+    offset = smem.barrier_offset_bytes
+    for decl in launch.barriers:
+        count = 1 if decl.count is None else an.value(decl.count, env)
+        init = [0] * count
+        by_instance: dict[tuple[str, int], list[an.BarrierSite]] = {}
+        for s in sites:
+            if s.barrier == decl.name and s.kind in (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL):
+                by_instance.setdefault((s.role, s.instance), []).append(s)
+        for (role, _instance), inst_sites in by_instance.items():
+            slot = slot_of[role]
+            per_arrive = 1 if slot.issuer else slot.warps
+            for e in range(count):
+                hits = [s for s in inst_sites if an.compatible(s.element, e)]
+                arrives = sum(1 for s in hits if s.kind == an.SiteKind.ARRIVE)
+                signals = [s for s in hits if s.kind == an.SiteKind.SIGNAL]
+                init[e] += arrives * per_arrive + _signal_arrivals(signals, slot)
+        use = accounting[decl.name]
+        declared = an.value(decl.arrivals, env)
+        for e, got in enumerate(use.arrivals):
+            if got and got != declared:
+                found.append(diag(
+                    Code.ARRIVALS, f"mbarrier `{decl.name}[{e}]` declares {declared} arrival(s) per phase but "
+                    f"the roles make {got} ({', '.join(use.arrivers)})", decl.span, file, subject=decl.name,
+                    label=f"{got} arrivals per phase", help=f"declare `arrivals {got}`"))
+                break
+        out.append(BarrierSlot(decl, count, offset, tuple(max(1, c) for c in init), declared,
+                               an.try_value(decl.tx, env)))
+        offset += count * an.MBARRIER_BYTES
+    return tuple(out)
+
+
+def _signal_arrivals(signals: list[an.BarrierSite], slot: RoleSlot) -> int:
+    """Thread-level arrivals that async completions add to one phase of one element."""
+    if not signals:
+        return 0
+    stmts = [s.site.stmt for s in signals]
+    if any(isinstance(st, Copy) and st.kind is CopyKind.CP_ASYNC for st in stmts):
+        # cp.async.mbarrier.arrive.noinc: one arrival from every thread that issued copies.
+        return slot.warps * 32
+    return 1  # one arrive.expect_tx (TMA) or one tcgen05.commit per instance and phase
