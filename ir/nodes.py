@@ -57,7 +57,7 @@ class TypeVar:
     span: Span | None = _span()
 
 
-ElemType = Union[DType, TypeVar]
+ElemType = DType | TypeVar
 
 
 # ----------------------------------------------------------------------------------------- expressions
@@ -225,7 +225,7 @@ class Mma:
     span: Span | None = _span()
 
 
-Expr = Union[IntLit, FloatLit, BoolLit, Name, BinOp, UnaryOp, Call, Index, Transpose, SizeOf, Load, Mma]
+Expr = IntLit | FloatLit | BoolLit | Name | BinOp | UnaryOp | Call | Index | Transpose | SizeOf | Load | Mma
 
 
 # ------------------------------------------------------------------------------------------ statements
@@ -385,7 +385,7 @@ class NamedBarrierSync:
     span: Span | None = _span()
 
 
-Stmt = Union[Let, Assign, Copy, Store, Atomic, MmaAsync, For, Wait, Arrive, ExpectTx, Sync, NamedBarrierSync]
+Stmt = Let | Assign | Copy | Store | Atomic | MmaAsync | For | Wait | Arrive | ExpectTx | Sync | NamedBarrierSync
 
 
 # -------------------------------------------------------------------------------------------- declarations
@@ -408,7 +408,7 @@ class ValueRange:
     span: Span | None = _span()
 
 
-Domain = Union[ValueSet, ValueRange]
+Domain = ValueSet | ValueRange
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,9 @@ indexed name, and nesting stays far below the parser's depth limit.
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
-
 from cake.ir import nodes as n
 from cake.ir.parser import MAX_INT_LITERAL, keywords
+from hypothesis import strategies as st
 
 _RESERVED = keywords() | {d.value for d in n.DType}
 

@@ -6,11 +6,11 @@ import math
 import re
 
 import pytest
+from cake.ir import nodes as n
+from cake.ir.parser import MAX_DEPTH, parse, parse_diagnostics
 from ir_fixtures import fixture_texts
 
 from cake.diagnostics import DiagnosticError, render_all
-from cake.ir import nodes as n
-from cake.ir.parser import MAX_DEPTH, parse, parse_diagnostics
 
 HEAD = "schedule s implements row_sum\ntarget sm_90a\n"
 TEXTS = fixture_texts()

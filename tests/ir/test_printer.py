@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from ir_fixtures import ROOT
-
-from cake.cli import main
 from cake.ir import nodes as n
 from cake.ir.parser import parse
 from cake.ir.printer import expr, format_source, print_kernel
+from ir_fixtures import ROOT
+
+from cake.cli import main
 
 a, b, c = n.Name("a"), n.Name("b"), n.Name("c")
 
