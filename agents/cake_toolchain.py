@@ -52,11 +52,12 @@ class EvalSettings:
     gate_timeout_s: float = 300.0
     bench_timeout_s: float = 600.0
     verdict_cache: str | None = None  # a directory; None: the verifier's default cache
+    cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
 
     def to_json(self) -> dict[str, object]:
         return {"device": self.device, "backend": self.backend, "seed": self.seed,
                 "gate_timeout_s": self.gate_timeout_s, "bench_timeout_s": self.bench_timeout_s,
-                "verdict_cache": self.verdict_cache}
+                "verdict_cache": self.verdict_cache, "cpu_workers": self.cpu_workers}
 
 
 class CakeToolchain:
@@ -114,7 +115,7 @@ class CakeToolchain:
 
     def devices(self) -> tuple[str, ...]:
         if self.settings.device == "cpu":
-            return ("cpu",)
+            return ("cpu",) * max(1, self.settings.cpu_workers)
         import torch
 
         count = torch.cuda.device_count()

@@ -21,7 +21,7 @@ from cake.cli.common import ExitCode, UsageError
 # Defaults sized so that `cake evolve --op flash_kmeans` on a 2-core machine without a GPU finishes in a few
 # minutes: 1 seed evaluation, then TURNS turns of PROPOSALS proposals ranked by the cost model, EVALS_PER_TURN
 # of them verified under the interpreter.
-CPU_DEFAULTS = {"turns": 4, "proposals": 12, "evals_per_turn": 2}
+CPU_DEFAULTS = {"turns": 6, "proposals": 16, "evals_per_turn": 3}
 GPU_DEFAULTS = {"turns": 40, "proposals": 24, "evals_per_turn": 4}
 RUNS_DIR = Path("runs")
 
@@ -44,6 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<time>-<op>-s<seed>)")
     p.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="continue this run")
+    p.add_argument("--workers", type=int, default=None,
+                   help="CPU evaluation workers (default: up to 2, one per core); on a GPU host, one per GPU")
     p.add_argument("--verdict-cache", type=Path, default=None, help="verdict cache directory (default: the verifier's)")
     llm = p.add_argument_group("openai agent")
     llm.add_argument("--base-url", default=None, help="an OpenAI-compatible server (vLLM, SGLang, Ollama ...)")
@@ -100,7 +102,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {
         "workload": workload.name, "op": kernel, "agent": args.agent, "arch": arch, "seeds": seeds, "loop": loop,
         "eval": {"device": device, "backend": args.backend, "seed": args.seed,
-                 "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None},
+                 "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None,
+                 "cpu_workers": args.workers or min(2, os.cpu_count() or 1)},
         "llm": None,
     }
     if args.agent == "openai":
@@ -150,7 +153,8 @@ def _evolve(store: Any, resumed: bool) -> int:
     toolchain = CakeToolchain(workload=config["workload"], op=config["op"], arch=config["arch"], seeds=seeds,
                               rules=learned.specs,
                               settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
-                                                    verdict_cache=ev["verdict_cache"]))
+                                                    verdict_cache=ev["verdict_cache"],
+                                                    cpu_workers=int(ev.get("cpu_workers", 1))))
     agent = _agent(config, store.root)
     verb = "resuming" if resumed else "run"
     console.print(f"[bold]cake evolve[/bold] {verb} [cyan]{store.root}[/cyan]: {config['workload']}/{config['op']} "

@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,14 +22,19 @@ import pytest
 from conftest import KEY_ENV, SECRET, files_containing
 from loopback_server import LoopbackServer, load_recording
 
+# One worker, so the kill lands between the two evaluations of turn 1.
 RUN_ARGS = ["--op", "flash_kmeans", "--device", "cpu", "--turns", "1", "--proposals", "6", "--evals-per-turn", "2",
-            "--seed", "11"]
+            "--seed", "11", "--workers", "1"]
 KILL_TIMEOUT_S = 240.0
+
+
+# Hermetic runs: no learned rules of this machine's user, no shared verdict cache (each run names its own).
+ENV = {**os.environ, "CAKE_RULES_DIR": str(Path(tempfile.gettempdir()) / "cake-tests-no-user-rules")}
 
 
 def cake(*args: str, env: dict[str, str] | None = None, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cake", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**ENV, **(env or {})})
 
 
 def _evaluations(db: Path) -> list[tuple[int, float]]:
@@ -55,7 +61,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     killed = root / "killed"
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "cake", "evolve", *RUN_ARGS, "--out", str(killed),
-                             "--verdict-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             "--verdict-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=ENV)
     before: list[tuple[int, float]] = []
     while time.monotonic() - started < KILL_TIMEOUT_S and proc.poll() is None:
         before = _evaluations(killed / "run.sqlite")
