@@ -244,14 +244,14 @@ def nvcc_command(nvcc: str, arch: str, src: Path, out: Path, extra: tuple[str, .
 
 def compile_cubin(source: str, arch: str, *, smem_dynamic_bytes: dict[str, int] | None = None,
                   tmem_columns: dict[str, int] | None = None, extra_flags: tuple[str, ...] = (),
-                  use_cache: bool = True, file: str = "<generated>") -> CompiledModule:
+                  use_cache: bool = True, file: str = "<generated>", cache_root: Path | None = None) -> CompiledModule:
     """Compile `source` for `arch` to a cubin and parse ptxas's report. Raises CompileError."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompileError((Diagnostic(CODE_NO_TOOLCHAIN, "nvcc not found (install the CUDA toolkit or set "
                                        "CUDA_HOME)", file=file),), "", source)
     key = hashlib.sha256("\0".join((source, arch, nvcc_version(), *BASE_FLAGS, *extra_flags)).encode()).hexdigest()
-    entry = cache_dir() / key[:2] / key
+    entry = (cache_root or cache_dir()) / key[:2] / key
     if use_cache and (entry / "module.cubin").exists() and (entry / "log.txt").exists():
         log = (entry / "log.txt").read_text()
         report = parse_ptxas_report(log, arch, smem_dynamic_bytes, tmem_columns)

@@ -84,7 +84,7 @@ def arg_fields(kernel: Kernel, tmaps: list[TmaMap], env: an.Env) -> tuple[tuple[
             add(f"{ident(t.name)}_s{axis}", "stride", "long long", 8, 8, tensor=t.name, axis=axis)
     for d in kernel.dims:
         if not d.static:
-            add(ident(d.name), "dim", "int", 4, 4)
+            add(ident(d.name), "dim", "int", 4, 4, tensor=d.name)  # `tensor` holds the dim's IR name
     return tuple(fields), _align(off, TMAP_ALIGN if tmaps else 8)
 
 

@@ -1,0 +1,331 @@
+"""The CUDA backend as the runtime sees it (`cake.lowering.backend.Backend`), and its host callable.
+
+`emit` writes the default specialization (dtype variables at bf16 where allowed, static dims at
+DEFAULT_STATIC_DIM) for `cake lower`; the callable specializes again for each call's dtypes and static
+dims, compiles with nvcc (cached on disk under the runtime's cache root), and launches every IR launch in
+order on torch's current stream. Inputs are the schedule's `in`/`inout` tensors in declaration order; the
+result is its `out` tensor (or a tuple of them).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cake.ir import analysis as an
+from cake.ir.nodes import Direction, DType, GridKind, Kernel, Name, TypeVar
+from cake.lowering import codes
+from cake.lowering.cache import KernelCache
+from cake.lowering.cuda.compile import (
+    CompiledModule,
+    CompileError,
+    ResourceReport,
+    compile_cubin,
+    nvcc_version,
+)
+from cake.lowering.cuda.errors import LoweringError
+from cake.lowering.cuda.program import CODEGEN_VERSION, CudaProgram, generate
+from cake.lowering.lowered import EmitResult, LaunchInfo, LoweredKernel, ResourceUsage, SourceMap
+from cake.lowering.passes.bind_params import bind_params
+from cake.lowering.passes.check import check_for_backend
+from cake.lowering.pipeline import LowerContext, Pass
+
+from cake.arch import ARCHS
+from cake.arch import arch as arch_spec
+from cake.diagnostics import Diagnostic, DiagnosticError, Span
+
+PASSES: tuple[Pass, ...] = (
+    Pass("bind_params", bind_params, "fix each param to the assignment (defaults elsewhere)"),
+    Pass("check", check_for_backend, "static checks for the target, with what the CUDA backend cannot express"),
+)
+# Targets whose code uses no arch-specific ('a') instructions run on any later device of the same or a
+# newer family when compiled for that device.
+PORTABLE_TARGETS = frozenset({"sm_80", "sm_90"})
+SCHEDULE_ARTIFACT = "schedule.cake"  # the specialized IR, printed, for loaders without the original text
+
+
+def source_map(source: str) -> SourceMap:
+    from cake.lowering.cuda.compile import SPAN_MARKER
+
+    lines = []
+    for number, text in enumerate(source.splitlines(), start=1):
+        if m := SPAN_MARKER.search(text):
+            lines.append((number, Span.point(int(m.group(1)), int(m.group(2)))))
+    return SourceMap(tuple(lines))
+
+
+def torch_dtype(dtype: DType) -> Any:
+    import torch
+
+    return {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.I32: torch.int32,
+            DType.I64: torch.int64, DType.BOOL: torch.bool}[dtype]
+
+
+def ir_dtype(t: Any) -> DType | None:
+    import torch
+
+    return {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16, torch.int32: DType.I32,
+            torch.int64: DType.I64, torch.bool: DType.BOOL}.get(t)
+
+
+def device_arch(capability: tuple[int, int]) -> str | None:
+    """The richest target of a device (the 'a' variant where there is one)."""
+    names = [a.name for a in ARCHS.values() if a.compute_capability == capability]
+    return max(names, key=lambda n: n.endswith("a"), default=None)
+
+
+def compile_target(schedule_arch: str, capability: tuple[int, int]) -> str:
+    """The nvcc target to build `schedule_arch` code for a device of `capability`."""
+    spec = arch_spec(schedule_arch)
+    dev = device_arch(capability)
+    if spec.compute_capability == capability:
+        return schedule_arch
+    if schedule_arch in PORTABLE_TARGETS and dev is not None and capability >= spec.compute_capability:
+        return dev
+    raise RuntimeError(f"a schedule lowered for {schedule_arch} cannot run on a device of compute capability "
+                       f"{capability[0]}.{capability[1]}")
+
+
+@dataclass(slots=True)
+class Specialized:
+    program: CudaProgram
+    compiled: CompiledModule
+    target: str
+    module: Any = None  # launch.CudaModule, per device
+
+
+@dataclass(eq=False)
+class CudaKernel:
+    """The host callable of a lowered schedule."""
+
+    kernel: Kernel
+    arch: str
+    file: str = "<input>"
+    cache_root: Path | None = None
+    specs: dict[tuple[Any, ...], Specialized] = field(default_factory=dict)
+    last: Specialized | None = None
+
+    def __post_init__(self) -> None:
+        from cake.lowering.cuda.launch import TensorMapCache
+
+        self.inputs = [t for t in self.kernel.tensors if t.direction is not Direction.OUT]
+        self.outputs = [t for t in self.kernel.tensors if t.direction is Direction.OUT]
+        self.tmaps = TensorMapCache({})
+        self.__name__ = self.kernel.name
+
+    # ---------------------------------------------------------------------------------------- binding
+
+    def bind(self, inputs: tuple[Any, ...]) -> tuple[dict[str, int], dict[str, DType]]:
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"`{self.kernel.name}` takes {len(self.inputs)} tensors "
+                            f"({', '.join(t.name for t in self.inputs)}), got {len(inputs)}")
+        dims: dict[str, int] = {}
+        dtypes: dict[str, DType] = {}
+        choices = {d.name: d.choices for d in self.kernel.dtype_vars}
+        for decl, tensor in zip(self.inputs, inputs, strict=True):
+            if tensor.dim() != len(decl.type.shape):
+                raise TypeError(f"`{decl.name}` must have {len(decl.type.shape)} dims, got {tuple(tensor.shape)}")
+            got = ir_dtype(tensor.dtype)
+            elem = decl.type.elem
+            if isinstance(elem, TypeVar):
+                if got not in choices.get(elem.name, ()):
+                    allowed = ", ".join(c.value for c in choices.get(elem.name, ()))
+                    raise TypeError(f"{elem.name} = {tensor.dtype} (from `{decl.name}`) is not one of {{{allowed}}}")
+                if dtypes.setdefault(elem.name, got) is not got:  # type: ignore[arg-type]
+                    raise TypeError(f"`{decl.name}` is {tensor.dtype}, but {elem.name} = {dtypes[elem.name].value}")
+            elif got is not elem:
+                raise TypeError(f"`{decl.name}` must be {elem.value}, got {tensor.dtype}")
+            for axis, extent in enumerate(decl.type.shape):
+                size = int(tensor.shape[axis])
+                if isinstance(extent, Name) and any(d.name == extent.id for d in self.kernel.dims):
+                    if dims.setdefault(extent.id, size) != size:
+                        raise TypeError(f"`{decl.name}` axis {axis} is {size}, but {extent.id} = {dims[extent.id]}")
+        return dims, dtypes
+
+    # ---------------------------------------------------------------------------------------- compile
+
+    def specialize(self, dtypes: dict[str, DType], dims: Mapping[str, int], capability: tuple[int, int],
+                   device_index: int) -> Specialized:
+        statics = {d.name: dims[d.name] for d in self.kernel.dims if d.static}
+        key = (tuple(sorted((k, v.value) for k, v in dtypes.items())), tuple(sorted(statics.items())), capability)
+        spec = self.specs.get(key)
+        if spec is None:
+            program = generate(self.kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
+            target = compile_target(self.arch, capability)
+            compiled = self.compile(program, target)
+            spec = self.specs[key] = Specialized(program, compiled, target)
+        if spec.module is None:
+            from cake.lowering.cuda.launch import CudaModule
+
+            spec.module = CudaModule(spec.compiled.cubin, spec.program.launches, device_index)
+        self.last = spec
+        return spec
+
+    def compile(self, program: CudaProgram, target: str) -> CompiledModule:
+        smem = {c.kname: c.smem_bytes for c in program.launches}
+        tmem = {c.kname: c.tmem_columns for c in program.launches}
+        return compile_cubin(program.source, target, smem_dynamic_bytes=smem, tmem_columns=tmem, file=self.file,
+                             cache_root=self.cache_root)
+
+    # ------------------------------------------------------------------------------------------- call
+
+    def __call__(self, *inputs: Any) -> Any:
+        import torch
+        from cake.lowering.cuda.launch import TMA_STRIDE_ALIGN_BYTES, pack_args
+
+        dims, dtypes = self.bind(inputs)
+        device = inputs[0].device
+        if device.type != "cuda":
+            raise RuntimeError(f"the CUDA backend runs on CUDA tensors; `{self.inputs[0].name}` is on {device}")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        spec = self.specialize(dtypes, dims, torch.cuda.get_device_capability(index), index)
+        tma_tensors = {t.tensor for code in spec.program.launches for f in code.args if f.tma is not None
+                       for t in (f.tma,)}
+        tensors: dict[str, Any] = {}
+        for decl, t in zip(self.inputs, inputs, strict=True):
+            if t.device != device:
+                raise RuntimeError(f"`{decl.name}` is on {t.device}, `{self.inputs[0].name}` on {device}")
+            t = t.contiguous()
+            if decl.name in tma_tensors:
+                t = _tma_aligned(t, TMA_STRIDE_ALIGN_BYTES)
+            tensors[decl.name] = t
+        env = an.Env({**{p.name: p.default for p in self.kernel.params}, **dims}, spec.program.dtypes)
+        outs = []
+        for decl in self.outputs:
+            shape = tuple(an.value(e, env) for e in decl.type.shape)
+            out = torch.empty(shape, dtype=torch_dtype(_resolve(decl.type.elem, env)), device=device)
+            tensors[decl.name] = out
+            outs.append(out)
+        for s in self.kernel.scratch:
+            shape = tuple(an.value(e, env) for e in s.type.shape)
+            tensors[s.name] = _scratch(shape, torch_dtype(_resolve(s.type.elem, env)), _init_value(s.init, env), device)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        sms = torch.cuda.get_device_properties(index).multi_processor_count
+        for code in spec.program.launches:
+            launch = self.kernel.launch(code.launch)
+            assert launch is not None
+            extents = [an.value(a.extent, env) for a in launch.grid.axes]
+            if any(e <= 0 for e in extents):
+                continue
+            if launch.grid.kind is GridKind.PERSISTENT:
+                total = 1
+                for e in extents:
+                    total *= e
+                grid = (min(total, sms), 1, 1)
+            else:
+                grid = (*extents, 1, 1, 1)[:3]  # type: ignore[assignment]
+            args = pack_args(code.args, code.args_size, tensors, dims, self.tmaps)
+            spec.module.launch(code, grid, args, stream)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def resources(self) -> tuple[ResourceUsage, ...]:
+        if self.last is None:
+            return ()
+        report = self.last.compiled.report
+        by_kernel = {c.kname: c.launch for c in self.last.program.launches}
+        return tuple(ResourceUsage(by_kernel.get(k.name, k.name), k.registers, k.spill_bytes, report.smem_bytes(k.name))
+                     for k in report.kernels)
+
+    @property
+    def report(self) -> ResourceReport | None:
+        return None if self.last is None else self.last.compiled.report
+
+
+def _resolve(elem: Any, env: an.Env) -> DType:
+    resolved = an.resolve_elem(elem, env)
+    assert resolved is not None
+    return resolved
+
+
+def _init_value(expr: Any, env: an.Env) -> float:
+    from cake.ir.nodes import FloatLit, UnaryOp, UnaryOpKind
+
+    if isinstance(expr, FloatLit):
+        return expr.value
+    if isinstance(expr, UnaryOp) and expr.op is UnaryOpKind.NEG and isinstance(expr.operand, FloatLit):
+        return -expr.operand.value
+    return float(an.value(expr, env))
+
+
+def _scratch(shape: tuple[int, ...], dtype: Any, init: float, device: Any) -> Any:
+    """A scratch buffer whose rows are padded to 16 bytes, so TMA can address it whatever its width."""
+    import torch
+
+    esize = torch.empty((), dtype=dtype).element_size()
+    inner = shape[-1]
+    per = max(1, 16 // esize)
+    padded = -(-inner // per) * per
+    buf = torch.full((*shape[:-1], padded), init, dtype=dtype, device=device)
+    return buf[..., :inner]
+
+
+def _tma_aligned(t: Any, align: int) -> Any:
+    """`t` itself when TMA can address it, else a copy whose rows are padded to `align` bytes."""
+    import torch
+
+    esize = t.element_size()
+    strides_ok = all((t.stride(i) * esize) % align == 0 for i in range(t.dim() - 1))
+    if strides_ok and t.data_ptr() % align == 0:
+        return t
+    per = max(1, align // esize)
+    inner = t.shape[-1]
+    padded = -(-inner // per) * per
+    buf = torch.zeros((*t.shape[:-1], padded), dtype=t.dtype, device=t.device)
+    buf[..., :inner] = t
+    return buf[..., :inner]
+
+
+class CudaBackend:
+    name = "cuda"
+    codegen_version = CODEGEN_VERSION
+    source_suffix = ".cu"
+
+    @property
+    def passes(self) -> tuple[Pass, ...]:
+        return PASSES
+
+    def emit(self, kernel: Kernel, ctx: LowerContext) -> EmitResult:
+        program = generate(kernel, ctx.arch, file=ctx.filename)
+        launches = tuple(LaunchInfo(c.launch, c.kname, c.threads // 32, c.persistent, c.regs_cap)
+                         for c in program.launches)
+        from cake.ir.printer import print_kernel
+
+        return EmitResult(program.source, kernel.name, launches, source_map(program.source),
+                          artifacts=((SCHEDULE_ARTIFACT, print_kernel(kernel)),))
+
+    def toolchain(self) -> dict[str, str]:
+        return {"nvcc": nvcc_version(), "torch": importlib.metadata.version("torch")}
+
+    def load(self, lowered: LoweredKernel, cache: KernelCache) -> Callable[..., Any]:
+        kernel = specialized_kernel(lowered)
+        cache.write_text(lowered.key, f"{lowered.schedule}{self.source_suffix}", lowered.source)
+        return CudaKernel(kernel, lowered.arch, lowered.filename, cache.root / "cuda")
+
+    def compile_errors(self) -> tuple[type[BaseException], ...]:
+        return (CompileError, LoweringError)
+
+    def diagnose(self, lowered: LoweredKernel, error: BaseException) -> Diagnostic:
+        if isinstance(error, DiagnosticError) and error.diagnostics:
+            first = error.diagnostics[0]
+            notes = tuple(f"{d.code}: {d.message}" for d in error.diagnostics[1:4])
+            return Diagnostic(codes.COMPILE_ERROR, first.message, span=first.span, file=lowered.filename,
+                              subject=lowered.schedule, notes=(*first.notes, *notes),
+                              help="`cake lower --backend cuda` shows the generated source")
+        return Diagnostic(codes.COMPILE_ERROR, f"the CUDA backend failed: {error}", file=lowered.filename,
+                          subject=lowered.schedule)
+
+    def resources(self, fn: Callable[..., Any]) -> tuple[ResourceUsage, ...]:
+        return fn.resources() if isinstance(fn, CudaKernel) else ()
+
+
+def specialized_kernel(lowered: LoweredKernel) -> Kernel:
+    """The schedule with the lowered param assignment, parsed from its text (keeping its spans)."""
+    from cake.ir.parser import parse
+
+    if lowered.schedule_text is None:  # the printed specialized IR (spans then point into that text)
+        return parse(dict(lowered.artifacts)[SCHEDULE_ARTIFACT], lowered.filename)
+    kernel = parse(lowered.schedule_text, lowered.filename)
+    return bind_params(kernel, LowerContext("cuda", lowered.arch, dict(lowered.params), lowered.filename))

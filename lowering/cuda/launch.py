@@ -1,0 +1,160 @@
+"""Load cubins and launch generated kernels on torch tensors through cuda-python.
+
+Module loading, tensor-map encoding and launches use the CUDA driver API from `cuda.bindings` (the
+package under `cuda.core`): a generated kernel takes one `__grid_constant__` argument block that holds
+TMA descriptors by value, and cuda.core's launch marshals only scalars and pointers. Launches go on
+torch's current stream of the inputs' device, in the primary context torch uses.
+
+Nothing here imports at module load: `cake lower` and the CPU test suite never need a GPU stack.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cake.ir.nodes import DType
+from cake.lowering.cuda.context import TmaMap
+from cake.lowering.cuda.kernelgen import ArgField, LaunchCode
+
+SMEM_OPT_IN_BYTES = 48 * 1024  # above this a kernel must raise its dynamic shared-memory limit
+TMA_STRIDE_ALIGN_BYTES = 16
+
+
+class LaunchError(RuntimeError):
+    """A driver call failed (module load, attribute, tensor map, launch)."""
+
+
+def _driver() -> Any:
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _check(result: Any, what: str) -> Any:
+    driver = _driver()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        _, text = driver.cuGetErrorString(err)
+        raise LaunchError(f"{what}: {name.decode() if name else err} ({text.decode() if text else ''})")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def ensure_context(device_index: int) -> None:
+    """Make torch's primary context of `device_index` current on this thread (torch creates it lazily)."""
+    import torch
+
+    torch.cuda.set_device(device_index)
+    torch.cuda.current_stream(device_index)  # forces torch's context initialization
+    driver = _driver()
+    _check(driver.cuInit(0), "cuInit")
+    ctx = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is None or int(ctx) == 0:
+        dev = _check(driver.cuDeviceGet(device_index), "cuDeviceGet")
+        primary = _check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        _check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+
+
+class CudaModule:
+    """One loaded cubin and its kernels (dynamic shared-memory limits raised as the launches need)."""
+
+    def __init__(self, cubin: bytes, launches: Sequence[LaunchCode], device_index: int):
+        driver = _driver()
+        ensure_context(device_index)
+        self.device_index = device_index
+        self.module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self.functions: dict[str, Any] = {}
+        for code in launches:
+            fn = _check(driver.cuModuleGetFunction(self.module, code.kname.encode()), f"cuModuleGetFunction {code.kname}")
+            if code.smem_bytes > SMEM_OPT_IN_BYTES:
+                attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                _check(driver.cuFuncSetAttribute(fn, attr, code.smem_bytes), f"cuFuncSetAttribute {code.kname}")
+            self.functions[code.kname] = fn
+
+    def launch(self, code: LaunchCode, grid: tuple[int, int, int], args: bytes, stream: int) -> None:
+        driver = _driver()
+        block = ctypes.create_string_buffer(args, len(args))
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
+        _check(driver.cuLaunchKernel(self.functions[code.kname], grid[0], grid[1], grid[2], code.threads, 1, 1,
+                                     code.smem_bytes, driver.CUstream(stream), ctypes.addressof(params), 0),
+               f"cuLaunchKernel {code.kname} grid={grid} block={code.threads} smem={code.smem_bytes}")
+
+
+# ------------------------------------------------------------------------------------------ tensor maps
+
+def _tma_dtype(dtype: DType) -> Any:
+    t = _driver().CUtensorMapDataType
+    return {DType.BF16: t.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, DType.F16: t.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            DType.F32: t.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, DType.I32: t.CU_TENSOR_MAP_DATA_TYPE_INT32,
+            DType.I64: t.CU_TENSOR_MAP_DATA_TYPE_INT64}[dtype]
+
+
+def _tma_swizzle(swizzle_bytes: int) -> Any:
+    s = _driver().CUtensorMapSwizzle
+    return {0: s.CU_TENSOR_MAP_SWIZZLE_NONE, 32: s.CU_TENSOR_MAP_SWIZZLE_32B, 64: s.CU_TENSOR_MAP_SWIZZLE_64B,
+            128: s.CU_TENSOR_MAP_SWIZZLE_128B}[swizzle_bytes]
+
+
+def encode_tensor_map(tmap: TmaMap, tensor: Any) -> bytes:
+    """cuTensorMapEncodeTiled over `tensor` (dims innermost first) with the generated code's box; 128 bytes."""
+    driver = _driver()
+    esize = tensor.element_size()
+    rank = tensor.dim()
+    dims = [int(tensor.shape[rank - 1 - i]) for i in range(rank)]
+    strides = [int(tensor.stride(rank - 1 - i)) * esize for i in range(1, rank)]
+    if tensor.stride(-1) != 1 or any(s % TMA_STRIDE_ALIGN_BYTES for s in strides) or tensor.data_ptr() % 16:
+        raise LaunchError(f"TMA over `{tmap.tensor}` needs a unit inner stride, 16-byte aligned row strides and "
+                          f"base (strides {strides} B, base % 16 = {tensor.data_ptr() % 16})")
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    result = driver.cuTensorMapEncodeTiled(
+        _tma_dtype(tmap.dtype), rank, tensor.data_ptr(), [u64(d) for d in dims], [u64(s) for s in strides],
+        [u32(b) for b in tmap.box], [u32(1)] * rank, driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        _tma_swizzle(tmap.swizzle_bytes), driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    encoded = _check(result, f"cuTensorMapEncodeTiled({tmap.tensor}, dims={dims}, strides={strides}, "
+                             f"box={list(tmap.box)})")
+    return ctypes.string_at(encoded.getPtr(), 128)
+
+
+@dataclass(slots=True)
+class TensorMapCache:
+    """Encoded tensor maps by (map, pointer, shape, strides): re-encoding costs tens of microseconds."""
+
+    entries: dict[tuple[Any, ...], bytes]
+
+    def get(self, tmap: TmaMap, tensor: Any) -> bytes:
+        key = (tmap, tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+        hit = self.entries.get(key)
+        if hit is None:
+            if len(self.entries) > 256:
+                self.entries.clear()
+            hit = self.entries[key] = encode_tensor_map(tmap, tensor)
+        return hit
+
+
+def pack_args(fields: Sequence[ArgField], size: int, tensors: Mapping[str, Any], dims: Mapping[str, int],
+              tmaps: TensorMapCache) -> bytes:
+    """The argument block, byte for byte as the generated struct lays it out (nvcc checks the offsets)."""
+    out = bytearray(size)
+    for f in fields:
+        if f.kind == "tmap":
+            assert f.tma is not None and f.tensor is not None
+            out[f.offset:f.offset + 128] = tmaps.get(f.tma, tensors[f.tensor])
+        elif f.kind == "ptr":
+            assert f.tensor is not None
+            struct.pack_into("<Q", out, f.offset, tensors[f.tensor].data_ptr())
+        elif f.kind == "stride":
+            assert f.tensor is not None and f.axis is not None
+            struct.pack_into("<q", out, f.offset, tensors[f.tensor].stride(f.axis))
+        elif f.kind == "dim":
+            assert f.tensor is not None
+            struct.pack_into("<i", out, f.offset, dims[f.tensor])
+        else:
+            raise ValueError(f"unknown argument kind {f.kind}")
+    return bytes(out)
