@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cake.ir.nodes import (
     Atomic,
     AtomicKind,
+    DType,
     Expr,
     Index,
     IndexItem,
@@ -142,6 +143,9 @@ def store(em: ExprEmitter, s: Store) -> None:
 def atomic(em: ExprEmitter, s: Atomic) -> None:
     value = em.emit(s.value)
     tensor, items = global_ref(em, s.dest, s)
+    if s.kind is not AtomicKind.ADD and tensor.elem in (DType.F16, DType.BF16):
+        raise em.error(f"Triton has no {tensor.elem.value} atomic {s.kind.value}", s,
+                       help="accumulate into an f32 scratch buffer and convert in a later launch")
     acc = tile_access(em, tensor, items, s.masked)
     mask = "" if acc.mask is None else f", mask={acc.mask}"
     # Relaxed: the schedule orders launches, not individual read-modify-writes within one.

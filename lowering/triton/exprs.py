@@ -78,6 +78,18 @@ class ExprEmitter:
         self.used_tensors: set[str] = set()
         self.used_dims: set[str] = set()
         self.used_params: set[str] = set()
+        self.used_typevars: set[str] = set()
+
+    def bind_typevars(self) -> None:
+        """Prologue lines binding each dtype variable used to the element type of a tensor argument
+        declared with it (one the function already takes, when there is one)."""
+        for name in sorted(self.used_typevars):
+            var = self.symbols.typevars[name]
+            typed = [t for t in self.symbols.tensors.values()
+                     if isinstance(t.elem, TypeVar) and t.elem.name == name]
+            source = next((t for t in typed if t.name in self.used_tensors), None) or typed[0]
+            self.used_tensors.add(source.name)
+            self.fn.hoist(var.code, f"{source.ptr}.dtype.element_ty")
 
     # --------------------------------------------------------------------------------------- helpers
 
@@ -100,8 +112,8 @@ class ExprEmitter:
         var = self.symbols.typevars.get(elem)
         if var is None or var.source is None:
             raise self.fn.unsupported(f"dtype variable `{elem}` is not the type of any tensor", None)
-        self.used_tensors.add(var.source)
-        return self.fn.hoist(var.code, f"{self.symbols.tensors[var.source].ptr}.dtype.element_ty")
+        self.used_typevars.add(elem)  # bound in the prologue from a pointer's element type
+        return var.code
 
     def maybe_16bit(self, dtype: Elem | None) -> bool:
         """Whether values of `dtype` may be 16-bit floats (Triton's math and reductions want fp32)."""
@@ -116,8 +128,8 @@ class ExprEmitter:
         """`val` converted to `elem` (no conversion when the emitter knows it already is)."""
         if val.dtype == elem and val.lit is None:
             return val
-        if val.lit is not None:
-            return Val(f"tl.full([], {val.code}, {self.elem_code(elem)})", elem)
+        if not val.axes:  # a scalar may be a Python value: Triton's JIT turns an integer argument of 1 into one
+            return Val(f"tl.cast({val.code}, {self.elem_code(elem)})", elem)
         return Val(f"{val.atom()}.to({self.elem_code(elem)})", elem, val.axes)
 
     def named(self, val: Val, prefix: str) -> Val:

@@ -49,6 +49,7 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
     fn.span = None
     fn.level = body_level
     StmtEmitter(em).body(role.body)
+    em.bind_typevars()
     name = symbols.namer.claim(f"{kernel.name}_{launch.name}")
     args = _arguments(kernel, symbols, em)
     info = LaunchInfo(
