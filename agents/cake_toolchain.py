@@ -36,7 +36,6 @@ from cake.ir.parser import parse
 
 from cake.store import CandidateStatus, Evaluation, FitnessKind
 
-SCHEDULE_LOADER = "cake.lowering.runtime:load_schedule"
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
 # both are verified on the GPU.
 CPU_DTYPES = ("float32",)
@@ -128,6 +127,7 @@ class CakeToolchain:
         return self._bench(job, device, started)
 
     def _verify(self, path: Path, device: str, dtypes: Sequence[str]) -> Any:
+        from cake.cli.verify import SCHEDULE_LOADER  # the loader `cake verify/bench --schedule` use: same cache keys
         from cake.verifier.verdict_cache import VerdictCache
         from cake.verifier.worker import verify_in_worker
         from cake.verifier.worker_protocol import KernelRef

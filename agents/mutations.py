@@ -255,6 +255,58 @@ def mutate_pingpong(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(_map_launch(kernel, launch, new), f"pingpong {role.name} around mma")
 
 
+def _mma_forms(kernel: n.Kernel) -> tuple[str, ...]:
+    """Instruction forms worth trying on the kernel's target (the checker has the last word on legality)."""
+    bk = kernel.param("BK")
+    width = bk.default if bk is not None and bk.default in (64, 128, 256) else 128
+    forms = ["dot", "mma_sync.m16n8k16"]
+    if kernel.target == "sm_90a":
+        forms.append(f"wgmma.m64n{width}k16")
+    return tuple(forms)
+
+
+def mutate_mma_form(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Commit an mma to another instruction form (`dot` leaves the choice to the backend)."""
+    launch = main_launch(kernel)
+    sites = [s for r in launch.roles for s in _walk(r.body)
+             if isinstance(s, (n.Let, n.Assign)) and isinstance(s.value, n.Mma)]
+    if not sites:
+        return None
+    target = rng.choice(sites)
+    assert isinstance(target.value, n.Mma)
+    choices = [f for f in _mma_forms(kernel) if f != target.value.form]
+    if not choices:
+        return None
+    form = rng.choice(choices)
+    old = target.value.form
+
+    def fn(stmt: n.Stmt) -> n.Stmt:
+        if stmt is target and isinstance(stmt, (n.Let, n.Assign)) and isinstance(stmt.value, n.Mma):
+            return replace(stmt, value=replace(stmt.value, form=form))
+        return stmt
+
+    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
+    return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)), f"mma {target.name} via {old}->{form}")
+
+
+def mutate_unit_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Regroup a role's warps as warpgroups (4 warps each) or back: wgmma and setmaxnreg need warpgroups."""
+    launch = main_launch(kernel)
+    role = rng.choice(launch.roles)
+    units = analysis.try_value(role.units, analysis.default_env(kernel))
+    if units is None:
+        return None
+    if role.unit is n.UnitKind.WARPS:
+        if units % 4:
+            return None
+        new_role = replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(units // 4))
+        what = f"warps {units} -> warpgroups {units // 4}"
+    else:
+        new_role = replace(role, unit=n.UnitKind.WARPS, units=n.IntLit(units * 4), regs=None)
+        what = f"warpgroups {units} -> warps {units * 4}"
+    return Mutation(_replace_role(kernel, launch, role, new_role), f"{role.name} {what}")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -263,6 +315,8 @@ STRUCTURAL: dict[str, Operator] = {
     "regs": mutate_regs,
     "units": mutate_units,
     "pingpong": mutate_pingpong,
+    "mma_form": mutate_mma_form,
+    "unit_kind": mutate_unit_kind,
 }
 
 PARAMETRIC: dict[str, Operator] = {

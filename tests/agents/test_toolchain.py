@@ -1,0 +1,37 @@
+"""The real toolchain's glue that a CPU can test: reading `cake bench --json` and scoring it."""
+
+from __future__ import annotations
+
+import json
+
+from cake.agents.cake_toolchain import bench_medians
+from cake.cli.bench import ShapeReport
+from cake.experiments.flash_kmeans.shapes import CAKE_CELL
+from cake.experiments.flash_kmeans.workload import WORKLOAD
+from cake.verifier.timing import Measurement
+
+
+def _m(name: str, median: float | None, candidate: bool = False, failure: str | None = None,
+       implausible: bool = False) -> Measurement:
+    return Measurement(name, candidate, median, median, median, 10 if median else 0, None, None, None, None, 0.7,
+                       implausible, failure)
+
+
+def _payload(*measurements: Measurement) -> dict:
+    report = ShapeReport(CAKE_CELL, measurements, (("torch_mm", "not requested"),))
+    return json.loads(json.dumps({"op": "kmeans_assign", "shapes": [report.to_json()]}))
+
+
+def test_bench_json_becomes_the_workload_score() -> None:
+    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("plain_sweep_best", 1.4))
+    candidate, baselines = bench_medians(data, "cake_cell")
+    assert candidate == {"cake_cell": 1.25}
+    assert baselines == {"flash_kmeans": {"cake_cell": 1.564}, "plain_sweep_best": {"cake_cell": 1.4}}
+    assert WORKLOAD.fitness.score(candidate, baselines) == 1.4 / 1.25  # against the better baseline
+
+
+def test_a_refused_or_implausible_candidate_has_no_score() -> None:
+    for bad in (_m("candidate", None, candidate=True, failure="re-check failed"),
+                _m("candidate", 0.1, candidate=True, implausible=True)):
+        candidate, baselines = bench_medians(_payload(bad, _m("flash_kmeans", 1.564)), "cake_cell")
+        assert candidate == {} and WORKLOAD.fitness.score(candidate, baselines) is None
