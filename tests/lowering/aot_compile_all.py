@@ -16,19 +16,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cake.lowering.triton.aot import compile_for_target  # noqa: E402
+from cake.verifier.contracts import get_contract  # noqa: E402
 from lowering_cases import (  # noqa: E402
     fixture_schedules,
     lower_schedule,
     make_inputs,
+    reference_shapes,
     schedule_dtypes,
     schedule_id,
     shipped_schedules,
-    test_shapes,
 )
 
 from cake.diagnostics import render  # noqa: E402
-from cake.lowering.triton.aot import compile_for_target  # noqa: E402
-from cake.verifier.contracts import get_contract  # noqa: E402
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -45,7 +45,7 @@ def main(paths: list[Path]) -> None:
         for dtype in DTYPES:
             if dtype not in allowed:
                 continue
-            for shape_index, dims in enumerate(test_shapes(contract)[1:]):  # every dim 1, and odd dims
+            for shape_index, dims in enumerate(reference_shapes(contract)[1:]):  # every dim 1, and odd dims
                 row = {"schedule": schedule_id(path), "dtype": str(dtype), "dims": dims}
                 inputs = make_inputs(contract, dims, dtype, seed=shape_index)
                 try:

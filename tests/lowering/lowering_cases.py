@@ -70,7 +70,7 @@ def schedule_dtypes(path: object) -> tuple[torch.dtype, ...]:
     return tuple(dtype_from_name(names[c.value]) for c in kernel.dtype_vars[0].choices if c.value in names)
 
 
-def test_shapes(contract: Contract) -> list[dict[str, int]]:
+def reference_shapes(contract: Contract) -> list[dict[str, int]]:
     """The CPU default shape, every dim 1, and an odd shape (boundary candidates: primes, non-multiples)."""
     default = contract.default_dims("cpu")
     odd = {d.name: max([c for c in d.boundary_candidates if c <= ODD_DIM_CAP] or [d.default_small])
@@ -118,7 +118,7 @@ def run_against_reference(lowered: Lowered, dtype: torch.dtype,
     """Run every test shape; returns how many ran."""
     assert lowered.kernel is not None
     contract = get_contract(lowered.op)
-    shapes = test_shapes(contract)
+    shapes = reference_shapes(contract)
     for index, dims in enumerate(shapes):
         inputs = make_inputs(contract, dims, dtype, seed=index)
         got = (call or lowered.kernel)(*inputs)
