@@ -74,6 +74,7 @@ class TurnContext:
     validate: Validate
     # operator -> (proposed, survived static checks): the run's history, for adaptive operator choice
     operator_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    tokens_used: int = 0  # tokens the run has spent before this turn (a resumed agent starts from here)
 
 
 @dataclass(frozen=True, slots=True)

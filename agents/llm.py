@@ -119,6 +119,8 @@ class LLMAgent:
     def propose(self, ctx: TurnContext) -> AgentTurn:
         proposals: list[Proposal] = []
         notes: list[str] = []
+        # The run's tokens so far count against the budget, also after a resume in a fresh process.
+        self.tokens_spent = max(self.tokens_spent, ctx.tokens_used)
         start = self.tokens_spent
         parents = ranked(ctx.parents)[: self.settings.parents_shown]
         for i in range(ctx.n):

@@ -24,6 +24,7 @@ from cake.cli.common import ExitCode, UsageError
 CPU_DEFAULTS = {"turns": 6, "proposals": 16, "evals_per_turn": 3}
 GPU_DEFAULTS = {"turns": 40, "proposals": 24, "evals_per_turn": 4}
 RUNS_DIR = Path("runs")
+INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
 
 def register(subparsers: Any) -> None:
@@ -162,9 +163,14 @@ def _evolve(store: Any, resumed: bool) -> int:
     console.print(toolchain.describe())
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
-    with progress:
-        result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress,
-                               after_turn=lambda turn: learned.after_turn(store, turn)).run()
+    try:
+        with progress:
+            result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress,
+                                   after_turn=lambda turn: learned.after_turn(store, turn)).run()
+    except KeyboardInterrupt:
+        # Every finished evaluation is already committed; the one in flight is redone on resume.
+        console.print(f"interrupted; continue with: cake evolve --resume {store.root}")
+        return INTERRUPTED
     if result.skipped_evaluations:
         console.print(f"resume: {result.skipped_evaluations} finished evaluations kept, none repeated")
     console.print(f"stopped: {result.stop.value}")

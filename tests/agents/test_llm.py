@@ -71,6 +71,15 @@ def test_the_token_budget_stops_the_agent(tmp_path: Path, secret_key: str) -> No
     assert server.served == 2 and len(turn.proposals) == 2 and turn.exhausted
 
 
+def test_a_resumed_agent_counts_the_tokens_the_run_already_spent(tmp_path: Path, secret_key: str) -> None:
+    from dataclasses import replace
+
+    with LoopbackServer(load_recording("good")) as server:
+        turn = _agent(server, tmp_path / "cache.sqlite", token_budget=3000).propose(
+            replace(context(n=3), tokens_used=2900))
+    assert server.served == 1 and turn.exhausted and turn.tokens == 2800
+
+
 def test_a_missing_key_for_the_public_api_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(MissingKeyError, match=KEY_ENV):
