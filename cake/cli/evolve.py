@@ -61,10 +61,12 @@ def register(subparsers: Any) -> None:
 
 
 def _device(requested: str | None) -> str:
-    if requested is not None:
+    if requested == "cpu":
         return requested
     import torch
 
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is visible here (drop --device to run on the CPU)")
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
