@@ -127,10 +127,13 @@ class CakeToolchain:
         return self._bench(job, device, started)
 
     def _verify(self, path: Path, device: str, dtypes: Sequence[str]) -> Any:
-        from cake.cli.verify import SCHEDULE_LOADER  # the loader `cake verify/bench --schedule` use: same cache keys
         from cake.verifier.verdict_cache import VerdictCache
         from cake.verifier.worker import verify_in_worker
         from cake.verifier.worker_protocol import KernelRef
+
+        from cake.cli.verify import (
+            SCHEDULE_LOADER,  # the loader `cake verify/bench --schedule` use: same cache keys
+        )
 
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
         return verify_in_worker(self.op, KernelRef.loader(SCHEDULE_LOADER, str(path)), device=device, dtypes=dtypes,

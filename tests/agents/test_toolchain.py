@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 from cake.agents.cake_toolchain import bench_medians
-from cake.cli.bench import ShapeReport
 from cake.experiments.flash_kmeans.shapes import CAKE_CELL
 from cake.experiments.flash_kmeans.workload import WORKLOAD
 from cake.verifier.timing import Measurement
+
+from cake.cli.bench import ShapeReport
 
 
 def _m(name: str, median: float | None, candidate: bool = False, failure: str | None = None,
