@@ -29,6 +29,8 @@ from cake.agents.llm_client import (
     ResponseCache,
 )
 
+from cake.store import ir_hash
+
 # A schedule longer than this is not parsed: the anchor schedules are ~3 KB.
 MAX_SCHEDULE_CHARS = 40_000
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -122,19 +124,22 @@ class LLMAgent:
         # The run's tokens so far count against the budget, also after a resume in a fresh process.
         self.tokens_spent = max(self.tokens_spent, ctx.tokens_used)
         start = self.tokens_spent
+        seen = set(ctx.seen_hashes)
         parents = ranked(ctx.parents)[: self.settings.parents_shown]
         for i in range(ctx.n):
             if self._exhausted():
                 break
-            proposal = self._one(ctx, parents, i, notes)
+            proposal = self._one(ctx, parents, i, notes, seen)
             if proposal is not None:
                 proposals.append(proposal)
+                seen.add(ir_hash(proposal.text))
         if self._exhausted():
             notes.append(f"token budget {self.settings.token_budget} spent after {self.tokens_spent} tokens")
         return AgentTurn(tuple(proposals), tokens=self.tokens_spent - start, notes=tuple(notes),
                          exhausted=self._exhausted())
 
-    def _one(self, ctx: TurnContext, parents: list[Parent], index: int, notes: list[str]) -> Proposal | None:
+    def _one(self, ctx: TurnContext, parents: list[Parent], index: int, notes: list[str],
+             seen: set[str]) -> Proposal | None:
         views = [prompts.ParentView(p.id, p.text, p.status, p.fitness, p.fitness_kind) for p in parents]
         failures = [f"#{f.id} {f.mutation}: {f.summary}" for f in ctx.failures[: self.settings.failures_shown]]
         messages: list[tuple[str, str]] = [
@@ -167,10 +172,13 @@ class LLMAgent:
             else:
                 summary = self._redact(summary_line(answer.text))
                 last = ctx.validate(text)
-                if last.ok:
+                if last.ok and ir_hash(last.text) not in seen:
                     break
-                diagnostics = last.errors or last.diagnostics
-                messages.append(("user", prompts.repair_prompt(diagnostics, last.text)))
+                if last.ok:  # legal but already tried in this run: ask for something new
+                    messages.append(("user", prompts.duplicate_prompt()))
+                else:
+                    diagnostics = last.errors or last.diagnostics
+                    messages.append(("user", prompts.repair_prompt(diagnostics, last.text)))
             if self._exhausted():
                 break
         if last is None:

@@ -79,6 +79,11 @@ The compiler rejected your schedule:
 Fix these problems and reply with the whole corrected schedule in one ```{fence} block.
 """
 
+DUPLICATE = """\
+That schedule has already been evaluated in this run. Propose a different one (change something that matters
+for speed) and reply with the whole schedule in one ```{fence} block.
+"""
+
 NO_BLOCK = """\
 Your answer contained no ```{fence} block with a schedule. Reply with the whole schedule in one ```{fence}
 block.
@@ -134,6 +139,10 @@ def propose_prompt(op: str, arch: str, parents: Sequence[ParentView], failures: 
 
 def repair_prompt(diagnostics: Sequence[Diagnostic], source: str) -> str:
     return REPAIR.format(diagnostics=render_all(diagnostics, source), fence=FENCE_TAG)
+
+
+def duplicate_prompt() -> str:
+    return DUPLICATE.format(fence=FENCE_TAG)
 
 
 def no_block_prompt() -> str:

@@ -19,7 +19,9 @@ def _agent(server: LoopbackServer, cache: Path, **kw: object) -> LLMAgent:
 def test_a_good_answer_becomes_a_proposal_with_its_tokens(tmp_path: Path, secret_key: str) -> None:
     with LoopbackServer(load_recording("good")) as server:
         turn = _agent(server, tmp_path / "cache.sqlite").propose(context(n=2))
-    assert len(turn.proposals) == 2 and turn.tokens == 2 * 2800 and not turn.exhausted
+    # The recording always gives the same schedule: the second proposal is asked twice more for a new one.
+    assert len(turn.proposals) == 2 and turn.tokens == 4 * 2800 and not turn.exhausted
+    assert "already been evaluated" in server.requests[2]["body"]["messages"][-1]["content"]
     proposal = turn.proposals[0]
     assert "param BN = 64" in proposal.text and proposal.parents == (1,) and proposal.tokens == 2800
     assert proposal.mutation.startswith("Halving the point tile")
