@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,21 @@ class CakeToolchain:
                                 seed=self.settings.seed, all_gates=False, timeout_s=self.settings.gate_timeout_s,
                                 cache=cache)
 
+    def _cached_verdict(self, path: Path, dtype: str, device: str = "cuda") -> Any:
+        """The verdict `cake bench` stored for this schedule at `dtype` (its key is `verify_in_worker`'s for the
+        bench's arguments), or None. Nothing runs here: a miss is reported, not re-verified."""
+        from cake.verifier.battery import GATE_ORDER
+        from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
+        from cake.verifier.worker_protocol import KernelRef
+
+        from cake.cli.verify import SCHEDULE_LOADER
+
+        key = verdict_key(kernel_ref=KernelRef.loader(SCHEDULE_LOADER, str(path)), op=self.op, device=device,
+                          dtypes=[dtype], seed=self.settings.seed, gates=tuple(GATE_ORDER), all_gates=False,
+                          resource_report=None)
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else default_cache()
+        return cache.get(key)
+
     def _verify_cpu(self, job: EvalJob, started: float) -> Evaluation:
         from cake.verifier.worker import KernelLoadError
 
@@ -162,8 +178,6 @@ class CakeToolchain:
         """Verify and time a candidate with `cake bench` in its own process, pinned to one GPU: the bench runs
         the contract gates at the fitness dtype (refusing a failing kernel), then times it interleaved with
         the baselines. The verdict is then read back from the verdict cache the bench filled."""
-        from cake.verifier.worker import KernelLoadError
-
         dtype = str(self.shape.torch_dtype).removeprefix("torch.")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "bench.json"
@@ -176,20 +190,24 @@ class CakeToolchain:
                 env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
             if self.settings.verdict_cache:
                 env["CAKE_VERDICT_CACHE"] = self.settings.verdict_cache
+            # Its own session: on our timeout the whole bench process group goes (the verifier's worker runs in a
+            # session of its own and is killed by the bench's per-gate timeouts while the bench lives).
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                    start_new_session=True)
             try:
-                proc = subprocess.run(command, capture_output=True, text=True, timeout=self.settings.bench_timeout_s,
-                                      env=env)
+                output, _ = proc.communicate(timeout=self.settings.bench_timeout_s)
             except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
                 return _evaluation(CandidateStatus.FAILED, device, started,
                                    error=f"bench timed out after {self.settings.bench_timeout_s:g} s")
             data = json.loads(out.read_text()) if out.is_file() else None
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        tail = "\n".join(output.strip().splitlines()[-15:])
         if proc.returncode == 2:  # usage: the schedule could not be lowered or loaded
             return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {tail}"[:4000])
-        try:  # the bench's verdict, from the cache it filled (no kernel runs here on a hit)
-            verdict = self._verify(job.path, "cuda", [dtype])
-        except KernelLoadError as error:
-            return _evaluation(CandidateStatus.ERROR, device, started, error=str(error)[:4000])
+        verdict = self._cached_verdict(job.path, dtype)
+        if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
+            return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {tail}"[:4000])
         verdict_json = json.loads(verdict.to_json())
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:

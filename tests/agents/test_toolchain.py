@@ -36,3 +36,15 @@ def test_a_refused_or_implausible_candidate_has_no_score() -> None:
                 _m("candidate", 0.1, candidate=True, implausible=True)):
         candidate, baselines = bench_medians(_payload(bad, _m("flash_kmeans", 1.564)), "cake_cell")
         assert candidate == {} and WORKLOAD.fitness.score(candidate, baselines) is None
+
+
+def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_path) -> None:
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    from conftest import SEED
+
+    toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                              settings=EvalSettings(device="cpu", backend="triton", seed=3,
+                                                    verdict_cache=str(tmp_path / "verdicts")))
+    assert toolchain._cached_verdict(SEED, "float32", device="cpu") is None
+    verdict = toolchain._verify(SEED, "cpu", ["float32"])  # what `cake bench` does, on the CPU
+    assert toolchain._cached_verdict(SEED, "float32", device="cpu") == verdict
