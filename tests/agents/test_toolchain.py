@@ -38,9 +38,12 @@ def test_a_refused_or_implausible_candidate_has_no_score() -> None:
         assert candidate == {} and WORKLOAD.fitness.score(candidate, baselines) is None
 
 
-def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_path) -> None:
+def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_path, monkeypatch) -> None:
     from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
     from conftest import SEED
+
+    for name in ("CAKE_BACKEND", "CAKE_ARCH"):  # the toolchain sets them for its workers; restored after the test
+        monkeypatch.setenv(name, "")
 
     toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
                               settings=EvalSettings(device="cpu", backend="triton", seed=3,
