@@ -86,14 +86,18 @@ class Sm80:
         cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
         if kind == "mma_sync":
             warps = gen.slot.warps
-            if rows % (16 * warps):
-                raise Unlowerable(Code.MMA_FORM, f"mma_sync splits the {rows} rows over {warps} warps in 16-row "
-                                  "blocks: rows must be a multiple of 16 x warps")
-            if cols % 16:
-                raise Unlowerable(Code.MMA_FORM, f"mma_sync needs the N extent ({cols}) to be a multiple of 16")
-            wm = rows // warps
-            layout: FragLayout = MmaFragLayout(cname, wm // 16, cols // 8, 16, wm,
-                                               f"mma.sync m16n8k16, {warps} warps x {wm} rows x {cols} cols")
+            # Every warp takes whole 16-row blocks; when the tile is too short for that, warps also split
+            # the columns (then no row reduction can stay inside one warp).
+            grid = next(((wm, warps // wm) for wm in range(warps, 0, -1) if warps % wm == 0
+                         and rows % (16 * wm) == 0 and cols % (16 * (warps // wm)) == 0), None)
+            if grid is None:
+                raise Unlowerable(Code.MMA_FORM, f"mma_sync cannot split a {rows} x {cols} tile over {warps} warps "
+                                  "in 16 x 16 blocks", help="make rows a multiple of 16 x warps")
+            wm, wn = grid
+            warp_rows, warp_cols = rows // wm, cols // wn
+            layout: FragLayout = MmaFragLayout(
+                cname, warp_rows // 16, warp_cols // 8, 16, warp_rows,
+                f"mma.sync m16n8k16, {wm} x {wn} warps of {warp_rows} x {warp_cols}", wn, warp_cols)
         elif kind == "wgmma":
             layout = self.wgmma_layout(gen, cname, rows, cols, n)
         else:
@@ -152,6 +156,7 @@ class Sm80:
         if tile.shape[1] % 16 or ksteps * layout.m_blocks * 4 > A_FRAG_REG_BUDGET:
             return
         frags = f"{ident(name)}_af"
+        warp_m = "cake_wq" if layout.warps_n == 1 else f"(cake_wq / {layout.warps_n})"
         w = gen.w
         w.comment(f"`{name}` is loop-invariant: keep its mma.sync A fragments in registers "
                   f"({ksteps * layout.m_blocks * 4} per thread)")
@@ -160,7 +165,7 @@ class Sm80:
         with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
             w.line("#pragma unroll")
             w.line(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
-                   f"{tile.base} + {tile.offset_fn}(cake_wq * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
+                   f"{tile.base} + {tile.offset_fn}({warp_m} * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
                    "cake_kk * 16 + (cake_lane / 16) * 8));")
         gen.a_frags[name] = frags
 
@@ -174,9 +179,20 @@ class Sm80:
         assert isinstance(layout, MmaFragLayout)
         if layout.nregs != rows * cols // (gen.slot.warps * 32):
             raise Unlowerable(Code.LAYOUT, "this mma's shape differs from the role's first mma")
+        warp_m = "cake_wq" if layout.warps_n == 1 else f"(cake_wq / {layout.warps_n})"
+        warp_n = "0" if layout.warps_n == 1 else f"(cake_wq % {layout.warps_n}) * {layout.warp_cols}"
+        # B as `c.T` (c: [N, K], K contiguous) is ldmatrix'ed as is; B as `b` ([K, N], N contiguous) through
+        # ldmatrix.trans, which hands each lane the k-pairs the mma's column-major B fragment wants.
+        if b.transposed:
+            b_load = (f"cake_ldmatrix_x4(cake_bf, {b.base} + {b.offset_fn}({warp_n} + cake_np * 16 + (cake_lane / 16) * 8 "
+                      "+ cake_lane % 8, cake_kk * 16 + ((cake_lane / 8) % 2) * 8));")
+        else:
+            b_load = (f"cake_ldmatrix_x4_trans(cake_bf, {b.base} + {b.offset_fn}(cake_kk * 16 + ((cake_lane / 8) % 2) * 8 "
+                      f"+ cake_lane % 8, {warp_n} + cake_np * 16 + (cake_lane / 16) * 8));")
         w = gen.w
-        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via mma.sync m16n8k16: warp tile {layout.m_blocks * 16} x "
-                  f"{cols}, {layout.m_blocks} x {layout.n8} instructions per k-step, {kdim // 16} k-steps")
+        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}{'.T' if b.transposed else ''}) via mma.sync m16n8k16: warp tile "
+                  f"{layout.m_blocks * 16} x {layout.n8 * 8}, {layout.m_blocks} x {layout.n8} instructions per k-step, "
+                  f"{kdim // 16} k-steps")
         frag = self._dst(gen, layout, acc, dst, (rows, cols), zero=True)
         before, after = gen.mma_hooks
         if before:
@@ -188,14 +204,13 @@ class Sm80:
                 w.line(f"uint32_t cake_af[{layout.m_blocks}][4];")
                 w.line("#pragma unroll")
                 w.line(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb) cake_ldmatrix_x4(cake_af[cake_mb], "
-                       f"{a.base} + {a.offset_fn}(cake_wq * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
+                       f"{a.base} + {a.offset_fn}({warp_m} * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
                        "cake_kk * 16 + (cake_lane / 16) * 8));")
             afrag = "cake_af[cake_mb]" if held is None else f"{held}[cake_kk][cake_mb]"
             w.line("#pragma unroll")
             with w.block(f"for (int cake_np = 0; cake_np < {layout.n8 // 2}; ++cake_np)"):
                 w.line("uint32_t cake_bf[4];")
-                w.line(f"cake_ldmatrix_x4(cake_bf, {b.base} + {b.offset_fn}(cake_np * 16 + (cake_lane / 16) * 8 + "
-                       "cake_lane % 8, cake_kk * 16 + ((cake_lane / 8) % 2) * 8));")
+                w.line(b_load)
                 w.line("#pragma unroll")
                 with w.block(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb)"):
                     w.line(f"cake_mma_m16n8k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np) * 4], "
@@ -279,6 +294,8 @@ class Sm90a(Sm80):
                               help="e.g. `smem xs[2]: T[BN, D] swizzle 128B`")
         if kdim % 16:
             raise Unlowerable(Code.MMA_FORM, f"wgmma needs K ({kdim}) to be a multiple of 16")
+        if not b.transposed:
+            raise Unlowerable(Code.MMA_FORM, "wgmma reads B K-major here: write the operand as `c.T` with c: [N, K]")
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
         a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]

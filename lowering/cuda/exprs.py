@@ -35,7 +35,7 @@ from cake.lowering.cuda.cnames import CTYPE, float_literal, ident
 from cake.lowering.cuda.context import LaunchCtx
 from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.infer import RoleFacts
-from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
+from cake.lowering.cuda.layouts import FragLayout, MmaFragLayout, SmemTileLayout
 from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import (
     Bcast,
@@ -361,9 +361,9 @@ class ExprGen:
         if not isinstance(a, SmemTile) or a.transposed:
             raise Unlowerable(Code.MMA_FORM, "the mma's A operand must be a tile in shared memory (a buffer "
                               "stage, or a loaded tile the backend stages)")
-        if not isinstance(b, SmemTile) or not b.transposed:
-            raise Unlowerable(Code.MMA_FORM, "the mma's B operand must be written `tile.T` (K contiguous)",
-                              help="write mma(a, c.T) with c: [N, K]")
+        if not isinstance(b, SmemTile):
+            raise Unlowerable(Code.MMA_FORM, "the mma's B operand must be a tile in shared memory (a buffer "
+                              "stage, or a loaded tile the backend stages)")
         acc = self.value(expr.acc) if expr.acc is not None else None
         if acc is not None and not isinstance(acc, Frag):
             raise Unlowerable(Code.MMA_FORM, "the accumulator must be an mma result held in registers")
@@ -377,7 +377,7 @@ class ExprGen:
         self.w.line("#pragma unroll")
         with self.w.block(f"for (int cake_r = 0; cake_r < {n}::kRegs; ++cake_r)"):
             self.w.line(f"const int cake_q = {n}::row_slot(cake_r), cake_p = {n}::col_slot(cake_r);")
-            yield Elem((f"{n}::row(cake_q, cake_wq, cake_lane)", f"{n}::col(cake_p, cake_lane)"),
+            yield Elem((f"{n}::row(cake_q, cake_wq, cake_lane)", f"{n}::col(cake_p, cake_wq, cake_lane)"),
                        (Fam.ROW, Fam.COL), ("cake_q", "cake_p"), "cake_r")
 
     @contextmanager
@@ -400,7 +400,7 @@ class ExprGen:
         else:
             self.w.line("#pragma unroll")
             with self.w.block(f"for (int cake_p = 0; cake_p < {c}::kCols; ++cake_p)"):
-                yield Elem((f"{c}::col(cake_p, cake_lane)",), (Fam.COL,), ("cake_p",))
+                yield Elem((f"{c}::col(cake_p, cake_wq, cake_lane)",), (Fam.COL,), ("cake_p",))
 
     def vec_slots(self, fam: Fam, layout: FragLayout | None, n: int) -> int:
         if fam is Fam.THREAD:
@@ -409,6 +409,27 @@ class ExprGen:
         return layout.nrows if fam is Fam.ROW else layout.ncols
 
     # ---------------------------------------------------------------------------------- materialization
+
+    def new_shared_vec(self, name: str, dtype: DType, n: int, init: Value | None) -> SmemVec:
+        """A 1-D tile no mma lays out: one shared-memory row per role instance, so any thread can read any
+        element (stores and 2-D expressions index it freely); writes are strided over the role's threads."""
+        nbytes = n * dtype.bytes
+        offset = self.lc.smem.alloc(f"{self.slot.name}:{name}", nbytes * self.slot.replicas, 16)
+        ptr = f"{name}_s"
+        self.w.line(f"{CTYPE[dtype]}* {ptr} = reinterpret_cast<{CTYPE[dtype]}*>(smem + {offset} + {self.inst} * {nbytes});")
+        vec = SmemVec(dtype, (n,), ptr, owned=True)
+        if init is not None:
+            self.assign_shared_vec(vec, init)
+        return vec
+
+    def assign_shared_vec(self, vec: SmemVec, v: Value) -> None:
+        if self.loop_depth:
+            self.role_sync()  # type: ignore[attr-defined]  # other threads may still read the old values
+        n = vec.shape[0]
+        with self.w.block(f"for (int cake_i = cake_rtid; cake_i < {n}; cake_i += {self.threads})"):
+            e = Elem.generic("cake_i")
+            self.w.line(f"{vec.ptr}[cake_i] = {rules.convert(v.at(e.adapt(v.rank)), v.dtype, vec.dtype)};")
+        self.role_sync()  # type: ignore[attr-defined]
 
     def new_vec(self, name: str, dtype: DType, fam: Fam, n: int, init: Value | None) -> Vec:
         layout = None if fam is Fam.THREAD else self.require_anchor(name)
@@ -457,6 +478,10 @@ class ExprGen:
             raise Unlowerable(Code.UNSUPPORTED, f"`{rule.name}` of a rank-{src.rank} tile along an axis")
         layout = src.frag_layout()
         if layout is not None:
+            if isinstance(layout, MmaFragLayout) and layout.warps_n > 1:
+                raise Unlowerable(Code.LAYOUT, f"`{rule.name}` along rows of an mma result whose columns are split "
+                                  f"over {layout.warps_n} warps would need a cross-warp reduction",
+                                  help="give every warp whole rows: rows a multiple of 16 x warps")
             if axis != 1:
                 raise Unlowerable(Code.LAYOUT, f"`{rule.name}` along axis 0 of an mma result crosses warps; "
                                   "reduce along axis 1 (rows)")
@@ -492,7 +517,7 @@ class ExprGen:
             merge = "cake_argmin_merge" if rule.better == "<" else "cake_argmax_merge"
             self.w.line("#pragma unroll")
             with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
-                self.w.line(f"{iname}[cake_q] = {c}::col({iname}[cake_q], cake_lane);")
+                self.w.line(f"{iname}[cake_q] = {c}::col({iname}[cake_q], cake_wq, cake_lane);")
                 if layout.quad:
                     with self.w.block("for (int cake_o = 1; cake_o < 4; cake_o <<= 1)"):
                         self.w.line(f"const {CTYPE[out]} cake_ov = __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], cake_o);")

@@ -25,8 +25,9 @@ class MmaFragLayout:
 
     Registers are ordered r = (mb * n8 + j) * 4 + i: `mb` a 16-row block of this warp, `j` an 8-column
     block, `i` the position in the quad pattern (i/2 selects row g or g+8, i%2 the column pair member).
-    Row of slot q = mb_stride * (q/2) + warp_stride * warp + lane/4 + 8*(q%2); column of slot p =
-    8*(p/2) + 2*(lane%4) + p%2. The four lanes of a quad hold the same rows.
+    Row of slot q = mb_stride * (q/2) + warp_stride * warp_m + lane/4 + 8*(q%2); column of slot p =
+    warp_cols * warp_n + 8*(p/2) + 2*(lane%4) + p%2, where warp = warp_m * warps_n + warp_n. The four lanes
+    of a quad hold the same rows.
     """
 
     cname: str
@@ -35,6 +36,8 @@ class MmaFragLayout:
     mb_stride: int
     warp_stride: int
     origin: str  # what produced it, for the comment
+    warps_n: int = 1  # warps side by side along N (mma.sync tiles too short to give every warp 16 rows)
+    warp_cols: int = 0  # columns each of those warps owns
 
     quad: bool = True
 
@@ -58,6 +61,8 @@ class MmaFragLayout:
 
     def decl(self) -> str:
         n = self.cname
+        warp_m = "warp" if self.warps_n == 1 else f"(warp / {self.warps_n})"
+        warp_n = "(void)warp, " if self.warps_n == 1 else f"(warp % {self.warps_n}) * {self.warp_cols} + "
         return "\n".join([
             f"// {n}: per-thread accumulator layout of {self.origin}.",
             f"struct {n} {{",
@@ -65,9 +70,11 @@ class MmaFragLayout:
             f"  __device__ static constexpr int row_slot(int r) {{ return (r / {self.n8 * 4}) * 2 + (r % 4) / 2; }}",
             f"  __device__ static constexpr int col_slot(int r) {{ return ((r / 4) % {self.n8}) * 2 + r % 2; }}",
             "  __device__ static int row(int q, int warp, int lane) {",
-            f"    return (q / 2) * {self.mb_stride} + warp * {self.warp_stride} + lane / 4 + (q % 2) * 8;",
+            f"    return (q / 2) * {self.mb_stride} + {warp_m} * {self.warp_stride} + lane / 4 + (q % 2) * 8;",
             "  }",
-            "  __device__ static int col(int p, int lane) { return (p / 2) * 8 + (lane % 4) * 2 + p % 2; }",
+            "  __device__ static int col(int p, int warp, int lane) {",
+            f"    return {warp_n}(p / 2) * 8 + (lane % 4) * 2 + p % 2;",
+            "  }",
             "};",
         ])
 
@@ -110,7 +117,7 @@ class RowPerThreadLayout:
             "  __device__ static constexpr int row_slot(int) { return 0; }",
             "  __device__ static constexpr int col_slot(int r) { return r; }",
             "  __device__ static int row(int, int warp, int lane) { return warp * 32 + lane; }",
-            "  __device__ static int col(int p, int) { return p; }",
+            "  __device__ static int col(int p, int, int) { return p; }",
             "};",
         ])
 

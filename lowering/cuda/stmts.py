@@ -55,6 +55,10 @@ from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
 
+# What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary.
+GENERATOR_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError, TypeError,
+                  ValueError, RecursionError)
+
 
 class RoleGen(ExprGen):
     scope: dict[str, Value]
@@ -158,6 +162,10 @@ class RoleGen(ExprGen):
                 self.stmt(stmt)
             except Unlowerable as error:
                 self.report(error, stmt.span)
+            except GENERATOR_BUGS as error:  # a bug in this generator: say so, located, never a traceback
+                self.report(Unlowerable(Code.INTERNAL, f"internal error in the CUDA generator while lowering this "
+                                        f"statement ({type(error).__name__}: {error}); this is a CAKE bug, not a "
+                                        "schedule error"), stmt.span)
 
     def stmt(self, st: Stmt) -> None:
         handler = getattr(self, f"s_{type(st).__name__.lower()}", None)
@@ -250,11 +258,11 @@ class RoleGen(ExprGen):
                       or v.reads_smem)
         if not needs_regs:
             return v  # index arithmetic (arange ...) stays symbolic
-        if fam is None:
-            fam = Fam.THREAD if self.anchor is None or isinstance(v, SmemVec) and st.name not in \
-                self.facts.assigned else Fam.THREAD
-        if isinstance(v, SmemVec) and fam is Fam.THREAD and st.name not in self.facts.assigned:
-            return v  # a shared-memory row the whole role reads: no copy needed
+        fam = fam or Fam.THREAD
+        if fam is Fam.THREAD:
+            if isinstance(v, SmemVec) and st.name not in self.facts.assigned:
+                return v  # a shared-memory row the whole role reads: no copy needed
+            return self.new_shared_vec(name, dtype, n, v)
         return self.new_vec(name, dtype, fam, n, v)
 
     def s_assign(self, st: Assign) -> None:
@@ -272,6 +280,8 @@ class RoleGen(ExprGen):
             self.w.line(f"{target.c} = {rules.convert(v.at(Elem((), (), ())), v.dtype, target.dtype)};")
         elif isinstance(target, Vec):
             self.assign_vec(target, v)
+        elif isinstance(target, SmemVec) and target.owned:
+            self.assign_shared_vec(target, v)
         elif isinstance(target, Frag):
             self.assign_frag(target, v)
         else:
@@ -571,8 +581,14 @@ class RoleGen(ExprGen):
             text = "__syncthreads();"
         else:
             text = f"cake_named_bar_sync({self.lc.role_bar(self.slot, self.inst)}, {self.threads});"
-        if self.w.lines and self.w.lines[-1].strip() == text:
-            return  # back-to-back barriers: the second orders nothing new
+        for previous in reversed(self.w.lines):
+            line = previous.strip()
+            if line.startswith("//") or (line.endswith(";") and "reinterpret_cast<" in line and "smem +" in line
+                                         and "=" in line and "[" not in line.split("=")[0]):
+                continue  # comments and pointer declarations order nothing
+            if line == text:
+                return  # back-to-back barriers: the second orders nothing new
+            break
         self.w.line(text)
 
     def s_mmaasync(self, st: MmaAsync) -> None:
@@ -590,13 +606,16 @@ class RoleGen(ExprGen):
         self.write_out(st.value, st.dest, st.masked, st.kind, st)
 
     def write_out(self, value_expr, dest: Index, masked: bool, atomic: AtomicKind | None, st: Stmt) -> None:  # type: ignore[no-untyped-def]
+        """Each element of the destination tile is written by exactly one thread: the owner of a fragment
+        element, the quad leader of a row slot, or (tiles no mma lays out) threads striding the tile."""
         v = self.value(value_expr)
         decl = self.lc.tensor(an.ref_name(dest) or "")
         if decl is None:
             raise Unlowerable(Code.UNSUPPORTED, "a store's destination must be a global tensor")
         out_t = self.lc.dtype(decl.type.elem)
         shape = self.tile_shape(dest)
-        if v.rank and tuple(shape) != tuple(v.shape):
+        rank = len(shape)
+        if v.rank > rank or any(e not in (1, shape[rank - v.rank + i]) for i, e in enumerate(v.shape)):
             raise Unlowerable(Code.UNSUPPORTED, f"storing a {list(v.shape)} tile into a {list(shape)} tile")
 
         def emit(e: Elem) -> None:
@@ -608,34 +627,40 @@ class RoleGen(ExprGen):
                 fn = {AtomicKind.ADD: "atomicAdd", AtomicKind.MAX: "atomicMax", AtomicKind.MIN: "atomicMin"}[atomic]
                 if atomic is not AtomicKind.ADD and out_t.is_float:
                     raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on floating-point tensors")
+                if out_t not in (DType.F32, DType.I32, DType.I64):
+                    raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on {out_t.value} tensors")
                 text = f"{fn}(&{ptr}[{off}], {val});"
             self.w.line(f"if ({mask}) {text}" if mask else text)
 
-        if isinstance(v, Vec):
-            if v.fam is Fam.ROW:
-                lead = "cake_lane % 4 == 0" if v.layout is not None and v.layout.quad else "true"
-            elif v.fam is Fam.COL:
-                lead = "cake_wq == 0 && cake_lane < 4" if v.layout is not None and v.layout.quad else "cake_wq == 0"
-            else:
-                lead = "true"
-            with self.w.block(f"if ({lead})"):
-                with self.vec_loop(v.fam, v.layout, v.shape[0]) as e:
-                    emit(e)
-            return
+        fams = v.vec_fams() - {Fam.THREAD}
         layout = v.frag_layout()
-        if v.rank == 2 and layout is not None:
+        if rank == 2 and v.rank == 2 and v.has_frag() and layout is not None:
+            if tuple(v.shape) != shape:
+                raise Unlowerable(Code.UNSUPPORTED, f"storing a {list(v.shape)} mma result into a {list(shape)} tile")
             with self.frag_loop(layout) as e:
                 emit(e)
             return
-        if v.rank == 0:
+        if rank == 1 and v.rank == 1 and len(fams) == 1:
+            fam = next(iter(fams))
+            quad = layout is not None and layout.quad
+            lead = ("cake_lane % 4 == 0" if quad else "true") if fam is Fam.ROW else \
+                ("cake_wq == 0 && cake_lane < 4" if quad else "cake_wq == 0")
+            with self.w.block(f"if ({lead})"):  # one writer per element: fragment slots are replicated
+                with self.vec_loop(fam, layout, shape[0]) as e:
+                    emit(e)
+            return
+        if fams:
+            raise Unlowerable(Code.LAYOUT, "this store mixes vectors laid out by an mma with a tile shape they "
+                              "cannot be indexed in")
+        if rank == 0:
             with self.w.block("if (cake_rtid == 0)"):
                 emit(Elem((), (), ()))
             return
-        if v.rank == 1:
-            with self.w.block(f"for (int cake_c = cake_rtid; cake_c < {v.shape[0]}; cake_c += {self.threads})"):
+        if rank == 1:
+            with self.w.block(f"for (int cake_c = cake_rtid; cake_c < {shape[0]}; cake_c += {self.threads})"):
                 emit(Elem.generic("cake_c"))
             return
-        rows, cols = v.shape
+        rows, cols = shape
         with self.w.block(f"for (int cake_c = cake_rtid; cake_c < {rows * cols}; cake_c += {self.threads})"):
             self.w.line(f"const int cake_row = cake_c / {cols}, cake_col = cake_c % {cols};")
             emit(Elem.generic("cake_row", "cake_col"))

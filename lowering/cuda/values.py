@@ -145,7 +145,7 @@ class Vec(Value):
         if e.rank != 1:
             raise Unlowerable(Code.LAYOUT, f"`{self.name}` is a vector; index it with [:, None] or [None, :]")
         if e.fam[0] is not self.fam or e.slot[0] is None:
-            want = "rows" if self.fam is Fam.ROW else "columns"
+            want = {Fam.ROW: "rows", Fam.COL: "columns", Fam.THREAD: "role's threads"}[self.fam]
             raise Unlowerable(Code.LAYOUT, f"`{self.name}` follows the {want} of an mma result and cannot be "
                               "read along the other axis or at an arbitrary index",
                               help="broadcast it along the axis it was reduced over ([:, None] for row vectors)")
@@ -158,6 +158,7 @@ class SmemVec(Value):
 
     ptr: str = ""
     smem: bool = True
+    owned: bool = False  # a 1-D tile the role declared (writable), not a buffer stage or a reduction row
 
     def at(self, e: Elem) -> str:
         return f"{self.ptr}[{e.idx[0]}]"

@@ -35,6 +35,12 @@ CAKE_DEVICE void cake_ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(cake_smem_addr(smem_row)));
 }
+// The same four matrices, each transposed on the way (lane i's registers hold column pairs): the B fragment
+// of mma.sync from a [K, N] tile whose N is contiguous.
+CAKE_DEVICE void cake_ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(cake_smem_addr(smem_row)));
+}
 CAKE_DEVICE void cake_ldmatrix_x2(uint32_t (&r)[2], const void* smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1]) : "r"(cake_smem_addr(smem_row)));
