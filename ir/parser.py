@@ -14,6 +14,7 @@ E0004 invalid literal or unknown dtype, E0005 nesting too deep.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -24,7 +25,7 @@ from cake.ir import nodes as n
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 from lark.tree import Meta
-from lark.visitors import Transformer_NonRecursive, v_args
+from lark.visitors import Transformer
 
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
 
@@ -51,7 +52,16 @@ def keywords() -> frozenset[str]:
 def _span(meta: Meta) -> n.Span | None:
     if getattr(meta, "empty", True):
         return None
-    return Span(meta.line, meta.column, meta.end_line, meta.end_column)
+    # The container is the node's text including the parentheses it was written in (`(a + b)`).
+    return Span(getattr(meta, "container_line", meta.line), getattr(meta, "container_column", meta.column),
+                getattr(meta, "container_end_line", meta.end_line),
+                getattr(meta, "container_end_column", meta.end_column))
+
+
+def _join(first: Span | None, last: Span | None) -> Span | None:
+    if first is None or last is None:
+        return None
+    return Span(first.line, first.column, last.end_line, last.end_column)
 
 
 def _tok_span(token: Token) -> Span:
@@ -61,25 +71,48 @@ def _tok_span(token: Token) -> Span:
     return Span(token.line, token.column, end_line, end_column)
 
 
-def _binop(kind: n.BinOpKind) -> Any:
-    def build(self: KernelBuilder, meta: Meta, children: list[Any]) -> n.BinOp:
-        return n.BinOp(kind, children[0], children[1], span=_span(meta))
+# Binding strength of binary operators, loosest first (the grammar parses them as one flat chain).
+PRECEDENCE: dict[n.BinOpKind, int] = {
+    n.BinOpKind.OR: 1, n.BinOpKind.AND: 2,
+    **{k: 3 for k in n.BinOpKind if k.is_comparison},
+    n.BinOpKind.ADD: 4, n.BinOpKind.SUB: 4,
+    n.BinOpKind.MUL: 5, n.BinOpKind.DIV: 5, n.BinOpKind.FLOORDIV: 5, n.BinOpKind.MOD: 5,
+}
 
-    return build
 
-
-@v_args(meta=True)
-class KernelBuilder(Transformer_NonRecursive):
-    """One Transformer; each method is named after a grammar rule (or `-> alias`) and builds its node.
+class KernelBuilder(Transformer):
+    """One Transformer; each method is named after a grammar rule (or `-> alias`), takes the rule's meta
+    (positions) and children, and builds its node.
 
     Invalid literals and unknown dtypes do not stop the build: they are collected in `diagnostics` (with a
     placeholder value) so one pass reports all of them.
     """
 
     def __init__(self, filename: str) -> None:
-        super().__init__()
+        super().__init__(visit_tokens=False)
         self.filename = filename
         self.diagnostics: list[Diagnostic] = []
+
+    def transform(self, tree: Tree) -> Any:
+        """Build bottom-up without recursion (a deep tree cannot exhaust the Python stack), calling each
+        rule's method directly."""
+        postorder: list[Any] = []
+        pending: list[Any] = [tree]
+        while pending:
+            node = pending.pop()
+            postorder.append(node)
+            if isinstance(node, Tree):
+                pending.extend(node.children)
+        built: list[Any] = []
+        for node in reversed(postorder):
+            if isinstance(node, Tree):
+                count = len(node.children)
+                children = built[len(built) - count:] if count else []
+                del built[len(built) - count:]
+                built.append(getattr(self, node.data)(node.meta, children))
+            else:
+                built.append(node)
+        return built[0]
 
     def _invalid(self, span: Span, message: str, label: str, help: str | None = None) -> None:
         self.diagnostics.append(Diagnostic("E0004", message, span=span, file=self.filename, label=label,
@@ -314,20 +347,34 @@ class KernelBuilder(Transformer_NonRecursive):
 
     # ------------------------------------------------------------------------------------- expressions
 
-    or_ = _binop(n.BinOpKind.OR)
-    and_ = _binop(n.BinOpKind.AND)
-    lt = _binop(n.BinOpKind.LT)
-    le = _binop(n.BinOpKind.LE)
-    gt = _binop(n.BinOpKind.GT)
-    ge = _binop(n.BinOpKind.GE)
-    eq = _binop(n.BinOpKind.EQ)
-    ne = _binop(n.BinOpKind.NE)
-    add = _binop(n.BinOpKind.ADD)
-    sub = _binop(n.BinOpKind.SUB)
-    mul = _binop(n.BinOpKind.MUL)
-    div = _binop(n.BinOpKind.DIV)
-    floordiv = _binop(n.BinOpKind.FLOORDIV)
-    mod = _binop(n.BinOpKind.MOD)
+    def chain(self, meta: Meta, children: list[Any]) -> n.Expr:
+        """`a op b op c ...` with precedence applied (shunting-yard: iterative, left-associative)."""
+        operands: list[n.Expr] = [children[0]]
+        pending: list[n.BinOpKind] = []
+        last_comparison: Token | None = None
+
+        def reduce() -> None:
+            rhs, lhs = operands.pop(), operands.pop()
+            operands.append(n.BinOp(pending.pop(), lhs, rhs, span=_join(lhs.span, rhs.span)))
+
+        for i in range(1, len(children), 2):
+            token, kind = children[i], n.BinOpKind(str(children[i]))
+            if kind.is_comparison:
+                if last_comparison is not None:
+                    self.diagnostics.append(Diagnostic(
+                        "E0001", f"unexpected `{token}`, comparisons do not chain", span=_tok_span(token),
+                        file=self.filename, help="write `(a < b) & (b < c)`"))
+                last_comparison = token
+            elif PRECEDENCE[kind] < PRECEDENCE[n.BinOpKind.LT]:
+                last_comparison = None
+            while pending and PRECEDENCE[pending[-1]] >= PRECEDENCE[kind]:
+                reduce()
+            pending.append(kind)
+            operands.append(children[i + 1])
+        while pending:
+            reduce()
+        # The whole chain's extent, including parentheses around it, as for every other node.
+        return dataclasses.replace(operands[0], span=_span(meta))
 
     def neg(self, meta: Meta, children: list[Any]) -> n.UnaryOp:
         return n.UnaryOp(n.UnaryOpKind.NEG, children[0], span=_span(meta))
@@ -406,7 +453,6 @@ class KernelBuilder(Transformer_NonRecursive):
 _TERMINAL_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "$END": "end of input"}
 _FOUND_WORDS = {"NAME": "name", "INT": "integer", "FLOAT": "number"}
 _OPERATORS = frozenset({"+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=", "&", "|"})
-_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 _STATEMENT_STARTS = frozenset({"let", "copy", "store", "atomic", "mma", "for", "wait", "arrive", "expect_tx",
                                "sync", "bar_sync"})
 _EXPRESSION_STARTS = frozenset({"(", "-", "!", "load", "mma", "sizeof", "inf", "true", "false",
@@ -505,10 +551,8 @@ def _lark_error_diagnostic(error: UnexpectedInput, text: str, filename: str, lar
                           span=Span.point(error.line, error.column), file=filename)
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         token = error.token
-        chained = str(token) in _COMPARISONS and not _COMPARISONS & {_terminal_text(t, lark) for t in accepted}
         return Diagnostic("E0001", f"unexpected {_describe_found(token)}, expected {expected}",
-                          span=_tok_span(token), file=filename,
-                          help="comparisons do not chain: write `(a < b) & (b < c)`" if chained else None)
+                          span=_tok_span(token), file=filename)
     return Diagnostic("E0003", f"unexpected end of input, expected {expected}", span=_end_span(text),
                       file=filename)
 
@@ -519,13 +563,16 @@ def _depth_diagnostic(tree: Tree, filename: str) -> Diagnostic:
 
 
 def _too_deep(tree: Tree) -> Tree | None:
-    """The first subtree nested deeper than MAX_DEPTH, found without recursion; None when there is none."""
+    """The first subtree whose nodes would nest deeper than MAX_DEPTH, found without recursion; None when
+    there is none."""
     stack: list[tuple[Tree, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             return node
-        stack.extend((c, depth + 1) for c in reversed(node.children) if isinstance(c, Tree))
+        # A chain of k binary operators builds up to k nested BinOps.
+        step = 1 + len(node.children) // 2 if node.data == "chain" else 1
+        stack.extend((c, depth + step) for c in reversed(node.children) if isinstance(c, Tree))
     return None
 
 
