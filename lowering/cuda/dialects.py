@@ -30,12 +30,22 @@ A_FRAG_REG_BUDGET = 64  # registers a thread may spend holding a loop-invariant 
 
 
 def parse_form(form: str) -> tuple[str, int, int, int]:
+    """(instruction family, M, N, K) of an mma form; only the shapes this backend emits are accepted."""
     if form == "dot":
         return "mma_sync", 16, 8, 16
     m = _FORM.match(form)
     if m is None:
-        raise Unlowerable(Code.MMA_FORM, f"unknown mma form `{form}`")
-    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+        raise Unlowerable(Code.MMA_FORM, f"unknown mma form `{form}`",
+                          help="dot, mma_sync.m16n8k16, wgmma.m64nNk16 or tcgen05.m128nNk16")
+    kind, mm, nn, kk = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+    ok = {"mma_sync": (mm, nn, kk) == (16, 8, 16),
+          "wgmma": mm == 64 and kk == 16 and nn % 8 == 0 and 8 <= nn <= 256,
+          "tcgen05": mm in (64, 128) and kk == 16 and nn % 16 == 0 and 16 <= nn <= 256}[kind]
+    if not ok:
+        raise Unlowerable(Code.MMA_FORM, f"the CUDA backend does not emit `{form}`",
+                          help="mma_sync.m16n8k16, wgmma.m64nNk16 (N a multiple of 8, <= 256), "
+                               "tcgen05.m{64,128}nNk16 (N a multiple of 16, <= 256)")
+    return kind, mm, nn, kk
 
 
 def _mma_suffix(dtype: DType) -> str:

@@ -1,0 +1,53 @@
+"""Shared helpers for the CUDA backend tests: the shipped schedules, lowering, and a per-process compile cache
+(each (schedule, arch) is compiled by nvcc at most once per test process)."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+from cake.ir.nodes import Kernel
+from cake.ir.parser import parse
+from cake.lowering.cuda.compile import CompiledModule, compile_cubin
+from cake.lowering.cuda.program import CudaProgram, generate
+
+REPO = Path(__file__).resolve().parents[3]
+KMEANS = REPO / "experiments" / "flash_kmeans"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# Every schedule the repo ships, at the target it declares, plus the kmeans schedules lowered for the other
+# targets they are meant to run on.
+SHIPPED = sorted(p.relative_to(REPO).as_posix() for p in [*REPO.glob("experiments/**/*.cake"),
+                                                        *REPO.glob("tests/lowering/fixtures/*.cake")])
+RETARGETED = (("experiments/flash_kmeans/assign_plain.cake", "sm_80"),)
+
+HAVE_NVCC = shutil.which("nvcc") is not None
+NO_NVCC = "nvcc is not installed here: nothing is marked compiled that was not compiled"
+
+
+def read(rel: str) -> tuple[Kernel, str]:
+    text = (REPO / rel).read_text()
+    return parse(text, rel), text
+
+
+@functools.cache
+def program(rel: str, arch: str | None = None) -> CudaProgram:
+    kernel, _ = read(rel)
+    return generate(kernel, arch or kernel.target, file=rel)
+
+
+@functools.cache
+def compiled(rel: str, arch: str | None = None) -> CompiledModule:
+    prog = program(rel, arch)
+    smem = {c.kname: c.smem_bytes for c in prog.launches}
+    tmem = {c.kname: c.tmem_columns for c in prog.launches}
+    return compile_cubin(prog.source, prog.arch, smem_dynamic_bytes=smem, tmem_columns=tmem, file=rel)
+
+
+def edited(rel: str, old: str, new: str) -> tuple[Kernel, str]:
+    """A shipped schedule with one textual edit (the edit must apply exactly once)."""
+    text = (REPO / rel).read_text()
+    assert text.count(old) == 1, f"edit {old!r} matches {text.count(old)} times in {rel}"
+    changed = text.replace(old, new)
+    return parse(changed, rel), changed
