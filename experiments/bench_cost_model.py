@@ -225,7 +225,10 @@ def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[
         return lambda f: [preds[i].retimed(f) for i in subset]  # type: ignore[union-attr]
 
     everyone = list(range(len(timed)))
-    factors = fit_factors(model(everyone), meas)
+    fit = fit_factors(model(everyone), [m * 1e-3 for m in meas])  # predictions are seconds, meas ms
+    factors = fit.factors
+    if fit.warning():
+        print(f"WARNING: {fit.warning()}", flush=True)
     fitted = [p.retimed(factors) for p in preds]  # type: ignore[union-attr]
     rng = random.Random(1)
     order = everyone[:]
@@ -233,13 +236,14 @@ def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[
     half_a, half_b = order[: len(order) // 2], order[len(order) // 2:]
     cross = []
     for fit_on, test_on in ((half_a, half_b), (half_b, half_a)):
-        f = fit_factors(model(fit_on), [meas[i] for i in fit_on])
+        f = fit_factors(model(fit_on), [meas[i] * 1e-3 for i in fit_on]).factors
         cross.append(spearman([preds[i].retimed(f) for i in test_on], [meas[i] for i in test_on]))  # type: ignore[union-attr]
     for e, p, q in zip(timed, prior, fitted, strict=True):
         e.extra.update({"predicted_prior_ms": p * 1e3, "predicted_calibrated_ms": q * 1e3})
     rho_prior, rho_fit = spearman(prior, meas), spearman(fitted, meas)
     cal = Calibration(device, toolchain, factors, len(timed), rho_prior, rho_fit, date.today().isoformat(),
-                      "fitted by experiments/bench_cost_model.py on assign schedules at the CAKE cell")
+                      "fitted by experiments/bench_cost_model.py on assign schedules at the CAKE cell; "
+                      "refit and validate with experiments/fit_cost_model.py", fit.at_bound)
     target = out / "cost_calibration.json"
     shutil.copyfile(DATA_PATH, target)
     store_calibration(cal, target)
@@ -247,6 +251,7 @@ def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[
             "spearman_calibrated_2fold": cross, "top5_recall_prior": top_k_recall(prior, meas, 5),
             "top10_recall_prior": top_k_recall(prior, meas, 10), "top5_recall_calibrated": top_k_recall(fitted, meas, 5),
             "top10_recall_calibrated": top_k_recall(fitted, meas, 10), "factors": factors.to_json(),
+            "factors_at_bound": list(fit.at_bound),
             "calibration_file": str(target)}
 
 

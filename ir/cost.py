@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
+from cake.ir import cost_pressure as cp
 from cake.ir import nodes as n
 from cake.ir.cost_calibration import CostConstants, Factors, calibration_for, constants_for
 
@@ -44,6 +45,8 @@ class Bound(enum.Enum):
     HBM = "HBM bandwidth"
     LATENCY = "memory latency"
     SYNC = "synchronization"
+    SPILL = "register spills"
+    CHAIN = "iteration latency chain"
     LAUNCH = "launch overhead"
 
 
@@ -66,6 +69,8 @@ class Work:
     stage_bytes: float = 0.0  # global bytes one pipeline stage carries
     stages: int = 1  # software-pipeline depth of the loop carrying the most bytes (1 = not pipelined)
     tensor_reads: tuple[tuple[str, float, float], ...] = ()  # (tensor, bytes requested per tile, its size)
+    iterations: float = 0.0  # innermost-loop iterations per tile (each one a dependent chain)
+    acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
 
 
 _REDUCTIONS = {"sum": 1.0, "max": 1.0, "min": 1.0, "argmin": 2.0, "argmax": 2.0, "cumsum": 2.0}
@@ -99,6 +104,10 @@ class _Counter:
     loop_bytes: list[tuple[float, int]] = field(default_factory=list)  # (bytes per iteration, stages)
     staged_smem: float = 0.0  # smem a backend allocates for tiles loaded in pipelined loops
     reg_tiles: list[tuple[int, float]] = field(default_factory=list)  # (rank, bytes) of computed register tiles
+    acc_bytes: float = 0.0  # the largest mma result (fp32), live in registers
+    acc_touches: float = 1.0
+    iterations: float = 0.0
+    reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
 
     def val(self, expr: n.Expr) -> int:
         try:
@@ -161,8 +170,12 @@ class _Counter:
         args = [self.expr(a, mult) for a in e.args]
         if e.func in _REDUCTIONS and axis_kw is not None and len(args) == 1:
             source, eb = args[0]
-            self.cuda_ops += mult * math.prod(source) * _REDUCTIONS[e.func]
             axis = self.val(axis_kw.value)
+            split = cp.warp_split(source, self.threads // an.THREADS_PER_WARP, self.consts)
+            self.cuda_ops += mult * math.prod(source) * _REDUCTIONS[e.func] * split.replication
+            if len(source) >= 2 and (split.crosses_columns if axis % len(source) == len(source) - 1
+                                     else split.crosses_rows):
+                self.syncs += mult  # partial results exchanged through shared memory, behind a barrier
             if e.func == "cumsum":
                 return source, eb
             return tuple(d for i, d in enumerate(source) if i != axis % max(1, len(source))), eb
@@ -187,6 +200,9 @@ class _Counter:
         if rate <= 0:
             raise CostError(f"mma form `{form}` does not run on {self.consts.arch}")
         self.tensor_flops += mult * 2.0 * m_ * n_ * k_ / rate
+        if m_ * n_ * 4 > self.acc_bytes:
+            self.acc_bytes = m_ * n_ * 4.0
+            self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
         # Register operands of a backend `dot` are staged through shared memory by the backend.
         for operand, shape, nbytes in ((a, sa, ea), (b, sb, eb)):
             if not self._from_smem(operand):
@@ -199,14 +215,17 @@ class _Counter:
         tile = self.scope.get(an.ref_name(e) or "")
         return tile is not None and tile.space in ("smem", "tmem")
 
-    def form_rate(self, form: str, rows: int) -> float:
+    def form_family(self, form: str, rows: int) -> str:
         family = form.split(".", 1)[0]
         if family == "dot":
             family = self.consts.dot_lowers_to
             # A backend issues wgmma only for whole warpgroups and 64-row tiles; else it falls back.
             if family == "wgmma" and (self.threads < 128 or rows < 64):
                 family = "mma_sync"
-        return self.consts.form_rate(family)
+        return family
+
+    def form_rate(self, form: str, rows: int) -> float:
+        return self.consts.form_rate(self.form_family(form, rows))
 
     def index(self, e: n.Index, mult: float, read: bool) -> tuple[tuple[int, ...], int]:
         name = an.ref_name(e)
@@ -218,6 +237,8 @@ class _Counter:
             return (), 4
         items = list(e.items)
         dims = list(tile.shape)
+        if tile.space == "reg" and name in self.reduced and items and isinstance(items[0], n.NewAxis):
+            self.syncs += mult  # a row-slice vector used as a column vector: a layout conversion via smem
         if tile.space in ("smem", "tmem") and tile.stages > 1 and items:
             items = items[1:]  # the stage index
         elif tile.space in ("smem", "tmem") and items and not isinstance(items[0], (n.Slice, n.NewAxis)) \
@@ -255,6 +276,8 @@ class _Counter:
                 shape = tuple(self.val(x) for x in s.type.shape)
                 eb = an.elem_bytes(s.type.elem, self.env)
             self.scope[s.name] = _Tile(shape, eb, "reg")
+            if isinstance(s.value, n.Call) and s.value.func in _REDUCTIONS and len(shape) == 1:
+                self.reduced.add(s.name)
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
                 self.staged_smem += pipelined * math.prod(shape) * eb
             elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
@@ -291,6 +314,8 @@ class _Counter:
             trips = max(0, self.val(s.stop) - self.val(s.start))
             stages = self.val(s.pipeline.stages) if s.pipeline is not None else 1
             before = self.global_bytes
+            if not any(isinstance(inner, n.For) for inner in s.body):
+                self.iterations += mult * trips
             self.body(s.body, mult * trips, max(pipelined, stages) if s.pipeline is not None else pipelined)
             moved = self.global_bytes - before
             if trips and moved:
@@ -320,7 +345,8 @@ class LaunchWork:
     work: Work
     tiles: int
     staged_smem_bytes: int
-    reg_estimate_bytes: float  # register tiles of one CTA (for the estimate when no budget is declared)
+    acc_bytes: float  # the largest mma result of one CTA, live in registers
+    vector_bytes: float  # 1-D register tiles of one CTA
 
 
 def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants) -> LaunchWork:
@@ -339,22 +365,24 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
         stages = 1 if tm.stages is None else c.val(tm.stages)
         c.scope[tm.name] = _Tile(tuple(c.val(x) for x in tm.type.shape), 4, "tmem", stages)
     base_scope = dict(c.scope)
+    chain = 0.0
     for role in launch.roles:
         for _ in an.role_instances(role, env):
             c.scope = dict(base_scope)
+            c.iterations = 0.0
             c.body(role.body, 1.0, 1)
+            chain = max(chain, c.iterations)  # roles run concurrently: their chains overlap
+    c.iterations = chain
     tiles = 1
     for axis in launch.grid.axes:
         tiles *= max(0, c.val(axis.extent))
     stage_bytes, stages = max(c.loop_bytes, default=(c.global_bytes, 1))
-    # Live registers: the largest 2-D tile with one intermediate beside it (1.5x), plus every vector.
-    largest = max((b for rank, b in c.reg_tiles if rank >= 2), default=0.0)
     vectors = sum(b for rank, b in c.reg_tiles if rank < 2)
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
-                stages, reads)
-    return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, 1.5 * largest + vectors)
+                stages, reads, c.iterations, c.acc_touches)
+    return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
 # ------------------------------------------------------------------------------------------- occupancy
@@ -370,6 +398,7 @@ class Occupancy:
     persistent: bool
     tiles_on_busiest_sm: int  # wave quantization: ceil over SMs
     resident_ctas: int  # CTAs sharing an SM while the busiest SM works
+    spilled_regs: float = 0.0  # per thread, beyond the architecture's maximum (0 with declared budgets)
 
     @property
     def resident_warps(self) -> int:
@@ -381,12 +410,14 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     threads = an.launch_threads(launch, env)
     smem = an.smem_layout(launch, env).total_bytes + lw.staged_smem_bytes
     budget = an.register_budget(launch, env, spec)
+    spilled = 0.0
     if any(r.declared for r in budget):
         regs = max(1, sum(r.total for r in budget) // max(1, threads))
     else:
-        per_thread = consts.register_base_per_thread + lw.reg_estimate_bytes / max(1, threads) / 4
+        need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts)
+        spilled = cp.spilled_registers(need, spec.registers_per_thread_max)
         g = spec.register_allocation_granularity
-        regs = min(spec.registers_per_thread_max, int(-(-per_thread // g) * g))
+        regs = min(spec.registers_per_thread_max, int(-(-need // g) * g))
     limits = {
         "blocks": spec.blocks_per_sm_max,
         "threads": spec.warps_per_sm_max * an.THREADS_PER_WARP // max(1, threads),
@@ -402,7 +433,8 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
                         f"({smem:,} B shared memory, {regs} registers x {threads} threads)")
     persistent = launch.grid.kind is n.GridKind.PERSISTENT
     busiest, resident = quantize(lw.tiles, ctas_per_sm, device.sm_count, persistent)
-    return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident)
+    return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident,
+                     spilled)
 
 
 def quantize(tiles: int, ctas_per_sm: int, sms: int, persistent: bool) -> tuple[int, int]:
@@ -430,6 +462,8 @@ class Terms:
     latency_s: float
     sync_s: float
     overhead_s: float
+    spill_s: float
+    chain_s: float
     compute_residual: float  # share of min(tensor, cuda) not hidden
     memory_residual: float  # share of min(compute, memory) not hidden
 
@@ -451,16 +485,19 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
     hbm_bytes = _hbm_bytes(work, occ.tiles, device.l2_bytes) + work.store_bytes * occ.tiles
     in_flight = occ.resident_ctas * work.stages * work.stage_bytes
     latency_rate = in_flight / (consts.memory_latency_ns * 1e-9) if in_flight else float("inf")
-    spill = max(1.0, occ.regs_per_thread / 255.0)
+    tile_iterations = busiest * work.iterations
     return Terms(
         tensor_s=busiest * work.tensor_flops / (peak_tensor * tensor_issue),
-        cuda_s=busiest * work.cuda_ops * spill / (cuda_rate * cuda_issue),
+        cuda_s=busiest * work.cuda_ops / (cuda_rate * cuda_issue),
         smem_s=busiest * work.smem_bytes / smem_rate,
         l2_s=(total_global + work.store_bytes * occ.tiles) / l2_rate,
         hbm_s=hbm_bytes / hbm_rate,
         latency_s=busiest * work.global_bytes / latency_rate,
         sync_s=busiest * work.syncs * consts.sync_cycles / clock_hz / occ.resident_ctas,
         overhead_s=consts.launch_overhead_s,
+        spill_s=cp.spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.resident_ctas, clock_hz,
+                                 consts),
+        chain_s=cp.chain_seconds(tile_iterations, occ.resident_ctas, clock_hz, consts),
         compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
         memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
     )
@@ -484,13 +521,17 @@ def combine(t: Terms, f: Factors) -> tuple[float, Bound]:
     parts = {
         Bound.TENSOR: t.tensor_s * f.tensor, Bound.CUDA_CORE: t.cuda_s * f.cuda, Bound.SMEM: t.smem_s * f.smem,
         Bound.L2: t.l2_s * f.l2, Bound.HBM: t.hbm_s * f.hbm, Bound.LATENCY: t.latency_s * f.latency,
-        Bound.SYNC: t.sync_s * f.sync, Bound.LAUNCH: t.overhead_s * f.overhead,
+        Bound.SYNC: t.sync_s * f.sync, Bound.LAUNCH: t.overhead_s * f.overhead, Bound.SPILL: t.spill_s * f.spill,
+        Bound.CHAIN: t.chain_s * f.chain,
     }
     tc, cu = parts[Bound.TENSOR], parts[Bound.CUDA_CORE]
-    compute = max(tc, cu, parts[Bound.SMEM]) + min(tc, cu) * t.compute_residual
+    # The iteration chain is a floor on the compute side (work cannot finish before its dependent chain).
+    compute = max(tc, cu, parts[Bound.SMEM], parts[Bound.CHAIN]) + min(tc, cu) * t.compute_residual
     memory = max(parts[Bound.L2], parts[Bound.HBM], parts[Bound.LATENCY])
     body = max(compute, memory) + min(compute, memory) * t.memory_residual
-    return body + parts[Bound.SYNC] + parts[Bound.LAUNCH], max(parts, key=lambda b: parts[b])
+    # Spill round trips stall the warps that issue them: they add, like barriers.
+    total = body + parts[Bound.SYNC] + parts[Bound.SPILL] + parts[Bound.LAUNCH]
+    return total, max(parts, key=lambda b: parts[b])
 
 
 # ------------------------------------------------------------------------------------------ prediction
@@ -540,7 +581,8 @@ class Prediction:
                           "tiles": lp.occupancy.tiles, "tiles_on_busiest_sm": lp.occupancy.tiles_on_busiest_sm,
                           "terms_s": {k: getattr(lp.terms, k) for k in
                                       ("tensor_s", "cuda_s", "smem_s", "l2_s", "hbm_s", "latency_s", "sync_s",
-                                       "overhead_s")}}
+                                       "overhead_s", "spill_s", "chain_s")},
+                          "spilled_regs": lp.occupancy.spilled_regs}
                          for lp in self.launches],
         }
 

@@ -2,8 +2,10 @@
 
 Both live in `ir/data/cost_calibration.json` (committed). Constants are priors with sources; a calibration
 is a set of `Factors`, each multiplying the time of one term of the model, fitted from measured runs by
-`fit_factors` (log-space coordinate descent on the squared log error — the model exists to rank, and a
-ratio error is what matters for ranking). `spearman` and `top_k_recall` are the figures we report.
+`fit_factors`: least squares on log time (the model exists to rank, and a ratio error is what matters for
+ranking), regularized toward 1.0, inside bounds; the result says which factors ended at a bound (a fit that
+needs a term scaled 16x is telling us the term's physics is wrong, not that the factor is 16) and which
+never changed a prediction. `spearman` and `top_k_recall` are the figures we report.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 DATA_PATH = Path(__file__).resolve().parent / "data" / "cost_calibration.json"
@@ -32,6 +34,12 @@ class CostConstants:
     register_base_per_thread: int
     pingpong_residual: float  # fraction of the shorter of MMA / CUDA-core time a ping-pong does not hide
     sfu_op_cost: float  # exp/log/sqrt cost in plain ALU ops
+    rows_per_warp: int  # accumulator rows one warp covers (mma fragment height)
+    cols_per_warp: int  # narrowest column strip a warp covers before it replicates work
+    accumulator_live_copies: float  # live register copies of the largest mma result
+    local_memory_latency_cycles: float  # one spilled register's store or reload round trip
+    iteration_latency_cycles: float  # the dependent chain of one loop iteration of one CTA
+    mma_sync_k_step: int  # k of one mma.sync instruction (the accumulator is touched per k-step)
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str
@@ -52,6 +60,8 @@ class Factors:
     latency: float = 1.0
     sync: float = 1.0
     overhead: float = 1.0
+    spill: float = 1.0
+    chain: float = 1.0
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
@@ -70,6 +80,7 @@ class Calibration:
     spearman_after: float | None
     date: str
     note: str = ""
+    at_bound: tuple[str, ...] = ()  # factors the fit left at a bound (their term's physics is suspect)
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
@@ -80,6 +91,7 @@ class Calibration:
     def from_json(data: Mapping[str, object]) -> Calibration:
         raw = dict(data)
         factors = Factors(**{k: float(v) for k, v in dict(raw.pop("factors")).items()})  # type: ignore[call-overload]
+        raw["at_bound"] = tuple(raw.get("at_bound", ()))  # type: ignore[arg-type]
         return Calibration(factors=factors, **raw)  # type: ignore[arg-type]
 
 
@@ -162,30 +174,88 @@ def top_k_recall(predicted: Sequence[float], measured: Sequence[float], k: int) 
     return len(best_true & best_pred) / k if k else 0.0
 
 
-_GRID = tuple(2.0 ** (e / 4.0) for e in range(-12, 13))  # 0.125x .. 8x in quarter-octave steps
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A fitted set of factors and what the fit says about itself."""
+
+    factors: Factors
+    rms_log_error: float  # root mean squared natural-log error of the fitted predictions
+    at_bound: tuple[str, ...]  # factors that ended at a bound: the fit wanted more than the bounds allow
+    inert: tuple[str, ...]  # factors that never changed a prediction (left at 1.0)
+    bounds: tuple[float, float]
+    regularization: float
+
+    def warning(self) -> str | None:
+        if not self.at_bound:
+            return None
+        return (f"calibration factors at a bound ({', '.join(self.at_bound)}; bounds {self.bounds[0]:g}.."
+                f"{self.bounds[1]:g}): their terms' physics is off, not their rates")
 
 
-def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequence[float],
-                start: Factors = Factors(), rounds: int = 4) -> Factors:
-    """Coordinate descent over each factor on a log grid, minimizing sum (log predicted - log measured)^2.
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
-    `predict(factors)` re-times every sample with `factors` (cheap: the work counts are fixed). A factor
-    whose term never matters stays where it started.
+
+def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequence[float], *,
+                bounds: tuple[float, float] = (1.0 / 16.0, 16.0), regularization: float = 0.01,
+                names: Sequence[str] = FACTOR_NAMES, rounds: int = 12, grid_steps_per_octave: int = 2) -> Fit:
+    """Least squares on log time, regularized toward 1.0, by coordinate descent in log space.
+
+    Minimizes mean_i (log predicted_i - log measured_i)^2 + regularization * sum_f (log f)^2 with each
+    factor in `bounds`. Each coordinate step scans a log grid (`grid_steps_per_octave`) and refines the best
+    bracket by golden-section search, so the result is deterministic. `predict(factors)` re-times every
+    sample with `factors` (cheap: the work counts are fixed).
     """
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
     logs = [math.log(m) for m in measured]
+    count = max(1, len(logs))
 
-    def loss(f: Factors) -> float:
-        return sum((math.log(p) - t) ** 2 for p, t in zip(predict(f), logs, strict=True))
+    def loss(logf: dict[str, float]) -> float:
+        f = Factors(**{k: math.exp(v) for k, v in logf.items()})
+        err = sum((math.log(p) - t) ** 2 for p, t in zip(predict(f), logs, strict=True)) / count
+        return err + regularization * sum(v * v for v in logf.values())
 
-    best, best_loss = start, loss(start)
+    current = {name: 0.0 for name in FACTOR_NAMES}
+    best_loss = loss(current)
+    steps = max(2, round((hi - lo) / math.log(2.0) * grid_steps_per_octave))
+    grid = [lo + (hi - lo) * i / steps for i in range(steps + 1)]
+    inert = set()
+    for name in names:
+        probe = dict(current, **{name: hi})
+        if predict(Factors(**{k: math.exp(v) for k, v in probe.items()})) == \
+                predict(Factors(**{k: math.exp(v) for k, v in current.items()})):
+            inert.add(name)
     for _ in range(rounds):
-        improved = False
-        for name in FACTOR_NAMES:
-            for g in _GRID:
-                candidate = replace(best, **{name: g})
-                cand_loss = loss(candidate)
-                if cand_loss < best_loss - 1e-12:
-                    best, best_loss, improved = candidate, cand_loss, True
-        if not improved:
+        start_loss = best_loss
+        for name in names:
+            if name in inert:
+                continue
+
+            def at(v: float, name: str = name) -> float:
+                return loss(dict(current, **{name: v}))
+
+            values = [at(v) for v in grid]
+            i = min(range(len(grid)), key=lambda j: values[j])
+            a, b = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
+            x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+            f1, f2 = at(x1), at(x2)
+            for _ in range(30):
+                if f1 < f2:
+                    b, x2, f2 = x2, x1, f1
+                    x1 = b - _GOLDEN * (b - a)
+                    f1 = at(x1)
+                else:
+                    a, x1, f1 = x1, x2, f2
+                    x2 = a + _GOLDEN * (b - a)
+                    f2 = at(x2)
+            candidates = [(values[i], grid[i]), (f1, x1), (f2, x2), (best_loss, current[name])]
+            cand_loss, value = min(candidates)
+            if cand_loss < best_loss:
+                current[name], best_loss = value, cand_loss
+        if start_loss - best_loss < 1e-10:
             break
-    return best
+    factors = Factors(**{k: math.exp(v) for k, v in current.items()})
+    fitted = predict(factors)
+    rms = math.sqrt(sum((math.log(p) - t) ** 2 for p, t in zip(fitted, logs, strict=True)) / count)
+    tol = 1e-3
+    at_bound = tuple(k for k in names if k not in inert and (current[k] <= lo + tol or current[k] >= hi - tol))
+    return Fit(factors, rms, at_bound, tuple(sorted(inert)), bounds, regularization)

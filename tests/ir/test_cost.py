@@ -163,13 +163,41 @@ def test_fit_recovers_a_planted_factor() -> None:
         return [t * f.tensor + c * f.cuda for t, c in base]
 
     measured = model(Factors(tensor=2.0, cuda=0.5))
-    fitted = fit_factors(model, measured)
-    assert fitted.tensor == pytest.approx(2.0) and fitted.cuda == pytest.approx(0.5)
+    fit = fit_factors(model, measured, regularization=0.0)
+    assert fit.factors.tensor == pytest.approx(2.0, rel=1e-3) and fit.factors.cuda == pytest.approx(0.5, rel=1e-3)
+    assert fit.at_bound == () and fit.warning() is None
+    assert "sync" in fit.inert  # its term is not in this model: left at 1.0 and said so
+
+
+def test_fit_flags_factors_that_run_to_a_bound() -> None:
+    # Units that disagree (seconds predicted, milliseconds measured) need every factor x1000: the fit must say
+    # that it hit the bounds rather than quietly return them (what the first H200 run's fit did).
+    base = [(1.0, 0.1), (0.2, 1.0), (0.5, 0.5)]
+
+    def model(f: Factors) -> list[float]:
+        return [t * f.tensor + c * f.cuda for t, c in base]
+
+    fit = fit_factors(model, [1000.0 * m for m in model(Factors())], bounds=(0.125, 8.0))
+    assert set(fit.at_bound) == {"tensor", "cuda"}
+    assert fit.factors.tensor == pytest.approx(8.0) and "tensor" in (fit.warning() or "")
+
+
+def test_regularization_pulls_toward_one() -> None:
+    base = [(1.0, 0.1), (0.2, 1.0), (0.5, 0.5), (2.0, 0.3)]
+
+    def model(f: Factors) -> list[float]:
+        return [t * f.tensor + c * f.cuda for t, c in base]
+
+    measured = model(Factors(tensor=2.0))
+    loose = fit_factors(model, measured, regularization=0.0).factors.tensor
+    tight = fit_factors(model, measured, regularization=1.0).factors.tensor
+    assert 1.0 <= tight < loose
 
 
 def test_calibration_store_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "cal.json"
-    path.write_text((Path(__file__).resolve().parents[2] / "ir" / "data" / "cost_calibration.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "ir" / "data" / "cost_calibration.json").read_text())
+    path.write_text(json.dumps({**data, "calibrations": []}))  # the committed calibrations aside
     cal = Calibration("H200", "triton-3.6.0", Factors(tensor=1.5), 60, 0.5, 0.8, "2026-12-01")
     store_calibration(cal, path)
     store_calibration(replace(cal, factors=Factors(tensor=1.25)), path)  # same key: replaced, not appended

@@ -1,0 +1,91 @@
+"""Per-thread pressure physics of the cost model: how a CTA's warps split a tile, what that costs.
+
+The analytic model in `cake.ir.cost` counts work per tile; this module prices what the *distribution* of
+that work over a CTA's threads does, which the first H200 run (experiments/data/h200-2026-11-30) showed
+to dominate the worst schedules:
+
+- **Warp split** (`warp_split`): a backend lays an accumulator-like [R, C] tile over its warps row-first,
+  `rows_per_warp` rows per warp (the mma fragment height: 16 for mma.sync and for each warp of a wgmma
+  warpgroup); warps left over split the columns. Warps that split the columns make a row reduction cross
+  warps (a shared-memory exchange and a barrier, priced as a sync), and warps whose column strips are
+  narrower than `cols_per_warp` replicate the work.
+- **Registers** (`register_need`): the live state of one thread — the largest mma result (the accumulator
+  and the elementwise tile derived from it replace each other element by element) plus every vector,
+  divided over the CTA's threads, on top of a base for addresses and indices. Elementwise temporaries on
+  loaded tiles stream and do not count.
+- **Spills** (`spill_seconds`): registers beyond the per-thread maximum live in local memory. Each spilled
+  register is stored and reloaded every time the accumulator is touched (once per k-step of an mma.sync
+  chain, once per wgmma), and each such access is a dependent round trip of `local_memory_latency_cycles`
+  that only the other resident CTAs hide.
+- **Iteration chain** (`chain_seconds`): one loop iteration is a dependent chain (wait for the stage, mma,
+  reductions, exchanges); a CTA cannot run its iterations faster than that chain, and only the CTAs
+  resident beside it overlap theirs. This is what makes many small tiles (small BN, small BK) slow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cake.ir.cost_calibration import CostConstants
+
+
+@dataclass(frozen=True, slots=True)
+class WarpSplit:
+    rows: int  # warps along the tile's rows
+    cols: int  # warps along its columns
+    replication: float  # >= 1: how many times each element is computed because warps outnumber the tile
+
+    @property
+    def crosses_columns(self) -> bool:
+        """A reduction along the columns (axis 1) needs warps to exchange partial results."""
+        return self.cols > 1
+
+    @property
+    def crosses_rows(self) -> bool:
+        return self.rows > 1
+
+
+def warp_split(shape: tuple[int, ...], warps: int, consts: CostConstants) -> WarpSplit:
+    """How `warps` warps cover a 2-D tile (row-first, `rows_per_warp` rows each); 1-D tiles split one way."""
+    warps = max(1, warps)
+    if len(shape) < 2:
+        return WarpSplit(warps, 1, 1.0)
+    r, c = shape[-2], shape[-1]
+    rows = max(1, min(warps, r // consts.rows_per_warp))
+    cols = max(1, warps // rows)
+    covered = rows * consts.rows_per_warp * cols * consts.cols_per_warp
+    return WarpSplit(rows, cols, max(1.0, covered / max(1, r * c)))
+
+
+def register_need(acc_bytes: float, vector_bytes: float, threads: int, consts: CostConstants) -> float:
+    """32-bit registers one thread needs (not capped by the architecture's maximum)."""
+    live = acc_bytes * consts.accumulator_live_copies + vector_bytes
+    return consts.register_base_per_thread + live / max(1, threads) / 4.0
+
+
+def spilled_registers(need: float, max_per_thread: int) -> float:
+    return max(0.0, need - max_per_thread)
+
+
+def spill_seconds(spilled: float, touches_per_iteration: float, tile_iterations: float, resident_ctas: int,
+                  clock_hz: float, consts: CostConstants) -> float:
+    """Time the busiest SM spends on local-memory round trips (a store and a load per spilled register per
+    accumulator touch), hidden only by the other resident CTAs. `tile_iterations` is the loop iterations
+    of all tiles the busiest SM runs."""
+    if spilled <= 0:
+        return 0.0
+    trips = tile_iterations * spilled * touches_per_iteration * 2.0
+    return trips * consts.local_memory_latency_cycles / clock_hz / max(1, resident_ctas)
+
+
+def chain_seconds(tile_iterations: float, resident_ctas: int, clock_hz: float, consts: CostConstants) -> float:
+    """The dependent chain of each loop iteration, overlapped only across resident CTAs."""
+    return tile_iterations * consts.iteration_latency_cycles / clock_hz / max(1, resident_ctas)
+
+
+def mma_touches(family: str, k: int, consts: CostConstants) -> float:
+    """How often one mma touches its accumulator registers: per k-step for mma.sync, once for wgmma."""
+    if family == "mma_sync":
+        return float(math.ceil(k / consts.mma_sync_k_step))
+    return 1.0
