@@ -205,3 +205,15 @@ def test_calibration_store_round_trip(tmp_path: Path) -> None:
     assert calibration_for("H200", "triton-3.6.0", path) == replace(cal, factors=Factors(tensor=1.25))
     assert calibration_for("H200", "other", path) is not None  # newest for the device
     assert calibration_for("B200", None, path) is None
+
+
+def test_more_accumulator_per_thread_never_predicts_fewer_registers_and_spills_are_priced() -> None:
+    def at(**params: int):  # type: ignore[no-untyped-def]
+        return predict(PLAIN, dims=CELL, dtype=DType.BF16, params=params, factors=Factors()).launches[0]
+
+    small, big = at(BN=128, BK=64, WARPS=2, STAGES=1), at(BN=128, BK=128, WARPS=2, STAGES=1)
+    assert big.occupancy.regs_per_thread >= small.occupancy.regs_per_thread
+    assert small.occupancy.spilled_regs == 0 and small.terms.spill_s == 0
+    assert big.occupancy.spilled_regs > 0 and big.bound.name == "SPILL" and big.time_s > 10 * small.time_s
+    # the same accumulator over twice the threads fits: no spill
+    assert at(BN=128, BK=128, WARPS=4, STAGES=1).occupancy.spilled_regs == 0
