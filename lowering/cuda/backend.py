@@ -182,15 +182,15 @@ class CudaKernel:
             raise RuntimeError(f"the CUDA backend runs on CUDA tensors; `{self.inputs[0].name}` is on {device}")
         index = device.index if device.index is not None else torch.cuda.current_device()
         spec = self.specialize(dtypes, dims, torch.cuda.get_device_capability(index), index)
-        tma_tensors = {t.tensor for code in spec.program.launches for f in code.args if f.tma is not None
-                       for t in (f.tma,)}
+        boxes = tma_extents(spec.program)
         tensors: dict[str, Any] = {}
+        tma_views: dict[str, Any] = {}  # what the tensor maps describe (zero-padded to whole boxes)
         for decl, t in zip(self.inputs, inputs, strict=True):
             if t.device != device:
                 raise RuntimeError(f"`{decl.name}` is on {t.device}, `{self.inputs[0].name}` on {device}")
             t = t.contiguous()
-            if decl.name in tma_tensors:
-                t = _tma_aligned(t, TMA_STRIDE_ALIGN_BYTES)
+            if decl.name in boxes:
+                t, tma_views[decl.name] = _tma_ready(t, boxes[decl.name], TMA_STRIDE_ALIGN_BYTES)
             tensors[decl.name] = t
         env = an.Env({**{p.name: p.default for p in self.kernel.params}, **dims}, spec.program.dtypes)
         outs = []
@@ -201,7 +201,10 @@ class CudaKernel:
             outs.append(out)
         for s in self.kernel.scratch:
             shape = tuple(an.value(e, env) for e in s.type.shape)
-            tensors[s.name] = _scratch(shape, torch_dtype(_resolve(s.type.elem, env)), _init_value(s.init, env), device)
+            full = tuple(max(n, b) for n, b in zip(shape, boxes.get(s.name, [1] * len(shape)), strict=True))
+            buf = _scratch(full, torch_dtype(_resolve(s.type.elem, env)), _init_value(s.init, env), device)
+            tensors[s.name] = buf[tuple(slice(0, n) for n in shape)]
+            tma_views[s.name] = buf
         stream = torch.cuda.current_stream(device).cuda_stream
         sms = torch.cuda.get_device_properties(index).multi_processor_count
         for code in spec.program.launches:
@@ -217,7 +220,7 @@ class CudaKernel:
                 grid = (min(total, sms), 1, 1)
             else:
                 grid = (*extents, 1, 1, 1)[:3]  # type: ignore[assignment]
-            args = pack_args(code.args, code.args_size, tensors, dims, self.tmaps)
+            args = pack_args(code.args, code.args_size, tensors, dims, self.tmaps, tma_views)
             spec.module.launch(code, grid, args, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -262,20 +265,35 @@ def _scratch(shape: tuple[int, ...], dtype: Any, init: float, device: Any) -> An
     return buf[..., :inner]
 
 
-def _tma_aligned(t: Any, align: int) -> Any:
-    """`t` itself when TMA can address it, else a copy whose rows are padded to `align` bytes."""
+def tma_extents(program: CudaProgram) -> dict[str, list[int]]:
+    """Per tensor read through TMA, the least extent of each dim (outermost first) that holds a whole box."""
+    need: dict[str, list[int]] = {}
+    for code in program.launches:
+        for f in code.args:
+            if f.tma is not None:
+                box = list(reversed(f.tma.box))
+                have = need.setdefault(f.tma.tensor, [1] * len(box))
+                need[f.tma.tensor] = [max(a, b) for a, b in zip(have, box, strict=True)]
+    return need
+
+
+def _tma_ready(t: Any, box_extents: list[int], align: int) -> tuple[Any, Any]:
+    """(the tensor the kernel indexes, the tensor its TMA maps describe). When TMA cannot address `t` as it
+    is (rows not 16-byte aligned) or a box is larger than a dim, both become views of a zero-padded copy: the
+    padding holds the zeros a box would read out of bounds anyway, so the copy changes no result."""
     import torch
 
     esize = t.element_size()
-    strides_ok = all((t.stride(i) * esize) % align == 0 for i in range(t.dim() - 1))
-    if strides_ok and t.data_ptr() % align == 0:
-        return t
     per = max(1, align // esize)
-    inner = t.shape[-1]
-    padded = -(-inner // per) * per
-    buf = torch.zeros((*t.shape[:-1], padded), dtype=t.dtype, device=t.device)
-    buf[..., :inner] = t
-    return buf[..., :inner]
+    full = [max(n, b) for n, b in zip(t.shape, box_extents, strict=True)]
+    full[-1] = -(-full[-1] // per) * per
+    strides_ok = all((t.stride(i) * esize) % align == 0 for i in range(t.dim() - 1))
+    if strides_ok and t.data_ptr() % align == 0 and all(n >= b for n, b in zip(t.shape, box_extents, strict=True)):
+        return t, t
+    buf = torch.zeros(full, dtype=t.dtype, device=t.device)
+    logical = tuple(slice(0, n) for n in t.shape)
+    buf[logical] = t
+    return buf[logical], buf[tuple(slice(0, max(n, b)) for n, b in zip(t.shape, box_extents, strict=True))]
 
 
 class CudaBackend:

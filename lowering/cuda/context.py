@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from cake.ir import analysis as an
 from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
 from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
-from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator
+from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator, stage_layout
 
 from cake.arch import ArchSpec
 from cake.diagnostics import Diagnostic
@@ -70,15 +70,10 @@ class LaunchCtx:
         return an.value(expr, self.env)  # type: ignore[arg-type]
 
     def smem_offset(self, name: str) -> int:
-        return next(b.offset_bytes for b in self.plan.smem.buffers if b.name == name)
+        return next(b.offset for b in self.plan.smem.buffers if b.name == name)
 
     def smem_layout_of(self, decl: SmemDecl) -> SmemTileLayout:
-        dtype = self.dtype(decl.type.elem)
-        shape = [self.int_of(e) for e in decl.type.shape]
-        rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
-        if decl.swizzle.bytes:
-            return SmemTileLayout.swizzled(rows, cols, dtype.bytes, decl.swizzle.bytes)
-        return SmemTileLayout.plain(rows, cols, dtype.bytes)
+        return stage_layout(decl, self.env)
 
     def offset_fn(self, name: str, layout: SmemTileLayout) -> str:
         fn = f"{name}_off"

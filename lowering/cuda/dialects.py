@@ -15,7 +15,7 @@ from cake.ir import analysis as an
 from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
 from cake.lowering.cuda.cnames import ident
 from cake.lowering.cuda.errors import Code, Unlowerable
-from cake.lowering.cuda.layouts import FragLayout, MmaFragLayout, RowPerThreadLayout
+from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
 from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
 
 from cake.arch import ArchSpec, Feature
@@ -54,6 +54,20 @@ def _mma_suffix(dtype: DType) -> str:
     if dtype is DType.F16:
         return "f16"
     raise Unlowerable(Code.MMA_FORM, f"tensor-core mma on {dtype.value} operands is not lowered (use f16 or bf16)")
+
+
+def padded_k(a: SmemTile, b: SmemTile, kdim: int) -> int:
+    """The K extent an mma loops over: whole k16 steps. A K that is not a multiple of 16 (a small static D)
+    reads the operands' zero-filled padding columns, which every copy into such a tile writes."""
+    kpad = round_up(kdim, MMA_K_STEP)
+    if kpad == kdim:
+        return kdim
+    a_cols = a.layout.cols if a.layout is not None and not a.transposed else 0
+    b_cols = b.layout.cols if b.layout is not None and b.transposed else 0
+    if a_cols < kpad or b_cols < kpad:
+        raise Unlowerable(Code.MMA_FORM, f"an mma over K = {kdim} needs both operands padded with zeros to "
+                          f"{kpad} columns (K-major)")
+    return kpad
 
 
 class Sm80:
@@ -162,8 +176,8 @@ class Sm80:
                 and site.stmt.value.a.id == name and parse_form(site.stmt.value.form)[0] == "mma_sync"]
         if not uses or not uses[0].loops:
             return
-        ksteps = tile.shape[1] // 16
-        if tile.shape[1] % 16 or ksteps * layout.m_blocks * 4 > A_FRAG_REG_BUDGET:
+        ksteps = round_up(tile.shape[1], MMA_K_STEP) // MMA_K_STEP
+        if ksteps * layout.m_blocks * 4 > A_FRAG_REG_BUDGET:
             return
         frags = f"{ident(name)}_af"
         warp_m = "cake_wq" if layout.warps_n == 1 else f"(cake_wq / {layout.warps_n})"
@@ -183,8 +197,7 @@ class Sm80:
         ty = _mma_suffix(a.dtype)
         rows, kdim = a.shape
         cols = b.shape[1]
-        if kdim % 16:
-            raise Unlowerable(Code.MMA_FORM, f"mma_sync needs K ({kdim}) to be a multiple of 16")
+        kdim = padded_k(a, b, kdim)
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
         if layout.nregs != rows * cols // (gen.slot.warps * 32):
@@ -256,7 +269,7 @@ class Sm80:
 
     # ------------------------------------------------------------------------------------------ TMA
 
-    def tma_bytes(self, gen, copy: Copy) -> int:  # type: ignore[no-untyped-def]
+    def tma_bytes(self, gen, copy: Copy) -> tuple[int, int]:  # type: ignore[no-untyped-def]
         raise Unlowerable(Code.UNSUPPORTED, f"TMA copies need sm_90 or later (target is {self.name})")
 
     def tma_copy(self, gen, copy: Copy, group_bytes: int | None) -> None:  # type: ignore[no-untyped-def]
@@ -302,10 +315,9 @@ class Sm90a(Sm80):
             raise Unlowerable(Code.MMA_FORM, "wgmma reads its operands through shared-memory descriptors: declare "
                               "both buffers with the same swizzle (128B, 64B or 32B)",
                               help="e.g. `smem xs[2]: T[BN, D] swizzle 128B`")
-        if kdim % 16:
-            raise Unlowerable(Code.MMA_FORM, f"wgmma needs K ({kdim}) to be a multiple of 16")
         if not b.transposed:
             raise Unlowerable(Code.MMA_FORM, "wgmma reads B K-major here: write the operand as `c.T` with c: [N, K]")
+        kdim = padded_k(a, b, kdim)
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
         a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]
@@ -381,17 +393,15 @@ class Sm90a(Sm80):
         if not tile_axes or tile_axes[-1] != len(dims) - 1:
             raise Unlowerable(Code.TMA_BOX, "the innermost tensor dim must be a tile axis of a TMA copy")
         if isinstance(dest, SmemTile):
+            assert dest.layout is not None
             sw = dest.swizzle_bytes
-            rows = dest.layout.rows  # type: ignore[union-attr]
-            pitch = dest.layout.pitch_bytes  # type: ignore[union-attr]
+            rows, pitch = dest.layout.rows, dest.layout.pitch_bytes
+            inner = dest.layout.cols  # padded to a whole k-step: the box zero-fills the padding too
         elif isinstance(dest, SmemVec):
-            sw, rows, pitch = 0, 1, tile[-1] * esize
+            sw, rows, pitch, inner = 0, 1, tile[-1] * esize, tile[-1]
         else:
             raise Unlowerable(Code.TMA_BOX, "a TMA copy lands in a stage of a shared buffer")
-        inner = tile[-1]
         inner_box = sw // esize if sw else min(inner, TMA_BOX_MAX)
-        if sw and inner * esize % sw:
-            raise Unlowerable(Code.TMA_BOX, f"the {inner * esize}-byte rows are not whole {sw}-byte swizzle blocks")
         if (inner_box * esize) % 16:
             raise Unlowerable(Code.TMA_BOX, f"a TMA box row of {inner_box * esize} bytes is not a multiple of 16",
                               help="make the innermost extent a multiple of 16 bytes")
@@ -422,9 +432,13 @@ class Sm90a(Sm80):
                 issues.append((c, off, nbytes * esize))
         return tmap, issues, dest
 
-    def tma_bytes(self, gen, copy: Copy) -> int:  # type: ignore[no-untyped-def]
-        _, issues, _ = self.tma_plan(gen, copy)
-        return sum(i[2] for i in issues)
+    def tma_bytes(self, gen, copy: Copy) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+        """(bytes the boxes deliver, bytes of the logical tile): they differ when a box zero-fills padding."""
+        _, issues, dest = self.tma_plan(gen, copy)
+        logical = dest.dtype.bytes
+        for extent in dest.shape:
+            logical *= extent
+        return sum(i[2] for i in issues), logical
 
     def tma_copy(self, gen, copy: Copy, group_bytes: int | None) -> None:  # type: ignore[no-untyped-def]
         tmap, issues, dest = self.tma_plan(gen, copy)
@@ -518,6 +532,7 @@ class Sm100a(Sm90a):
             raise Unlowerable(Code.MMA_FORM, f"tcgen05.m{m} needs an A tile of {m} rows (got {rows})")
         if cols % n or n % 16 or n > 256:
             raise Unlowerable(Code.MMA_FORM, f"tcgen05 n{n} does not tile the {cols} columns")
+        kdim = padded_k(a, b, kdim)
         col, (trows, tcols) = self.tmem_ref(gen, st.dest)
         if (trows, tcols) != (rows, cols):
             raise Unlowerable(Code.MMA_FORM, f"the TMEM accumulator is {trows} x {tcols}, the product {rows} x {cols}")

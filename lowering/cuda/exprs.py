@@ -35,7 +35,7 @@ from cake.lowering.cuda.cnames import CTYPE, float_literal, ident
 from cake.lowering.cuda.context import LaunchCtx
 from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.infer import RoleFacts
-from cake.lowering.cuda.layouts import FragLayout, MmaFragLayout, SmemTileLayout
+from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, SmemTileLayout, round_up
 from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import (
     Bcast,
@@ -581,7 +581,7 @@ class ExprGen:
         """Copy a global tile that an mma reads into generator-owned shared memory (rows padded)."""
         rows, cols = v.shape
         esize = v.dtype.bytes
-        layout = SmemTileLayout.plain(rows, cols, esize, STAGING_PAD_BYTES)
+        layout = SmemTileLayout.plain(rows, round_up(cols, MMA_K_STEP), esize, STAGING_PAD_BYTES)
         offset = self.lc.smem.alloc(f"{self.slot.name}:{name}", layout.stage_bytes * self.slot.replicas)
         fn = self.lc.offset_fn(f"{name}_stage", layout)
         base = f"{name}_smem"
@@ -617,10 +617,21 @@ class ExprGen:
                 elementwise()
         else:
             elementwise()
+        self.zero_padding(base, fn, layout, rows, cols, v.dtype)
         self.role_sync()  # type: ignore[attr-defined]
         tile = SmemTile(v.dtype, (rows, cols), base, layout, fn, name, 0)
         self.dialect.preload_a(self, name, tile)  # type: ignore[attr-defined]
         return tile
+
+    def zero_padding(self, base: str, fn: str, layout: SmemTileLayout, rows: int, cols: int, dtype: DType) -> None:
+        """Zero the columns past the tile's own (padding to a whole k-step): an mma reads them."""
+        pad = layout.cols - cols
+        if pad <= 0:
+            return
+        self.w.comment(f"zero the {pad} padding column(s) an mma's last k-step reads")
+        with self.w.block(f"for (int cake_c = cake_rtid; cake_c < {rows * pad}; cake_c += {self.threads})"):
+            self.w.line(f"*reinterpret_cast<{CTYPE[dtype]}*>({base} + {fn}(cake_c / {pad}, {cols} + cake_c % {pad})) = "
+                        f"{CTYPE[dtype]}(0);")
 
     def _dims(self, ref: Index) -> tuple[Expr, ...]:
         assert isinstance(ref.base, Name)

@@ -99,7 +99,7 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
                 user_ids.append(bid)
     kname = f"{ident(kernel.name)}_{ident(launch.name)}"
     lc = LaunchCtx(kernel, launch, plan, arch, env, file, kname,
-                   SmemAllocator(plan.smem.total_bytes), NamedBarriers(max(user_ids) + 1))
+                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1))
     tmem = an.tmem_usage(launch, env)
     col = 0
     for t in launch.tmem:
@@ -145,7 +145,7 @@ def _prologue(lc: LaunchCtx, w: Writer, dialect: object) -> None:
         decl = lc.smem_decl(buf.name)
         assert decl is not None
         what = f"{buf.stages} x {buf.stage_bytes} B" + (f", swizzle {decl.swizzle.value}" if decl.swizzle.bytes else "")
-        w.line(f"uint8_t* {ident(buf.name)} = smem + {buf.offset_bytes};  // smem {buf.name}: {what}")
+        w.line(f"uint8_t* {ident(buf.name)} = smem + {buf.offset};  // smem {buf.name}: {what}")
     for bar in plan.barriers:
         tx = f", tx {bar.declared_tx} B" if bar.declared_tx is not None else ""
         w.line(f"uint64_t* {ident(bar.name)} = reinterpret_cast<uint64_t*>(smem + {bar.offset});  // mbarrier "

@@ -139,13 +139,15 @@ class TensorMapCache:
 
 
 def pack_args(fields: Sequence[ArgField], size: int, tensors: Mapping[str, Any], dims: Mapping[str, int],
-              tmaps: TensorMapCache) -> bytes:
-    """The argument block, byte for byte as the generated struct lays it out (nvcc checks the offsets)."""
+              tmaps: TensorMapCache, tma_views: Mapping[str, Any] | None = None) -> bytes:
+    """The argument block, byte for byte as the generated struct lays it out (nvcc checks the offsets).
+    `tma_views` are the (possibly zero-padded) tensors the maps describe; default: `tensors`."""
     out = bytearray(size)
+    views = tma_views or {}
     for f in fields:
         if f.kind == "tmap":
             assert f.tma is not None and f.tensor is not None
-            out[f.offset:f.offset + 128] = tmaps.get(f.tma, tensors[f.tensor])
+            out[f.offset:f.offset + 128] = tmaps.get(f.tma, views.get(f.tensor, tensors[f.tensor]))
         elif f.kind == "ptr":
             assert f.tensor is not None
             struct.pack_into("<Q", out, f.offset, tensors[f.tensor].data_ptr())

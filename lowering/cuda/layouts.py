@@ -185,3 +185,19 @@ class SmemTileLayout:
             what = f"{self.col_blocks} column block(s) of {self.block_cols} elements x {self.rows} rows, swizzle {w}B"
         return (f"// byte offset of element (r, c) in one stage: {what}\n"
                 f"__device__ __forceinline__ uint32_t {name}(int r, int c) {{ {body} }}")
+
+
+MMA_K_STEP = 16  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def declared_layout(rows: int, cols: int, elem_bytes: int, swizzle_bytes: int) -> SmemTileLayout:
+    """The layout of one stage of a declared 2-D shared buffer. Columns are padded to a whole k-step so an
+    mma never reads past the tile (the padding is zero-filled by the copies that land the tile)."""
+    padded = round_up(cols, MMA_K_STEP)
+    if swizzle_bytes:
+        return SmemTileLayout.swizzled(rows, padded, elem_bytes, swizzle_bytes)
+    return SmemTileLayout.plain(rows, padded, elem_bytes)

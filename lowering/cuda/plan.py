@@ -32,6 +32,7 @@ from cake.ir.nodes import (
     MmaAsync,
     NamedBarrierSync,
     Role,
+    SmemDecl,
     Stmt,
     Store,
     Sync,
@@ -39,6 +40,7 @@ from cake.ir.nodes import (
     Wait,
 )
 from cake.lowering.cuda.errors import Code, diag
+from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
 from cake.arch import ArchSpec, Feature
 from cake.diagnostics import Diagnostic
@@ -85,6 +87,48 @@ class BarrierSlot:
         return self.decl.name
 
 
+@dataclass(frozen=True, slots=True)
+class SmemBuffer:
+    name: str
+    stages: int
+    stage_bytes: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SmemPlan:
+    """Declared buffers in declaration order (each aligned as the checker's layout aligns them, stages sized
+    by this backend's layout: 2-D tiles padded to whole k-steps), then the mbarriers."""
+
+    buffers: tuple[SmemBuffer, ...]
+    barrier_offset: int
+    end: int
+
+
+def stage_layout(decl: SmemDecl, env: an.Env) -> SmemTileLayout:
+    dtype = an.resolve_elem(decl.type.elem, env)
+    assert dtype is not None
+    shape = [an.value(e, env) for e in decl.type.shape]
+    if len(shape) == 2:
+        return declared_layout(shape[0], shape[1], dtype.bytes, decl.swizzle.bytes)
+    return SmemTileLayout.plain(1, shape[0] if shape else 1, dtype.bytes)
+
+
+def plan_smem(launch: Launch, env: an.Env) -> SmemPlan:
+    buffers: list[SmemBuffer] = []
+    offset = 0
+    for decl in launch.smem:
+        stages = 1 if decl.stages is None else an.value(decl.stages, env)
+        align = max(an.SMEM_BUFFER_ALIGN_BYTES, decl.swizzle.bytes * an.SWIZZLE_ATOM_ROWS)
+        offset = -(-offset // align) * align
+        stage = max(stage_layout(decl, env).stage_bytes, an.tile_bytes(decl.type, env))
+        buffers.append(SmemBuffer(decl.name, stages, stage, offset))
+        offset += stages * stage
+    count = sum(1 if b.count is None else an.value(b.count, env) for b in launch.barriers)
+    barrier_offset = -(-offset // an.MBARRIER_BYTES) * an.MBARRIER_BYTES
+    return SmemPlan(tuple(buffers), barrier_offset, barrier_offset + count * an.MBARRIER_BYTES)
+
+
 @dataclass(slots=True)
 class SmemAllocator:
     """Generator-owned shared memory (staging tiles, reduction rows) after the declared buffers."""
@@ -121,7 +165,7 @@ class LaunchPlan:
     threads: int
     roles: tuple[RoleSlot, ...]
     barriers: tuple[BarrierSlot, ...]
-    smem: an.SmemLayout
+    smem: SmemPlan
     uses_setmaxnreg: bool
 
     def role_slot(self, name: str) -> RoleSlot:
@@ -195,7 +239,7 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
         if total > arch.registers_per_sm:
             found.append(diag(Code.RESOURCE, f"launch `{launch.name}` reallocates {total:,} registers > "
                               f"{arch.registers_per_sm:,} per SM", launch.span, file, subject=launch.name))
-    smem = an.smem_layout(launch, env)
+    smem = plan_smem(launch, env)
     barriers = _plan_barriers(launch, env, roles, smem, file, found)
     return LaunchPlan(launch, env, cursor, tuple(roles), barriers, smem, uses_setmaxnreg)
 
@@ -209,13 +253,13 @@ def entry_regs(plan: LaunchPlan, arch: ArchSpec) -> int:
     return _entry_regs(plan.threads, arch)
 
 
-def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: an.SmemLayout, file: str,
+def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: SmemPlan, file: str,
                    found: list[Diagnostic]) -> tuple[BarrierSlot, ...]:
     sites = an.barrier_sites(launch, env)
     accounting = an.barrier_accounting(launch, env, sites)
     slot_of = {r.name: r for r in roles}
     out: list[BarrierSlot] = []
-    offset = smem.barrier_offset_bytes
+    offset = smem.barrier_offset
     for decl in launch.barriers:
         count = 1 if decl.count is None else an.value(decl.count, env)
         init = [0] * count

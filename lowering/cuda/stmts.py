@@ -179,10 +179,10 @@ class RoleGen(ExprGen):
 
         def close() -> None:
             if run:
-                total = sum(self.dialect.tma_bytes(self, c) for c in run)  # type: ignore[attr-defined]
-                self.tma_groups[id(run[0])] = total
+                sizes = [self.dialect.tma_bytes(self, c) for c in run]  # type: ignore[attr-defined]
+                self.tma_groups[id(run[0])] = sum(box for box, _ in sizes)
                 self.tma_members.update(id(c) for c in run[1:])
-                self.check_tx(run, total)
+                self.check_tx(run, sum(logical for _, logical in sizes))
                 run.clear()
 
         for st in stmts:
@@ -203,9 +203,10 @@ class RoleGen(ExprGen):
                        for s in an.walk_body(self.slot.role.body))
         if not explicit and total != bar.declared_tx:
             self.lc.diags.append(diag(
-                Code.TX_BYTES, f"the TMA boxes signalling `{name}` move {total:,} bytes per phase, but the "
+                Code.TX_BYTES, f"the TMA copies signalling `{name}` move {total:,} bytes per phase, but the "
                 f"barrier declares tx {bar.declared_tx:,}", run[0].span, self.lc.file, subject=name,
-                label=f"{total:,} bytes of boxes", help=f"declare `tx {total}` or change the copies"))
+                label=f"{total:,} bytes of tiles", help=f"declare `tx {total}` or change the copies",
+                notes=("the generated arrive.expect_tx counts whole TMA boxes, zero-filled padding included",)))
 
     # ------------------------------------------------------------------------------------- statements
 
@@ -479,6 +480,8 @@ class RoleGen(ExprGen):
                 self.elementwise_copy(st, dest, rows, cols)
         else:
             self.elementwise_copy(st, dest, rows, cols)
+        assert dest.layout is not None
+        self.zero_padding(dest.base, dest.offset_fn, dest.layout, rows, cols, dest.dtype)
         self.after_copy(st, in_pipeline)
 
     def elementwise_copy(self, st: Copy, dest: SmemTile, rows: int, cols: int) -> None:

@@ -93,7 +93,7 @@ def test_tx_bytes_disagreeing_with_the_boxes() -> None:
     assert len(tx) == 1
     d = tx[0]
     assert d.subject == "c_full" and d.span is not None and (d.span.line, d.span.column) == (43, 7)
-    assert d.message == "the TMA boxes signalling `c_full` move 33,280 bytes per phase, but the barrier declares tx 32,768"
+    assert d.message == "the TMA copies signalling `c_full` move 33,280 bytes per phase, but the barrier declares tx 32,768"
     assert d.help == "declare `tx 33280` or change the copies"
     rendered = render(d, text)
     assert "assign_pingpong.cake:43:7" in rendered and "/work" not in rendered.replace(

@@ -15,9 +15,10 @@ from cake.lowering.cuda.backend import (
     SCHEDULE_ARTIFACT,
     CudaKernel,
     _scratch,
-    _tma_aligned,
+    _tma_ready,
     compile_target,
     specialized_kernel,
+    tma_extents,
 )
 from cake.lowering.cuda.launch import TensorMapCache, pack_args
 from cake.lowering.runtime import load, lower
@@ -113,12 +114,21 @@ def test_scratch_rows_are_padded_for_tma() -> None:
     assert s.shape == (2, 7) and s.stride() == (8, 1) and float(s.abs().sum()) == 0.0
 
 
-def test_misaligned_tma_operand_is_copied_to_padded_rows() -> None:
+def test_tma_operands_are_zero_padded_to_whole_boxes() -> None:
     x = torch.randn(3, 5, 33).to(torch.bfloat16)
-    y = _tma_aligned(x, 16)
-    assert torch.equal(x, y) and y.stride(1) * 2 % 16 == 0 and y.stride(1) == 40
-    aligned = torch.randn(3, 5, 64).to(torch.bfloat16)
-    assert _tma_aligned(aligned, 16) is aligned
+    logical, mapped = _tma_ready(x, [1, 128, 64], 16)  # a [1, 128, 64] box over a [3, 5, 33] tensor
+    assert torch.equal(logical, x) and logical.stride(1) == 64 and logical.data_ptr() == mapped.data_ptr()
+    assert mapped.shape == (3, 128, 64) and float(mapped[:, 5:].abs().sum()) == 0.0
+    assert float(mapped[..., 33:].abs().sum()) == 0.0
+    aligned = torch.randn(3, 256, 64).to(torch.bfloat16)
+    assert _tma_ready(aligned, [1, 128, 64], 16) == (aligned, aligned)
+
+
+def test_tma_extents_cover_every_box() -> None:
+    from cuda_cases import program
+
+    need = tma_extents(program("experiments/flash_kmeans/assign_pingpong.cake"))
+    assert need == {"x": [1, 128, 64], "c": [1, 128, 64], "csq_g": [1, 128]}
 
 
 def test_repo_paths() -> None:
