@@ -7,7 +7,8 @@ Stages (each guarded: a failure is recorded as data and the script goes on):
 
 1. env        torch / CUDA / device / nvcc / cuda-python versions
 2. build      lower each schedule with the CUDA backend, compile at the first call, print ptxas's report
-3. check      small shapes (tails in N and K, one k-tile, one point tile) and a subsample of the CAKE cell
+3. check      small shapes (tails in N and K, one k-tile, one point tile, D = 64 and 33, fewer points and
+              centroids than one tile) and a subsample of the CAKE cell
               against an fp64 torch reference; an id passes when its fp64 distance is within a tolerance of
               the row minimum (ties and near-ties accepted); mismatch details printed for the first failures
 4. time       B=32 N=65536 K=1024 D=128 bf16, CUDA events, L2 flushed before every call, candidates
@@ -47,7 +48,7 @@ SCHEDULES: tuple[tuple[str, str, str], ...] = (
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 CHECK_SHAPES = ({"B": 2, "N": 1000, "K": 300, "D": 128}, {"B": 1, "N": 257, "K": 129, "D": 128},
                 {"B": 3, "N": 4096, "K": 1024, "D": 128}, {"B": 1, "N": 256, "K": 128, "D": 128},
-                {"B": 2, "N": 777, "K": 1000, "D": 64})
+                {"B": 2, "N": 777, "K": 1000, "D": 64}, {"B": 3, "N": 7, "K": 17, "D": 33})
 CELL_SAMPLE_POINTS = 2048  # points per batch checked at the cell (the full fp64 reference is 17 GB)
 # An id is accepted when its fp64 distance exceeds the row minimum by at most this fraction of the
 # distance scale ||x||^2 + max ||c||^2: bf16 inputs are exact in fp32, so the kernel's only error is fp32
