@@ -32,6 +32,7 @@ import platform
 import sys
 import time
 import traceback
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,9 @@ SCHEDULES: tuple[tuple[str, str, str], ...] = (
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 CHECK_SHAPES = ({"B": 2, "N": 1000, "K": 300, "D": 128}, {"B": 1, "N": 257, "K": 129, "D": 128},
                 {"B": 3, "N": 4096, "K": 1024, "D": 128}, {"B": 1, "N": 256, "K": 128, "D": 128},
-                {"B": 2, "N": 777, "K": 1000, "D": 64}, {"B": 3, "N": 7, "K": 17, "D": 33})
+                {"B": 2, "N": 777, "K": 1000, "D": 64}, {"B": 3, "N": 7, "K": 17, "D": 33},
+                {"B": 1, "N": 256, "K": 1024, "D": 128},  # one point tile, the stage ring wrapping twice
+                {"B": 2, "N": 40000, "K": 200, "D": 128})  # 314 tiles: persistent CTAs loop over several
 CELL_SAMPLE_POINTS = 2048  # points per batch checked at the cell (the full fp64 reference is 17 GB)
 # An id is accepted when its fp64 distance exceeds the row minimum by at most this fraction of the
 # distance scale ||x||^2 + max ||c||^2: bf16 inputs are exact in fp32, so the kernel's only error is fp32
@@ -161,6 +164,12 @@ def reference_check(x: Any, c: Any, ids: Any, max_report: int = 5) -> dict[str, 
     bad = exact = 0
     worst = 0.0
     details: list[str] = []
+    # Where the wrong points sit: which half of a 256-point ping-pong tile (consumer 0 or 1), which row
+    # inside a 16-row mma block, and how far the chosen id is from the right one (a multiple of 8 or of the
+    # k-tile hints at a column-layout or stage bug).
+    halves: Counter[int] = Counter()
+    rows16: Counter[int] = Counter()
+    id_delta: Counter[int] = Counter()
     if ids.shape != (B, N):
         return {"ok": False, "why": f"ids shape {tuple(ids.shape)} != {(B, N)}"}
     ids64 = ids.long()
@@ -178,9 +187,16 @@ def reference_check(x: Any, c: Any, ids: Any, max_report: int = 5) -> dict[str, 
         bad += int(wrong.sum())
         exact += int((ids64[b] == amin).sum())
         worst = max(worst, float(gap.max()))
+        for n in wrong.nonzero()[:, 0].tolist():
+            halves[(n % 256) // 128] += 1
+            rows16[n % 16] += 1
+            id_delta[int(ids64[b, n]) - int(amin[n])] += 1
         for n in wrong.nonzero()[:, 0].tolist()[: max(0, max_report - len(details))]:
             details.append(f"b={b} n={n}: got id {int(ids64[b, n])} (d={float(got[n]):.4f}), reference id "
                            f"{int(amin[n])} (d={float(dmin[n]):.4f}); got-ref = {int(ids64[b, n]) - int(amin[n])}")
+    if bad:
+        details.append(f"wrong points by ping-pong half {dict(halves)}, by row % 16 {dict(sorted(rows16.items()))}, "
+                       f"most common id errors {id_delta.most_common(6)}")
     return {"ok": bad == 0, "wrong": bad, "points": B * N, "exact_match": exact / (B * N), "worst_gap": worst,
             "details": details}
 
