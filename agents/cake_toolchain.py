@@ -49,8 +49,8 @@ class EvalSettings:
     device: str  # cpu | cuda
     backend: str  # triton | cuda
     seed: int
-    gate_timeout_s: float = 300.0
-    bench_timeout_s: float = 600.0
+    gate_timeout_s: float = 300.0  # per gate; a hung kernel costs at most this
+    bench_timeout_s: float = 300.0  # a whole `cake bench` (GPU battery at one dtype + timing)
     verdict_cache: str | None = None  # a directory; None: the verifier's default cache
     cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
 

@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -52,10 +53,13 @@ def main() -> int:
     started = time.monotonic()
     log_path = args.out / "evolve.log"
     with log_path.open("w") as log:
+        # Its own session, so a timeout takes the evolve process and the bench it is running.
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=budget_s - 20.0)
-            returncode: int | str = proc.returncode
+            returncode: int | str = proc.wait(timeout=budget_s - 20.0)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             returncode = "timeout (the run directory holds every finished evaluation; cake report still works)"
     wall_s = time.monotonic() - started
 
