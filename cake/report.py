@@ -34,6 +34,15 @@ def lineage(rows: Mapping[int, CandidateRow], leaf: int) -> list[CandidateRow]:
     return chain[::-1]
 
 
+def _speedups(row: CandidateRow) -> dict[str, float]:
+    """Measured speedup over each baseline timed with a verified candidate (`<name>_ms` timings)."""
+    ev = row.evaluation
+    if ev is None or row.status is not CandidateStatus.PASSED or not ev.measured_ms:
+        return {}
+    return {key.removesuffix("_ms"): value / ev.measured_ms for key, value in sorted(ev.timings.items())
+            if key.endswith("_ms") and key != "candidate_ms" and value}
+
+
 def _fitness_kind(rows: Sequence[CandidateRow]) -> str | None:
     kinds = {r.evaluation.fitness_kind.value for r in rows if r.evaluation and r.evaluation.fitness_kind}
     return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
@@ -52,8 +61,13 @@ def build(store: RunStore) -> dict[str, Any]:
     best_series: list[dict[str, Any]] = []
     best: CandidateRow | None = None
     parity_at: int | None = None
+    parity_by_baseline: dict[str, int | None] = {}
     for i, row in enumerate(evaluated, start=1):
         fit = row.fitness
+        for baseline, speedup in _speedups(row).items():
+            parity_by_baseline.setdefault(baseline, None)
+            if parity_by_baseline[baseline] is None and speedup >= 1.0:
+                parity_by_baseline[baseline] = i
         if row.status is CandidateStatus.PASSED and fit is not None and (best is None or fit > (best.fitness or 0.0)):
             best = row
         if parity_at is None and best is not None and (best.fitness or 0.0) >= 1.0:
@@ -87,8 +101,10 @@ def build(store: RunStore) -> dict[str, Any]:
                 "id": best.id, "ir_hash": best.ir_hash, "fitness": best.fitness, "mutation": best.mutation,
                 "measured_ms": best.evaluation.measured_ms if best.evaluation else None,
                 "baseline_ms": best.evaluation.baseline_ms if best.evaluation else None,
-                "predicted_ms": best.predicted_ms, "path": f"candidates/{best.ir_hash}.cake"},
+                "predicted_ms": best.predicted_ms, "path": f"candidates/{best.ir_hash}.cake",
+                "speedup_by_baseline": _speedups(best)},
             "evaluations_to_parity": parity_at,
+            "evaluations_to_parity_by_baseline": parity_by_baseline,
             "evaluations_to_best": next((s["evaluations"] for s in best_series if best and s["candidate"] == best.id),
                                         None),
             "stop": next((d for _, k, d in reversed(store.events()) if k == "stop"), None),
@@ -139,6 +155,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines.append(f"- best: #{best['id']} `{best['ir_hash']}` speedup **{best['fitness']:.3f}x**{timing} "
                      f"({best['path']}); reached after {s['evaluations_to_best']} evaluations; parity after "
                      f"{s['evaluations_to_parity']}")
+        for name, speedup in best["speedup_by_baseline"].items():
+            first = s["evaluations_to_parity_by_baseline"].get(name)
+            lines.append(f"  - over `{name}`: {speedup:.3f}x (first verified candidate at parity: evaluation {first})")
     else:
         lines.append("- no candidate passed verification")
     lines += ["", "## Rejections by diagnostic ID", ""]
