@@ -39,7 +39,7 @@ def test_cake_verify_schedule_end_to_end() -> None:
     schedule = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
     proc = subprocess.run(
         [sys.executable, "-m", "cake", "verify", "--schedule", str(schedule), "--device", "cpu",
-         "--dtypes", "fp32", "--no-cache"],
+         "--dtypes", "fp32", "--no-cache", "--timeout", "600"],  # generous: CI machines are shared
         capture_output=True, text=True, env=dict(os.environ), timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "kmeans_assign: PASSED" in proc.stdout
