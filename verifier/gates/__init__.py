@@ -10,6 +10,7 @@ from cake.verifier.gates import correctness, exploits, ordering, precision, reso
 from cake.verifier.gates.base import (
     BF16_INTERPRETER_SKIP,
     GATES,
+    DimsProfile,
     DtypePolicy,
     Gate,
     GateContext,
@@ -31,7 +32,7 @@ assert set(GATE_ORDER) == set(GATES) == set(CONTRACT_GATES) | set(EXPLOIT_GATES)
 del correctness, exploits, ordering, precision, resources
 
 __all__ = [
-    "BF16_INTERPRETER_SKIP", "CONTRACT_GATES", "EXPLOIT_GATES", "GATES", "GATE_ORDER", "DtypePolicy", "Evidence",
+    "BF16_INTERPRETER_SKIP", "CONTRACT_GATES", "EXPLOIT_GATES", "GATES", "GATE_ORDER", "DimsProfile", "DtypePolicy", "Evidence",
     "Gate", "GateContext", "GateResult", "GateStatus", "ResourceReport", "get_gate", "implausible_speed",
     "roofline_floor_s",
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from cake.verifier.compare import compare
 from cake.verifier.contracts import Contract, numel
+from cake.verifier.expected import expected_for_case
 from cake.verifier.inputs import Case, Layout, ValueFamily, generator, make_case, materialize
 from cake.verifier.results import GateResult, GateStatus
 from cake.verifier.runner import CaseOutcome, call_kernel
@@ -50,6 +51,19 @@ class ResourceReport:
                               opt("tmem_columns"), opt("spill_bytes"))
 
 
+class DimsProfile(enum.Enum):
+    """Which default shapes a battery uses. Normally the device's own; profiling the GPU-size battery on
+    the CPU (experiments/bench_verifier.py --dims gpu) picks GPU on the CPU. Replay tokens name the device
+    only, so a battery run under another device's profile is for measurement, not for replay."""
+
+    SMALL = "small"  # DimSpec.default_small, cases capped at CPU_MAX_ELEMENTS
+    GPU = "gpu"  # DimSpec.default_gpu, uncapped
+
+    @staticmethod
+    def for_device(device: str) -> DimsProfile:
+        return DimsProfile.SMALL if device == "cpu" else DimsProfile.GPU
+
+
 @dataclass(frozen=True, slots=True)
 class GateContext:
     contract: Contract
@@ -59,6 +73,14 @@ class GateContext:
     seed: int
     interpreter: bool = False  # a Triton kernel under TRITON_INTERPRET=1: bf16 cases are skipped
     resource_report: ResourceReport | None = None
+    dims_profile: DimsProfile | None = None  # None: the device's own (SMALL on cpu, GPU elsewhere)
+
+    @property
+    def profile(self) -> DimsProfile:
+        return self.dims_profile or DimsProfile.for_device(self.device)
+
+    def default_dims(self) -> dict[str, int]:
+        return self.contract.default_dims("cpu" if self.profile is DimsProfile.SMALL else "cuda")
 
     def skips_dtype(self, dtype: torch.dtype) -> bool:
         return self.interpreter and self.device == "cpu" and dtype == torch.bfloat16
@@ -106,12 +128,12 @@ def get_gate(gate_id: str) -> Gate:
 # ---- plan helpers ----------------------------------------------------------------------------------------
 
 def fits(ctx: GateContext, dims: Mapping[str, int]) -> bool:
-    return ctx.device != "cpu" or numel(ctx.contract, dims) <= CPU_MAX_ELEMENTS
+    return ctx.profile is DimsProfile.GPU or numel(ctx.contract, dims) <= CPU_MAX_ELEMENTS
 
 
 def shrink_to_fit(ctx: GateContext, dims: dict[str, int]) -> dict[str, int]:
     """Reset the largest non-default dims to their defaults until the case fits the CPU budget."""
-    defaults = ctx.contract.default_dims(ctx.device)
+    defaults = ctx.default_dims()
     while not fits(ctx, dims):
         name = max((n for n in dims if dims[n] > defaults[n]), key=lambda n: dims[n], default=None)
         if name is None:
@@ -143,7 +165,8 @@ def run_once(ctx: GateContext, case: Case) -> tuple[tuple[Tensor | None, ...], t
 def check_against_reference(ctx: GateContext, case: Case, nonfinite_only: bool = False,
                             worst_case: bool = False) -> CaseOutcome:
     inputs, outputs = run_once(ctx, case)
-    result = compare(ctx.contract, case, inputs, outputs, nonfinite_only=nonfinite_only, worst_case=worst_case)
+    result = compare(ctx.contract, case, inputs, outputs, nonfinite_only=nonfinite_only, worst_case=worst_case,
+                     expected=expected_for_case(ctx.contract, case, ctx.device, worst_case))
     if result.ok:
         return CaseOutcome(GateStatus.PASS, result.reason)
     return CaseOutcome(GateStatus.FAIL, f"{case.describe()}: {result.reason}", result.evidence)

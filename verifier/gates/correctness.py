@@ -23,7 +23,7 @@ F, L = ValueFamily, Layout
 
 
 def _cmp01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     specs = [(base, F.RANDN, L.CONTIGUOUS), (base, F.ADVERSARIAL, L.CONTIGUOUS)]
     for i in range(3):
         specs.append((boundary_dims(ctx, "CMP-01", i), F.RANDN if i % 2 == 0 else F.ADVERSARIAL, L.CONTIGUOUS))
@@ -39,7 +39,7 @@ CMP_01 = register(Gate("CMP-01", "random and adversarial inputs (0, 1e6, 1e-6, o
 def _cmp03_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
     """Each dim varied alone through its boundary candidates (1, the largest that fits, one seeded pick),
     then every non-contiguous layout."""
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     specs: list[tuple[dict[str, int], ValueFamily, Layout]] = []
     for dim in ctx.contract.dims:
         fitting = [v for v in dim.boundary_candidates if shrink_to_fit(ctx, {**base, dim.name: v})[dim.name] == v]
@@ -61,7 +61,7 @@ def _cmp02_applies(ctx: GateContext) -> str | None:
 
 
 def _cmp02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "CMP-02", dtype, [(base, F.RANDN, L.CONTIGUOUS), (boundary_dims(ctx, "CMP-02", 0), F.RANDN, L.CONTIGUOUS)])
 
 

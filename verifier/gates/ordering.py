@@ -29,7 +29,7 @@ def long_dims(ctx: GateContext) -> dict[str, int]:
     """Default dims with the reduction dim at its long value; other dims halved until the case fits."""
     contract = ctx.contract
     red = contract.dim(contract.reduction_dim)
-    dims = contract.default_dims(ctx.device)
+    dims = ctx.default_dims()
     dims[red.name] = red.long_value or max(red.boundary_candidates)
     while not fits(ctx, dims):
         others = [n for n in dims if n != red.name and dims[n] > 1]
@@ -51,7 +51,7 @@ ORD_01 = register(Gate("ORD-01", "long reductions stay within the eps*sqrt(N)*sc
 
 
 def _ord02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "ORD-02", dtype, [(base, F.RANDN, L.CONTIGUOUS), (boundary_dims(ctx, "ORD-02", 0), F.RANDN, L.CONTIGUOUS)])
 
 
@@ -88,7 +88,7 @@ ORD_02 = register(Gate("ORD-02", f"{DETERMINISM_RUNS} runs on the same inputs ar
 
 
 def _ord03_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "ORD-03", dtype, [(base, F.CANCELLATION, L.CONTIGUOUS), (long_dims(ctx), F.CANCELLATION, L.CONTIGUOUS)])
 
 

@@ -21,7 +21,7 @@ F, L = ValueFamily, Layout
 
 
 def _prc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "PRC-01", dtype, [(base, F.RANDN, L.CONTIGUOUS), (boundary_dims(ctx, "PRC-01", 0), F.RANDN, L.CONTIGUOUS)])
 
 
@@ -45,7 +45,7 @@ PRC_02 = register(Gate("PRC-02", "fp16 inputs keep an fp32 accumulator (long pos
 
 
 def _exc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "EXC-01", dtype, [(base, F.SPECIAL, L.CONTIGUOUS), (boundary_dims(ctx, "EXC-01", 0), F.SPECIAL, L.CONTIGUOUS),
                                         (boundary_dims(ctx, "EXC-01", 1), F.SPECIAL, L.CONTIGUOUS)])
 
@@ -55,7 +55,7 @@ EXC_01 = register(Gate("EXC-01", "NaN/+-Inf at exactly the reference's positions
 
 
 def _exc02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    base = ctx.contract.default_dims(ctx.device)
+    base = ctx.default_dims()
     return cases(ctx, "EXC-02", dtype, [(base, F.SUBNORMAL, L.CONTIGUOUS), (long_dims(ctx), F.SUBNORMAL, L.CONTIGUOUS)])
 
 

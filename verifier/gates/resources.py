@@ -19,7 +19,7 @@ ROOFLINE_SLACK = 0.9
 
 
 def _res01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    return cases(ctx, "RES-01", dtype, [(ctx.contract.default_dims(ctx.device), ValueFamily.RANDN, Layout.CONTIGUOUS)])
+    return cases(ctx, "RES-01", dtype, [(ctx.default_dims(), ValueFamily.RANDN, Layout.CONTIGUOUS)])
 
 
 def _res01_check(ctx: GateContext, case: Case) -> CaseOutcome:
