@@ -107,7 +107,10 @@ class Contract:
         return _resolve(spec.dtype_rule, dtype, {})
 
     def output_dtypes(self, inputs: list[Tensor | None], dtype: torch.dtype) -> tuple[torch.dtype, ...]:
-        by_name = {s.name: t.dtype for s, t in zip(self.inputs, inputs, strict=True) if t is not None}
+        return self.output_dtypes_of([None if t is None else t.dtype for t in inputs], dtype)
+
+    def output_dtypes_of(self, in_dtypes: list[torch.dtype | None], dtype: torch.dtype) -> tuple[torch.dtype, ...]:
+        by_name = {s.name: d for s, d in zip(self.inputs, in_dtypes, strict=True) if d is not None}
         return tuple(_resolve(s.dtype_rule, dtype, by_name) for s in self.outputs)
 
     def accepts_output_dtype(self, spec: TensorSpec, got: torch.dtype, expected: torch.dtype) -> bool:
@@ -183,7 +186,7 @@ _MATMUL = Contract(
     outputs=(TensorSpec("c", ("M", "N"), "same_as:a", Role.OUT),),
     # GPU defaults stay moderate: the fp64 reference runs on the host CPU for every case.
     dims=(DimSpec("M", 9, 1024, _ROWS + (65,)), DimSpec("N", 11, 1024, (1, 3, 17, 33, 65)),
-          DimSpec("K", 19, 1024, (1, 3, 17, 31, 33, 65, 129), long_value=2053)),
+          DimSpec("K", 19, 1024, (1, 3, 17, 31, 33, 65, 129), long_value=4099)),
     dtypes=FLOAT_DTYPES, reference=ref.matmul,
     tolerance=ToleranceModel(reduction=lambda d: d["K"], scale=ref.matmul_scale),
     semantics=("c = a @ b; output dtype = a.dtype; fp32 accumulation", _EXACT_NAN,
