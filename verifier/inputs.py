@@ -134,18 +134,25 @@ def _floats(contract: Contract, spec: TensorSpec, shape: tuple[int, ...], case: 
     return x
 
 
+_MIXED_REGIME = 4
+
+
 def _adversarial(x: Tensor, dtype: torch.dtype, gen: torch.Generator) -> Tensor:
-    """Each leading-index slice gets one regime: zeros, huge, tiny, offset, mixed scales, or plain randn."""
+    """Each leading-index slice gets one regime: zeros, huge, tiny, offset, mixed scales, or plain randn.
+    A 1-D tensor (a weight, one slice) takes the mixed regime: a single regime for all of it would make it
+    all zeros exactly when the other inputs are huge, hiding every overflow behind a zero weight."""
     large = _LARGE[dtype] if dtype in _LARGE else _LARGE[torch.float32]
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 1 else x.reshape(1, -1)
     regime = torch.randint(0, 6, (rows.shape[0],), generator=gen)
     regime[: min(5, rows.shape[0])] = torch.arange(min(5, rows.shape[0]))  # each regime shows up early
+    if x.ndim == 1:
+        regime[:] = _MIXED_REGIME
     mixed = torch.where(torch.rand(rows.shape, generator=gen) < 0.5, large, _SMALL)
     scale = torch.stack([torch.zeros(()), torch.tensor(large), torch.tensor(_SMALL), torch.ones(()),
                          torch.ones(()), torch.ones(())])[regime][:, None]
     out = rows * scale
     out = torch.where((regime == 3)[:, None], rows + _OFFSET, out)
-    out = torch.where((regime == 4)[:, None], rows * mixed, out)
+    out = torch.where((regime == _MIXED_REGIME)[:, None], rows * mixed, out)
     return out.reshape(x.shape)
 
 
