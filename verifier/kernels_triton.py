@@ -134,32 +134,41 @@ def kmeans_assign(x: Tensor, c: Tensor) -> Tensor:
 
 @triton.jit
 def _update_kernel(x_ptr, ids_ptr, c_ptr, out_ptr, N, K, D, sxb, sxn, sxd, sib, sin, scb, sck, scd,
-                   BN: tl.constexpr, BD: tl.constexpr):
+                   BN: tl.constexpr, BK: tl.constexpr, BD: tl.constexpr):
+    # One program per (batch, block of BK clusters) sweeps the points once in blocks of BN: a masked
+    # [BN, BK, BD] select-and-sum (not a one-hot matmul: 0 * NaN would leak a point's NaN into every
+    # cluster). Few programs keep the interpreter fast; a fixed order keeps results byte-identical.
     b = tl.program_id(0)
-    k = tl.program_id(1)
+    rk = tl.program_id(1) * BK + tl.arange(0, BK)
     rd = tl.arange(0, BD)
-    acc = tl.zeros((BD,), dtype=tl.float32)
-    count = tl.zeros((BN,), dtype=tl.float32)
+    acc = tl.zeros((BK, BD), dtype=tl.float32)
+    count = tl.zeros((BK,), dtype=tl.float32)
     for n0 in range(0, N, BN):
         rn = n0 + tl.arange(0, BN)
         ids = tl.load(ids_ptr + b * sib + rn * sin, mask=rn < N, other=-1)
-        mine = ids == k
+        mine = ids[:, None] == rk[None, :]  # [BN, BK]
         x = tl.load(x_ptr + b * sxb + rn[:, None] * sxn + rd[None, :] * sxd,
-                    mask=mine[:, None] & (rd[None, :] < D), other=0.0).to(tl.float32)
-        acc += tl.sum(x, axis=0)
-        count += mine.to(tl.float32)
-    total = tl.sum(count, axis=0)
-    old = tl.load(c_ptr + b * scb + k * sck + rd * scd, mask=rd < D, other=0.0).to(tl.float32)
+                    mask=(rn[:, None] < N) & (rd[None, :] < D), other=0.0).to(tl.float32)  # [BN, BD]
+        acc += tl.sum(tl.where(mine[:, :, None], x[:, None, :], 0.0), axis=0)
+        count += tl.sum(mine.to(tl.float32), axis=0)
+    cmask = (rk[:, None] < K) & (rd[None, :] < D)
+    old = tl.load(c_ptr + b * scb + rk[:, None] * sck + rd[None, :] * scd, mask=cmask, other=0.0).to(tl.float32)
+    total = count[:, None]
     new = tl.where(total > 0, acc / tl.maximum(total, 1.0), old)  # an empty cluster keeps c_old[k]
-    tl.store(out_ptr + (b * K + k) * D + rd, new.to(out_ptr.dtype.element_ty), mask=rd < D)
+    tl.store(out_ptr + (b * K + rk[:, None]) * D + rd[None, :], new.to(out_ptr.dtype.element_ty), mask=cmask)
+
+
+_UPDATE_TILE_ELEMENTS = 1 << 17  # the [BN, BK, BD] select-and-sum tile
 
 
 def kmeans_update(x: Tensor, ids: Tensor, c_old: Tensor) -> Tensor:
     bsz, n, d = x.shape
     k = c_old.shape[1]
     out = torch.empty(bsz, k, d, dtype=x.dtype, device=x.device)
-    _update_kernel[(bsz, k)](x, ids, c_old, out, n, k, d, *x.stride(), *ids.stride(), *c_old.stride(),
-                             BN=512, BD=_block(d))
+    bd = _block(d)
+    bn = max(16, min(1024, _UPDATE_TILE_ELEMENTS // (16 * bd)))  # few long steps: the interpreter pays per op
+    _update_kernel[(bsz, triton.cdiv(k, 16))](x, ids, c_old, out, n, k, d, *x.stride(), *ids.stride(), *c_old.stride(),
+                                              BN=bn, BK=16, BD=bd)
     return out
 
 
