@@ -7,7 +7,14 @@ from dataclasses import replace
 
 import torch
 from cake.verifier.contracts import Contract
-from cake.verifier.gates import BF16_INTERPRETER_SKIP, GATE_ORDER, GateContext, ResourceReport, get_gate
+from cake.verifier.gates import (
+    BF16_INTERPRETER_SKIP,
+    GATE_ORDER,
+    DimsProfile,
+    GateContext,
+    ResourceReport,
+    get_gate,
+)
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.replay_hash import inputs_hash
 from cake.verifier.results import GateResult, GateStatus, Verdict
@@ -36,8 +43,10 @@ def _report(report: ResourceReport | Mapping[str, object] | None) -> ResourceRep
 
 def make_context(contract: Contract, kernel: Callable[..., object], *, device: str = "cpu", dtypes: DtypeArg = None,
                  seed: int = 0, interpreter: bool = False,
-                 resource_report: ResourceReport | Mapping[str, object] | None = None) -> GateContext:
-    return GateContext(contract, kernel, device, resolve_dtypes(contract, dtypes), seed, interpreter, _report(resource_report))
+                 resource_report: ResourceReport | Mapping[str, object] | None = None,
+                 dims_profile: DimsProfile | None = None) -> GateContext:
+    return GateContext(contract, kernel, device, resolve_dtypes(contract, dtypes), seed, interpreter, _report(resource_report),
+                       dims_profile)
 
 
 def token_for(ctx: GateContext, case: Case, dims_override: bool = False) -> str:
@@ -53,6 +62,9 @@ def failed_result(ctx: GateContext, case: Case, outcome: CaseOutcome, cases_run:
 
 
 def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> GateResult:
+    """Run one gate over every requested dtype. With `stop_at_first` a dtype stops at its first failing
+    case, but the other dtypes still run, so the result says which dtypes fail (the evidence and replay
+    token are the first failure's)."""
     gate = get_gate(gate_id)
     if (reason := gate.applies(ctx)) is not None:
         return GateResult(gate_id, GateStatus.SKIP, reason)
@@ -60,30 +72,39 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
         return gate.static(ctx)
     dtypes = gate.dtypes(ctx)
     skipped = [d for d in dtypes if ctx.skips_dtype(d)]
+    ran_dtypes = tuple(dtype_name(d) for d in dtypes if d not in skipped)
     cases_run = 0
     first_failure: GateResult | None = None
+    failed: list[str] = []
     for dtype in dtypes:
         if dtype in skipped:
             continue
         for case in gate.plan(ctx, dtype):
             outcome = run_case(lambda case=case: gate.check(ctx, case))
             cases_run += 1
-            if outcome.status.is_failure and first_failure is None:
-                first_failure = failed_result(ctx, case, outcome, cases_run)
+            if outcome.status.is_failure:
+                if dtype_name(dtype) not in failed:
+                    failed.append(dtype_name(dtype))
+                if first_failure is None:
+                    first_failure = failed_result(ctx, case, outcome, cases_run)
                 if stop_at_first:
-                    return first_failure
+                    break
     if first_failure is not None:
-        return replace(first_failure, cases_run=cases_run)
-    ran = ", ".join(dtype_name(d) for d in dtypes if d not in skipped)
+        # The reason stays the first failing case's (a replay reproduces it word for word).
+        return replace(first_failure, cases_run=cases_run, dtypes_run=ran_dtypes, dtypes_failed=tuple(failed))
+    ran = ", ".join(ran_dtypes)
     if skipped:
         note = f"{', '.join(dtype_name(d) for d in skipped)} skipped: {BF16_INTERPRETER_SKIP}"
         # PRC-01 is the per-dtype gate: a dtype it could not judge must show as a SKIP in the verdict.
         if gate_id == "PRC-01" or cases_run == 0:
-            return GateResult(gate_id, GateStatus.SKIP, f"{ran or 'no dtype'} passed; {note}", cases_run=cases_run)
-        return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran}); {note}", cases_run=cases_run)
+            return GateResult(gate_id, GateStatus.SKIP, f"{ran or 'no dtype'} passed; {note}", cases_run=cases_run,
+                              dtypes_run=ran_dtypes)
+        return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran}); {note}", cases_run=cases_run,
+                          dtypes_run=ran_dtypes)
     if cases_run == 0:
         return GateResult(gate_id, GateStatus.SKIP, "no case applies to the requested dtypes")
-    return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran})", cases_run=cases_run)
+    return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran})", cases_run=cases_run,
+                      dtypes_run=ran_dtypes)
 
 
 def run_gate(gate_id: str, contract: Contract, kernel: Callable[..., object], *, device: str = "cpu",
@@ -97,11 +118,11 @@ def run_gate(gate_id: str, contract: Contract, kernel: Callable[..., object], *,
 def run_battery(contract: Contract, kernel: Callable[..., object], *, device: str = "cpu", dtypes: DtypeArg = None,
                 seed: int = 0, all_gates: bool = False, interpreter: bool = False,
                 resource_report: ResourceReport | Mapping[str, object] | None = None,
-                gates: Iterable[str] | None = None) -> Verdict:
+                gates: Iterable[str] | None = None, dims_profile: DimsProfile | None = None) -> Verdict:
     """Run gates in GATE_ORDER (or the given subset, still in that order). Without `all_gates` the battery
     stops at the first failing gate and lists the rest as SKIP, so the verdict always names every gate."""
     ctx = make_context(contract, kernel, device=device, dtypes=dtypes, seed=seed, interpreter=interpreter,
-                       resource_report=resource_report)
+                       resource_report=resource_report, dims_profile=dims_profile)
     wanted = set(gates) if gates is not None else set(GATE_ORDER)
     for gate_id in wanted:
         get_gate(gate_id)  # an unknown ID is a usage error, raised before any kernel runs

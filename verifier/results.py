@@ -60,6 +60,17 @@ class GateResult:
     evidence: Evidence | None = None
     replay_token: str | None = None
     cases_run: int = 0
+    # Which dtypes the gate ran and which of them failed: a failing gate still runs the remaining dtypes
+    # (each up to its first failing case), so "fails in fp32 only" and "fails in every dtype" differ here.
+    dtypes_run: tuple[str, ...] = ()
+    dtypes_failed: tuple[str, ...] = ()
+
+    def dtype_summary(self) -> str:
+        """E.g. 'failed float32; passed float16, bfloat16' (empty when the gate ran no dtype)."""
+        passed = [d for d in self.dtypes_run if d not in self.dtypes_failed]
+        parts = ([f"failed {', '.join(self.dtypes_failed)}"] if self.dtypes_failed else []) + \
+            ([f"passed {', '.join(passed)}"] if passed else [])
+        return "; ".join(parts)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -69,6 +80,8 @@ class GateResult:
             "evidence": self.evidence.to_json() if self.evidence else None,
             "replay_token": self.replay_token,
             "cases_run": self.cases_run,
+            "dtypes_run": list(self.dtypes_run),
+            "dtypes_failed": list(self.dtypes_failed),
         }
 
     @staticmethod
@@ -81,6 +94,8 @@ class GateResult:
             evidence=Evidence.from_json(evidence) if isinstance(evidence, dict) else None,
             replay_token=str(data["replay_token"]) if data.get("replay_token") else None,
             cases_run=int(data.get("cases_run", 0)),  # type: ignore[call-overload]
+            dtypes_run=tuple(str(d) for d in data.get("dtypes_run", ())),  # type: ignore[attr-defined]
+            dtypes_failed=tuple(str(d) for d in data.get("dtypes_failed", ())),  # type: ignore[attr-defined]
         )
 
 

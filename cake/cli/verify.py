@@ -140,12 +140,12 @@ def print_verdict(verdict: Verdict, kernel: str, *, device: str) -> None:
 
     title = f"{verdict.op} · {kernel} · {device}"
     table = Table(title=title, show_lines=True)
-    for column in ("gate", "status", "cases", "reason", "evidence", "replay token"):
+    for column in ("gate", "status", "cases", "dtypes", "reason", "evidence", "replay token"):
         table.add_column(column, overflow="fold")
     for result in verdict.gates:
         status = result.status.value
         table.add_row(result.gate_id, f"[{STATUS_STYLE[status]}]{status}[/]", str(result.cases_run),
-                      result.reason, evidence_text(result.evidence), result.replay_token or "")
+                      result.dtype_summary(), result.reason, evidence_text(result.evidence), result.replay_token or "")
     console = Console(width=max(Console().width, 160))
     console.print(table)
     outcome = "[green]PASSED[/]" if verdict.passed else f"[bold red]FAILED[/] ({len(verdict.failures)} gate(s))"
