@@ -20,18 +20,18 @@ from __future__ import annotations
 import enum
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import Features, features_of
 from cake.agents.population import Archive, Member
 from cake.agents.toolchain import EvalJob, Toolchain
 
-from cake.store import CandidateRow, CandidateStatus, Evaluation, NewCandidate, RunStore, ir_hash
+from cake.store import CandidateRow, CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
 SEED_AGENT = "seed"
 FAILURES_SHOWN = 8
@@ -242,10 +242,22 @@ class EvolutionLoop:
         return [Proposal(path.read_text(), (), SEED_AGENT, f"seed: {path.name}") for path in self.seeds]
 
     def _rank(self, candidates: list[NewCandidate], *, seeds: bool) -> list[NewCandidate]:
-        """Queue the best-predicted legal candidates (all seeds at turn 0); keep proposal order."""
+        """Queue the best-predicted legal candidates (all seeds at turn 0); keep proposal order.
+
+        A candidate *equivalent* to one already evaluated — same predicted time, same features (a neutral move
+        such as a register budget the model does not price) — tells a model-fitness run nothing new: its fitness
+        is known before it runs, so it goes after every candidate with news. With measured fitness the model's
+        blind spots are worth timing, so equivalence only breaks ties between equal predictions."""
+        known = {(c.predicted_ms, _descriptor(c.features)) for c in self.store.candidates() if c.evaluation}
+        model = self.toolchain.fitness_kind is FitnessKind.MODEL
+
+        def key(i: int) -> tuple[bool, bool, float, bool, int]:
+            c = candidates[i]
+            equivalent = (c.predicted_ms, _descriptor(c.features)) in known
+            return (model and equivalent, c.predicted_ms is None, c.predicted_ms or 0.0, equivalent, i)
+
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
-        order = sorted(legal, key=lambda i: (candidates[i].predicted_ms is None,
-                                             candidates[i].predicted_ms or 0.0, i))
+        order = sorted(legal, key=key)
         slots = len(order) if seeds else self.settings.evals_per_turn
         if self.settings.budget_evals is not None:
             slots = min(slots, max(0, self.settings.budget_evals - self.store.evaluation_count()))
@@ -262,7 +274,7 @@ class EvolutionLoop:
     def _members(self) -> list[tuple[CandidateRow, Member]]:
         out = []
         for row in self.store.candidates(status=CandidateStatus.PASSED):
-            descriptor = Features(**row.features).descriptor() if row.features else ()  # type: ignore[arg-type]
+            descriptor = _descriptor(row.features)
             out.append((row, Member(row.id, row.fitness or 0.0, row.predicted_ms, descriptor)))
         return out
 
@@ -366,3 +378,7 @@ class EvolutionLoop:
         return TurnSummary(turn, turn_row.n_proposed, turn_row.n_rejected, dict(turn_row.rejections),
                            sum(verdicts.values()), verdicts, best.fitness if best else None,
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
+
+
+def _descriptor(features: Mapping[str, Any]) -> tuple[object, ...]:
+    return Features(**features).descriptor() if features else ()

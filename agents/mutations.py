@@ -71,13 +71,17 @@ def mutate_param(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
 
 
 def mutate_two_params(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
-    first = mutate_param(kernel, rng)
-    if first is None:
-        return None
-    second = mutate_param(first.kernel, rng)
-    if second is None or second.kernel == kernel:
-        return first
-    return Mutation(second.kernel, f"{first.description}; {second.description}")
+    """Move two different params at once (a step a one-param hill climb cannot take)."""
+    movable = [p for p in kernel.params if len(domain_values(kernel, p.name)) > 1]
+    if len(movable) < 2:
+        return mutate_param(kernel, rng)
+    out, moves = kernel, []
+    for param in rng.sample(movable, 2):
+        value = _step(domain_values(kernel, param.name), param.default, rng)
+        if value is not None:
+            out = with_param_default(out, param.name, value)
+            moves.append(f"{param.name} {param.default}->{value}")
+    return Mutation(out, "params " + ", ".join(moves)) if moves else None
 
 
 # ----------------------------------------------------------------------------------------- structural

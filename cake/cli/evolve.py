@@ -21,7 +21,7 @@ from cake.cli.common import ExitCode, UsageError
 # Defaults sized so that `cake evolve --op flash_kmeans` on a 2-core machine without a GPU finishes in a few
 # minutes: 1 seed evaluation, then TURNS turns of PROPOSALS proposals ranked by the cost model, EVALS_PER_TURN
 # of them verified under the interpreter.
-CPU_DEFAULTS = {"turns": 6, "proposals": 16, "evals_per_turn": 3}
+CPU_DEFAULTS = {"turns": 5, "proposals": 16, "evals_per_turn": 3}
 GPU_DEFAULTS = {"turns": 40, "proposals": 24, "evals_per_turn": 4}
 RUNS_DIR = Path("runs")
 INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
