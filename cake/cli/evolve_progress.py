@@ -15,7 +15,8 @@ class RichProgress:
     def __init__(self, console: Console, settings: Any, fitness_kind: str):
         self.console = console
         self.fitness_kind = fitness_kind
-        total = settings.budget_evals
+        # At most this many evaluations: the budget, else the seed turn plus m per turn (a guide for the bar).
+        total = settings.budget_evals or 1 + (settings.turns - 1) * settings.evals_per_turn
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TimeElapsedColumn(), console=console, transient=True,
                              disable=not console.is_terminal)
