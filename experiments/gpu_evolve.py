@@ -11,7 +11,12 @@ schedule, fitness = measured speedup at B=32 N=65536 K=1024 D=128 bf16 over the 
     report/           report.md and the PNG plots
     best.cake         the best verified schedule
 
-Needs on the GPU machine: `pip install -e . --no-deps` and the wheels in .whl/ (lark, flash-kmeans).
+On the lent GPU machine (no network; carry `.whl`):
+
+    source experiments/gpu/setup.sh && python3 experiments/gpu_evolve.py --minutes 9
+
+matplotlib is not installed there: the JSON report is written, and the PNGs come from `cake report OUT/run`
+on any machine afterwards (the run directory is under OUT).
 """
 
 from __future__ import annotations
