@@ -187,7 +187,9 @@ class CakeToolchain:
                        *(arg for b in self.workload.fitness.against for arg in ("--baseline", b))]
             env = dict(os.environ)
             if device.startswith("cuda:"):  # one worker per GPU: the bench (and its verifier worker) sees only its own
-                env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+                index = int(device.split(":", 1)[1])
+                visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+                env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
             if self.settings.verdict_cache:
                 env["CAKE_VERDICT_CACHE"] = self.settings.verdict_cache
             # Its own session: on our timeout the whole bench process group goes (the verifier's worker runs in a
