@@ -127,3 +127,23 @@ def test_unlowerable_expression_is_a_located_diagnostic() -> None:
 def test_unknown_mma_form() -> None:
     diags, _ = lower_error(CP_ASYNC, "via mma_sync.m16n8k16", "via mma_sync.m16n8k8")
     assert any(d.code == "C0101" for d in diags)
+
+
+def test_static_d_not_a_multiple_of_the_k_step() -> None:
+    """D = 33: tiles pad to 48 columns, zero-filled by their copies; the mma runs 3 k-steps; TMA boxes are
+    whole 128-byte rows (16 KB per 128-point tile) while the commitment is checked in tile bytes."""
+    kernel, _ = read(PINGPONG)
+    src = generate(kernel, "sm_90a", static_dims={"D": 33}).source
+    assert "for (int cake_kk = 0; cake_kk < 3; ++cake_kk)" in src
+    assert "cake_mbar_arrive_expect_tx(&x_full[w], 16384u);" in src
+    cp_kernel, _ = read(CP_ASYNC)
+    cp = generate(cp_kernel, "sm_80", static_dims={"D": 33}).source
+    assert "// zero the 15 padding column(s) an mma's last k-step reads" in cp
+
+
+def test_too_large_static_d_is_refused_with_the_budget() -> None:
+    kernel, _ = read(PINGPONG)
+    with pytest.raises(LoweringError) as caught:
+        generate(kernel, "sm_90a", static_dims={"D": 1031})
+    d = caught.value.diagnostics[0]
+    assert d.code == "C0301" and "shared memory" in d.message and "> 232,448 on sm_90a" in d.message
