@@ -143,7 +143,7 @@ class ExprGen:
             return self.mma(expr, hint or self.w.fresh("mma"))
         raise Unlowerable(Code.UNSUPPORTED, f"no CUDA lowering for {type(expr).__name__}")
 
-    def map_(self, dtype: DType, args: list[Value], render) -> Value:  # type: ignore[no-untyped-def]
+    def map_(self, dtype: DType, args: list[Value], render, op: str = "") -> Value:  # type: ignore[no-untyped-def]
         rank = max((a.rank for a in args), default=0)
         if rank == 0:
             return Scalar(dtype, (), render([a.at(Elem((), (), ())) for a in args]))
@@ -156,7 +156,7 @@ class ExprGen:
                         raise Unlowerable(Code.UNSUPPORTED, f"tiles of shapes {list(a.shape)} and {shape} do not "
                                           "broadcast together")
                     shape[axis] = extent
-        return Map(dtype, tuple(shape), tuple(args), render)
+        return Map(dtype, tuple(shape), tuple(args), render, op)
 
     def binop(self, expr: BinOp) -> Value:
         fused = self.fma(expr)
@@ -211,7 +211,7 @@ class ExprGen:
             args = [self.value(a) for a in expr.args]
             dtypes = [a.dtype for a in args]
             _, dtype = rules.call(f, ["x"] * len(args), dtypes)
-            return self.map_(dtype, args, lambda p: rules.call(f, p, dtypes)[0])
+            return self.map_(dtype, args, lambda p: rules.call(f, p, dtypes)[0], op=f)
         raise Unlowerable(Code.UNSUPPORTED, f"no CUDA lowering for `{f}(...)` yet")
 
     def _dtype_arg(self, expr: Expr) -> DType:
@@ -505,14 +505,22 @@ class ExprGen:
         self.w.line("#pragma unroll")
         init = f"{vname}[cake_q] = {rule.identity(out)};" + (f" {iname}[cake_q] = 0;" if rule.better else "")
         self.w.line(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q) {{ {init} }}")
+        scanned, guard = self.column_guard(src, rule, out, layout)
+        if guard is not None:
+            self.w.comment("the `where` masks whole columns: test each column once, skip masked ones (they would "
+                           "contribute the reduction's identity)")
+            self.w.line(f"bool cake_ok[{c}::kCols];")
+            self.w.line("#pragma unroll")
+            self.w.line(f"for (int cake_p = 0; cake_p < {c}::kCols; ++cake_p) cake_ok[cake_p] = {guard};")
         with self.frag_loop(layout) as e:
-            v = rules.convert(src.at(e), src.dtype, out)
+            v = rules.convert(scanned.at(e), scanned.dtype, out)
+            skip = "cake_ok[cake_p] && " if guard is not None else ""
             if rule.better:
                 self.w.line(f"const {CTYPE[out]} cake_v = {v};")
-                self.w.line(f"if (cake_v {rule.better} {vname}[cake_q]) {{ {vname}[cake_q] = cake_v; "
+                self.w.line(f"if ({skip}cake_v {rule.better} {vname}[cake_q]) {{ {vname}[cake_q] = cake_v; "
                             f"{iname}[cake_q] = cake_p; }}")
             else:
-                self.w.line(f"{vname}[cake_q] += {v};")
+                self.w.line(f"if (cake_ok[cake_p]) {vname}[cake_q] += {v};" if guard else f"{vname}[cake_q] += {v};")
         if rule.better:
             merge = "cake_argmin_merge" if rule.better == "<" else "cake_argmax_merge"
             self.w.line("#pragma unroll")
@@ -534,6 +542,27 @@ class ExprGen:
         if rule.better:
             self.red_cache[key] = (src, val, arg)
         return arg if rule.index else val
+
+    def column_guard(self, src: Value, rule: rules.ReduceRule, out: DType, layout: FragLayout
+                     ) -> tuple[Value, str | None]:
+        """`where(cond, x, identity)` reduced along rows, with `cond` a function of the column alone, is the
+        reduction of x over the columns where cond holds: an identity element never changes a running
+        min / max / sum (nor its index). Returns (x, cond per column slot) or (src, None)."""
+        if not (isinstance(src, Map) and src.op == "where" and len(src.args) == 3):
+            return src, None
+        cond, value, other = src.args
+        if not isinstance(other, Scalar) or other.c != rule.identity(out) or value.dtype != out:
+            return src, None
+        c = layout.cname
+        probe = Elem(("CAKE_ROW_PROBE", f"{c}::col(cake_p, cake_wq, cake_lane)"), (Fam.ROW, Fam.COL),
+                     ("CAKE_ROW_PROBE", "cake_p"), "CAKE_REG_PROBE")
+        try:
+            text = cond.at(probe.adapt(cond.rank))
+        except Unlowerable:
+            return src, None
+        if "PROBE" in text:
+            return src, None  # the condition depends on the row or the register: not a column mask
+        return value, text
 
     def coop_reduce(self, src: Value, rule: rules.ReduceRule, axis: int, hint: str | None) -> Value:
         """A reduction of a tile no mma lays out: one warp per output element, lanes across the reduced

@@ -214,6 +214,7 @@ class Map(Value):
 
     args: tuple[Value, ...] = ()
     render: Callable[[list[str]], str] = field(default=lambda parts: "0", compare=False)
+    op: str = ""  # the builtin or operator, for rewrites that need the structure (e.g. `where`)
 
     def at(self, e: Elem) -> str:
         return self.render([a.at(e.adapt(a.rank)) for a in self.args])
