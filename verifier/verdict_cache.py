@@ -1,7 +1,8 @@
 """An on-disk cache of verdicts, so that re-verifying an unchanged kernel costs nothing.
 
 The key covers everything a verdict depends on: the kernel's source hash, the op, device, dtypes, seed,
-gate set and early-stop mode, the resource report, and a hash of the verifier's own code and data —
+gate set and early-stop mode, the resource report, the `CAKE_*` environment that tells a loader how to
+build the kernel (backend, arch), and a hash of the verifier's own code and data —
 a new gate or a recalibrated tolerance must not be answered by an old verdict. One JSON file per key;
 writes go through a temporary file and `os.replace`, so a reader never sees half a verdict and two
 writers of the same key cannot corrupt it.
@@ -44,6 +45,17 @@ def verifier_code_hash() -> str:
     return digest.hexdigest()
 
 
+# `CAKE_*` variables configure how a loader builds the kernel (e.g. CAKE_BACKEND, CAKE_ARCH), so a verdict
+# depends on them; the cache's own location does not.
+_KEY_ENV_PREFIX = "CAKE_"
+_KEY_ENV_EXCLUDED = frozenset({CACHE_ENV})
+
+
+def loader_environment() -> dict[str, str]:
+    return {name: value for name, value in sorted(os.environ.items())
+            if name.startswith(_KEY_ENV_PREFIX) and name not in _KEY_ENV_EXCLUDED}
+
+
 def verdict_key(*, kernel_ref: KernelRef, op: str, device: str, dtypes: Sequence[str], seed: int,
                 gates: Sequence[str], all_gates: bool, resource_report: Any) -> str:
     fields = {
@@ -56,6 +68,7 @@ def verdict_key(*, kernel_ref: KernelRef, op: str, device: str, dtypes: Sequence
         "all_gates": all_gates,
         "resource_report": resource_report,
         "verifier": verifier_code_hash(),
+        "environment": loader_environment(),
     }
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
