@@ -387,10 +387,10 @@ def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
         identity = _identity(kind, x.dtype)
         if kind.startswith("arg") and not (isinstance(x.dtype, DType) and not x.dtype.is_float):
             # NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction
-            # order (and the interpreter raises on an all-NaN row): make it the identity first.
-            x = em.named(x, "v")
-            x = Val(em.fn.assign_temp("v", f"tl.where({x.code} == {x.code}, {x.code}, {identity})"), x.dtype,
-                    x.axes)
+            # order (and the interpreter raises on an all-NaN row), so NaN becomes the identity first: one
+            # NaN-ignoring min/max against it (IEEE minNum/maxNum), a single instruction per element.
+            extreme = "minimum" if kind == "argmin" else "maximum"
+            x = Val(em.fn.assign_temp("v", f"tl.{extreme}({x.code}, {identity})"), x.dtype, x.axes)
         for i in range(len(x.axes)) if axis is None else (axis,):
             x = em.without_padding(x, i, identity)
         axis_arg = "" if axis is None else f", axis={axis}"
