@@ -84,7 +84,7 @@ def tile_access(em: ExprEmitter, tensor: TensorSym, items: tuple[IndexItem, ...]
             raise em.error("`None` cannot index a global tensor", item)
         if isinstance(item, Slice):
             axis = em.axis_of(dim) if item.start is None and item.size is None else _slice_axis(em, item)
-            start = "" if item.start is None else f"{em.emit(item.start).operand(PREC_ADD)} + "
+            start = "" if item.start is None or item.start == IntLit(0) else f"{em.emit(item.start).operand(PREC_ADD)} + "
             offs = fn.assign_temp("offs", f"{start}tl.arange(0, {axis.physical})")
             masks = []
             if masked and item.start is not None:
