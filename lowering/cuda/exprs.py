@@ -478,10 +478,6 @@ class ExprGen:
             raise Unlowerable(Code.UNSUPPORTED, f"`{rule.name}` of a rank-{src.rank} tile along an axis")
         layout = src.frag_layout()
         if layout is not None:
-            if isinstance(layout, MmaFragLayout) and layout.warps_n > 1:
-                raise Unlowerable(Code.LAYOUT, f"`{rule.name}` along rows of an mma result whose columns are split "
-                                  f"over {layout.warps_n} warps would need a cross-warp reduction",
-                                  help="give every warp whole rows: rows a multiple of 16 x warps")
             if axis != 1:
                 raise Unlowerable(Code.LAYOUT, f"`{rule.name}` along axis 0 of an mma result crosses warps; "
                                   "reduce along axis 1 (rows)")
@@ -537,11 +533,50 @@ class ExprGen:
                 self.w.line(f"{vname}[cake_q] += __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], 1);")
                 self.w.line(f"{vname}[cake_q] += __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], 2);")
         n = src.shape[0]
+        if isinstance(layout, MmaFragLayout) and layout.warps_n > 1:
+            self.cross_warp_merge(rule, layout, vname, iname, out, n)
         val = Vec(out, (n,), vname, Fam.ROW, layout, layout.nrows)
         arg = Vec(DType.I32, (n,), iname, Fam.ROW, layout, layout.nrows)
         if rule.better:
             self.red_cache[key] = (src, val, arg)
         return arg if rule.index else val
+
+    def cross_warp_merge(self, rule: rules.ReduceRule, layout: MmaFragLayout, vname: str, iname: str, out: DType,
+                         rows: int) -> None:
+        """Warps that split an mma tile's columns each hold partial row results: exchange them through shared
+        memory and merge in column order (so ties still resolve to the first index)."""
+        parts = layout.warps_n
+        vbytes = parts * rows * 4
+        offset = self.lc.smem.alloc(f"{self.slot.name}:{vname} partials", 2 * vbytes * self.slot.replicas, 16)
+        c, wn = layout.cname, f"(cake_wq % {parts})"
+        self.w.comment(f"{parts} warps share each row: merge their partial results through shared memory")
+        if self.loop_depth:
+            self.role_sync()  # type: ignore[attr-defined]
+        pv = f"{vname}_parts"
+        pi = f"{iname}_parts"
+        self.w.line(f"{CTYPE[out]}* {pv} = reinterpret_cast<{CTYPE[out]}*>(smem + {offset} + {self.inst} * {2 * vbytes});")
+        self.w.line(f"int* {pi} = reinterpret_cast<int*>(smem + {offset} + {self.inst} * {2 * vbytes} + {vbytes});")
+        with self.w.block("if (cake_lane % 4 == 0)"):
+            self.w.line("#pragma unroll")
+            with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
+                self.w.line(f"const int cake_row = {c}::row(cake_q, cake_wq, cake_lane);")
+                self.w.line(f"{pv}[{wn} * {rows} + cake_row] = {vname}[cake_q];")
+                if rule.better:
+                    self.w.line(f"{pi}[{wn} * {rows} + cake_row] = {iname}[cake_q];")
+        self.role_sync()  # type: ignore[attr-defined]
+        merge = "cake_argmin_merge" if rule.better == "<" else "cake_argmax_merge"
+        self.w.line("#pragma unroll")
+        with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
+            self.w.line(f"const int cake_row = {c}::row(cake_q, cake_wq, cake_lane);")
+            self.w.line(f"{vname}[cake_q] = {pv}[cake_row];")
+            if rule.better:
+                self.w.line(f"{iname}[cake_q] = {pi}[cake_row];")
+            with self.w.block(f"for (int cake_j = 1; cake_j < {parts}; ++cake_j)"):
+                if rule.better:
+                    self.w.line(f"{merge}({vname}[cake_q], {iname}[cake_q], {pv}[cake_j * {rows} + cake_row], "
+                                f"{pi}[cake_j * {rows} + cake_row]);")
+                else:
+                    self.w.line(f"{vname}[cake_q] += {pv}[cake_j * {rows} + cake_row];")
 
     def column_guard(self, src: Value, rule: rules.ReduceRule, out: DType, layout: FragLayout
                      ) -> tuple[Value, str | None]:

@@ -51,6 +51,7 @@ from cake.lowering.cuda.context import LaunchCtx
 from cake.lowering.cuda.errors import Code, Unlowerable, diag
 from cake.lowering.cuda.exprs import ExprGen
 from cake.lowering.cuda.infer import RoleInference
+from cake.lowering.cuda.layouts import MmaFragLayout
 from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
@@ -646,8 +647,12 @@ class RoleGen(ExprGen):
         if rank == 1 and v.rank == 1 and len(fams) == 1:
             fam = next(iter(fams))
             quad = layout is not None and layout.quad
-            lead = ("cake_lane % 4 == 0" if quad else "true") if fam is Fam.ROW else \
-                ("cake_wq == 0 && cake_lane < 4" if quad else "cake_wq == 0")
+            split = layout.warps_n if isinstance(layout, MmaFragLayout) else 1
+            if fam is Fam.ROW:  # rows are replicated over a quad's lanes and over warps that split columns
+                lead = " && ".join(([f"cake_wq % {split} == 0"] if split > 1 else []) +
+                                   (["cake_lane % 4 == 0"] if quad else [])) or "true"
+            else:
+                lead = "cake_wq == 0 && cake_lane < 4" if quad else "cake_wq == 0"
             with self.w.block(f"if ({lead})"):  # one writer per element: fragment slots are replicated
                 with self.vec_loop(fam, layout, shape[0]) as e:
                     emit(e)

@@ -147,3 +147,14 @@ def test_too_large_static_d_is_refused_with_the_budget() -> None:
         generate(kernel, "sm_90a", static_dims={"D": 1031})
     d = caught.value.diagnostics[0]
     assert d.code == "C0301" and "shared memory" in d.message and "> 232,448 on sm_90a" in d.message
+
+
+def test_rows_shared_by_warps_merge_through_shared_memory() -> None:
+    """BN = 32 over 8 warps: warps split the columns (2 x 4 warps); row results merge across them in column
+    order, and only one warp of each row group stores."""
+    text = (GOLDEN.parents[3] / "experiments/flash_kmeans/assign_plain.cake").read_text()
+    kernel = parse(text.replace("param BN = 128", "param BN = 32").replace("param WARPS = 4", "param WARPS = 8"), "p")
+    src = generate(kernel, "sm_80").source
+    assert "4 warps share each row: merge their partial results through shared memory" in src
+    assert "cake_argmin_merge(m_v[cake_q], m_i[cake_q], m_v_parts[cake_j * 32 + cake_row]" in src
+    assert "if (cake_wq % 4 == 0 && cake_lane % 4 == 0) {" in src
