@@ -370,14 +370,17 @@ def stage_after(fn: Any) -> dict[str, Any]:
     return res
 
 
-def stage_verify(file: str) -> dict[str, Any]:
+def stage_verify(file: str, fn: Any | None) -> dict[str, Any]:
+    from cake.verifier.gates import ResourceReport
     from cake.verifier.worker import verify_in_worker
     from cake.verifier.worker_protocol import KernelRef
 
-    os.environ["CAKE_BACKEND"] = "cuda"
+    os.environ["CAKE_BACKEND"] = "cuda"  # the worker's schedule loader lowers with the CUDA backend
     ref = KernelRef.loader("cake.lowering.runtime:load_schedule", str(SCHEDULES_DIR / file))
+    report = fn.fn.report if fn is not None else None  # ptxas's figures for RES-02
+    resources = ResourceReport.from_mapping(report.gate_mapping()) if report is not None else None
     verdict = verify_in_worker("kmeans_assign", ref, device="cuda", dtypes=("bfloat16",), seed=0, all_gates=True,
-                               timeout_s=120.0, use_cache=False)
+                               timeout_s=120.0, resource_report=resources, use_cache=False)
     rows = [(g.gate_id, g.status.value, g.reason[:160]) for g in verdict.gates]
     for gid, status, msg in rows:
         log(f"[verify {file}] {gid}: {status} {msg}")
@@ -414,7 +417,7 @@ def main() -> int:
     if args.verify:
         for label, file, arch in SCHEDULES:
             if arch == "sm_90a":
-                guarded(results, f"verify:{label}")(lambda file=file: stage_verify(file))
+                guarded(results, f"verify:{label}")(lambda file=file, label=label: stage_verify(file, kernels.get(label)))
     results["wall_seconds"] = round(time.monotonic() - started, 1)
     (args.out / "gpu_cuda_assign.json").write_text(json.dumps(results, indent=2, default=str))
     print_table(results, kernels)
