@@ -1,4 +1,4 @@
-"""Expressions to `triton.language`: one emit rule per node type, and a table of rules per builtin.
+"""Expressions to `triton.language`: one emit rule per node type (builtin calls: `calls.CALL_RULES`).
 
 Each rule returns a `Val` (source text, element type, tile axes). Loads hoist their pointer and mask
 arithmetic into named temporaries (`offs0`, `ptrs1`, `mask2`, `ld3`); everything else stays inline, so a
@@ -35,14 +35,12 @@ from cake.lowering.triton import access
 from cake.lowering.triton.fn import FnBuilder, Scope
 from cake.lowering.triton.symbols import Symbols
 from cake.lowering.triton.values import (
-    INT_LIMITS,
     MIN_DOT_EXTENT,
     PREC_ADD,
     PREC_AND,
     PREC_CMP,
     PREC_MUL,
     PREC_OR,
-    PREC_TERNARY,
     PREC_UNARY,
     TL_DTYPES,
     Axis,
@@ -319,150 +317,15 @@ def _mma(em: ExprEmitter, e: Mma) -> Val:
     return Val(code, DType.F32, (a.axes[0], b.axes[1]))
 
 
-# ------------------------------------------------------------------------------------------ builtin rules
-
-
-def _math(name: str) -> Callable[[ExprEmitter, Call], Val]:
-    def rule(em: ExprEmitter, call: Call) -> Val:
-        (x,) = em.args(call, 1)
-        is_float = x.dtype in (DType.F16, DType.BF16, DType.F32) or isinstance(x.dtype, str)
-        if is_float and not em.maybe_16bit(x.dtype):
-            return Val(f"tl.{name}({x.code})", x.dtype, x.axes)
-        # Triton's math wants fp32: compute there; a 16-bit float operand gets its own type back.
-        up = f"tl.{name}({em.to(x, DType.F32).code})"
-        if not is_float:
-            return Val(up, DType.F32, x.axes)
-        assert x.dtype is not None
-        return Val(f"{up}.to({em.elem_code(x.dtype)})", x.dtype, x.axes)
-
-    return rule
-
-
-def _abs(em: ExprEmitter, call: Call) -> Val:
-    (x,) = em.args(call, 1)
-    return Val(f"tl.abs({x.code})", x.dtype, x.axes, x.lit)
-
-
-def _extreme(name: str) -> Callable[[ExprEmitter, Call], Val]:
-    def rule(em: ExprEmitter, call: Call) -> Val:
-        a, b = em.args(call, 2)
-        dtype, lit = promote(a, b, em.symbols.float_vars)
-        return Val(f"tl.{name}({a.code}, {b.code})", dtype, broadcast(a.axes, b.axes), lit)
-
-    return rule
-
-
-def _where(em: ExprEmitter, call: Call) -> Val:
-    c, a, b = em.args(call, 3)
-    dtype, lit = promote(a, b, em.symbols.float_vars)
-    if lit is not None:  # both branches literal: the result takes the literal's natural type
-        dtype, lit = (DType.F32 if lit is Lit.FLOAT else DType.BOOL if lit is Lit.BOOL else DType.I32), None
-    return Val(f"tl.where({c.code}, {a.code}, {b.code})", dtype, broadcast(c.axes, a.axes, b.axes))
-
-
-def _cast(em: ExprEmitter, call: Call) -> Val:
-    if len(call.args) != 2 or not isinstance(call.args[1], Name):
-        raise em.error("`cast` takes a value and an element type: `cast(e, f32)`", call)
-    x = em.emit(call.args[0])
-    target = call.args[1].id
-    try:
-        elem: Elem = DType(target)
-    except ValueError:
-        if target not in em.symbols.typevars:
-            raise em.error(f"`{target}` is not an element type", call.args[1]) from None
-        elem = target
-    return em.to(x, elem)
-
-
-def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
-    def rule(em: ExprEmitter, call: Call) -> Val:
-        (x,) = em.args(call, 1)
-        if not x.axes:
-            raise em.error(f"`{kind}` reduces a tile, got a scalar", call)
-        axis = em.axis_kw(call, len(x.axes))
-        if axis is None and (kind.startswith("arg") and len(x.axes) > 1):
-            raise em.error(f"`{kind}` of a rank-{len(x.axes)} tile needs `axis=`", call)
-        if kind == "sum" and x.lit is None and em.maybe_16bit(x.dtype):
-            x = em.to(x, DType.F32)  # 16-bit sums accumulate in fp32
-        identity = _identity(kind, x.dtype)
-        if kind.startswith("arg") and not (isinstance(x.dtype, DType) and not x.dtype.is_float):
-            # NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction
-            # order (and the interpreter raises on an all-NaN row), so NaN becomes the identity first: one
-            # NaN-ignoring min/max against it (IEEE minNum/maxNum), a single instruction per element.
-            extreme = "minimum" if kind == "argmin" else "maximum"
-            x = Val(em.fn.assign_temp("v", f"tl.{extreme}({x.code}, {identity})"), x.dtype, x.axes)
-        for i in range(len(x.axes)) if axis is None else (axis,):
-            x = em.without_padding(x, i, identity)
-        axis_arg = "" if axis is None else f", axis={axis}"
-        code = f"tl.{kind}({x.code}{axis_arg})"
-        axes = () if axis is None else x.axes[:axis] + x.axes[axis + 1:]
-        if kind.startswith("arg"):
-            index_axis = x.axes[axis if axis is not None else 0]
-            if index_axis.pad is Pad.NONE:
-                return Val(code, DType.I32, axes)
-            # Padding lanes hold the identity; if every real value is NaN the extreme may land on one:
-            # keep the index inside the real extent.
-            clamp = f"tl.minimum({code}, {index_axis.extent} - 1)"
-            if index_axis.pad is Pad.ALWAYS:
-                return Val(clamp, DType.I32, axes)
-            return Val(f"{clamp} if {index_axis.padded_if} else {code}", DType.I32, axes, prec=PREC_TERNARY)
-        return Val(code, x.dtype, axes)
-
-    return rule
-
-
-def _identity(kind: str, dtype: Elem | None) -> str:
-    if kind == "sum":
-        return "0"
-    low = kind in ("max", "argmax")
-    if isinstance(dtype, DType) and dtype in INT_LIMITS:
-        return str(INT_LIMITS[dtype][0 if low else 1])
-    return 'float("-inf")' if low else 'float("inf")'
-
-
-def _cumsum(em: ExprEmitter, call: Call) -> Val:
-    (x,) = em.args(call, 1)
-    axis = em.axis_kw(call, len(x.axes))
-    if axis is None:
-        axis = len(x.axes) - 1
-    if em.maybe_16bit(x.dtype):
-        x = em.to(x, DType.F32)
-    # Padding lanes sit after the real ones along the axis, so an inclusive scan never reads them.
-    return Val(f"tl.cumsum({x.code}, axis={axis})", x.dtype, x.axes)
-
-
-def _arange(em: ExprEmitter, call: Call) -> Val:
-    if len(call.args) != 1:
-        raise em.error("`arange(n)` takes one argument", call)
-    axis = em.axis_of(call.args[0])
-    return Val(f"tl.arange(0, {axis.physical})", DType.I32, (axis,))
-
-
-def _cdiv(em: ExprEmitter, call: Call) -> Val:
-    a, b = em.args(call, 2)
-    if a.lit is not None and b.lit is not None:
-        return Val(f"({a.operand(PREC_ADD)} + {b.operand(PREC_ADD)} - 1) // {b.operand(PREC_MUL, right=True)}",
-                   None, lit=Lit.INT, prec=PREC_MUL)
-    return Val(f"tl.cdiv({a.code}, {b.code})", DType.I32, broadcast(a.axes, b.axes))
-
-
 _RULES: dict[type, Callable[[ExprEmitter, Expr], Val]] = {  # type: ignore[dict-item]
     IntLit: _int_lit, FloatLit: _float_lit, BoolLit: _bool_lit, Name: _name, BinOp: _binop, UnaryOp: _unary,
     Index: _index, Transpose: _transpose, SizeOf: _sizeof, Load: _load, Mma: _mma,
     Call: lambda em, call: _call(em, call),
 }
 
-CALL_RULES: dict[str, Callable[[ExprEmitter, Call], Val]] = {
-    "exp": _math("exp"), "exp2": _math("exp2"), "log": _math("log"), "sqrt": _math("sqrt"),
-    "rsqrt": _math("rsqrt"), "abs": _abs,
-    "maximum": _extreme("maximum"), "minimum": _extreme("minimum"), "where": _where, "cast": _cast,
-    "sum": _reduction("sum"), "max": _reduction("max"), "min": _reduction("min"),
-    "argmin": _reduction("argmin"), "argmax": _reduction("argmax"), "cumsum": _cumsum,
-    "arange": _arange, "cdiv": _cdiv,
-}
-
-
 def _call(em: ExprEmitter, call: Call) -> Val:
+    from cake.lowering.triton.calls import CALL_RULES
+
     rule = CALL_RULES.get(call.func)
     if rule is None:
         raise em.error(f"the Triton backend has no rule for builtin `{call.func}`", call)
