@@ -1,0 +1,20 @@
+# One batched H200 session, in priority order: the CUDA backend, the lowered schedules under the gates, the
+# shape domain, a short clean-start evolution, flash-kmeans' per-dtype verdicts. Every stage has its own
+# time limit; results accumulate under $RES and are packed into $OUT/results.tgz after each stage, so a
+# stage that runs out of time loses only itself. Scripts run as modules (`-m cake.experiments...`): run as
+# files, `experiments/` would shadow the flash_kmeans library with our workload package.
+source experiments/gpu/setup.sh
+RES=/tmp/res; mkdir -p $RES
+pack() { tar czf $OUT/results.tgz -C $RES . ; }
+stage() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
+  timeout -k 5 $limit "$@" > $RES/$name.log 2>&1; local rc=$?
+  echo "stage $name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a $RES/stages.txt; tail -n 12 $RES/$name.log; pack; }
+{ nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import torch,triton;print(torch.__version__,triton.__version__)"; } > $RES/env.txt
+stage cuda_assign 170 python3 -m cake.experiments.gpu_cuda_assign --out $RES
+stage verify_pingpong_cuda 60 env CAKE_BACKEND=cuda cake verify --schedule experiments/flash_kmeans/assign_pingpong.cake --device cuda --dtypes bf16 --all-gates --json $RES/verify_pingpong_cuda.json
+stage verify_assign_plain 60 cake verify --schedule experiments/flash_kmeans/assign_plain.cake --device cuda --all-gates --json $RES/verify_assign_plain.json
+stage verify_update_atomic 45 cake verify --schedule experiments/flash_kmeans/update_atomic.cake --device cuda --all-gates --json $RES/verify_update_atomic.json
+stage bench_shapes 90 python3 -m cake.experiments.gpu_bench_shapes --out $RES --max-seconds 2
+stage evolve 100 python3 -m cake.experiments.gpu_evolve --minutes 1.4 --out $RES/evolve
+stage verify_fk_assign 40 cake verify --op kmeans_assign --kernel experiments/flash_kmeans/audit_targets.py:flash_kmeans_assign --device cuda --all-gates --json $RES/verify_fk_assign.json
+cat $RES/stages.txt
