@@ -17,12 +17,14 @@ from cake.verifier.gates import (
 )
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.replay_hash import inputs_hash
-from cake.verifier.results import GateResult, GateStatus, Verdict
+from cake.verifier.results import GateResult, GateStatus, Refusal, Verdict, merge_refusals
 from cake.verifier.runner import CaseOutcome, run_case
 from cake.verifier.tokens import ReplayToken
 from cake.verifier.tolerance import dtype_from_name, dtype_name
 
 DtypeArg = Sequence[torch.dtype | str] | None
+# The reason of a gate whose every case the kernel refused (ShapeNotSupported).
+ALL_REFUSED = "every case outside the kernel's supported domain"
 
 
 def resolve_dtypes(contract: Contract, dtypes: DtypeArg) -> tuple[torch.dtype, ...]:
@@ -64,7 +66,8 @@ def failed_result(ctx: GateContext, case: Case, outcome: CaseOutcome, cases_run:
 def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> GateResult:
     """Run one gate over every requested dtype. With `stop_at_first` a dtype stops at its first failing
     case, but the other dtypes still run, so the result says which dtypes fail (the evidence and replay
-    token are the first failure's)."""
+    token are the first failure's). Cases the kernel refuses (ShapeNotSupported) are recorded, not judged;
+    a gate whose every case was refused is a SKIP."""
     gate = get_gate(gate_id)
     if (reason := gate.applies(ctx)) is not None:
         return GateResult(gate_id, GateStatus.SKIP, reason)
@@ -72,15 +75,23 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
         return gate.static(ctx)
     dtypes = gate.dtypes(ctx)
     skipped = [d for d in dtypes if ctx.skips_dtype(d)]
-    ran_dtypes = tuple(dtype_name(d) for d in dtypes if d not in skipped)
     cases_run = 0
     first_failure: GateResult | None = None
     failed: list[str] = []
+    refusals: list[Refusal] = []
+    refused_cases = 0
+    all_refused: list[str] = []  # dtypes with refusals and no judged case
     for dtype in dtypes:
         if dtype in skipped:
             continue
+        judged = refused_here = 0
         for case in gate.plan(ctx, dtype):
             outcome = run_case(lambda case=case: gate.check(ctx, case))
+            if outcome.refused:
+                refused_here += 1
+                refusals.append(Refusal(case.dims, dtype_name(case.dtype), outcome.reason, (gate_id,)))
+                continue
+            judged += 1
             cases_run += 1
             if outcome.status.is_failure:
                 if dtype_name(dtype) not in failed:
@@ -89,21 +100,41 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
                     first_failure = failed_result(ctx, case, outcome, cases_run)
                 if stop_at_first:
                     break
+        refused_cases += refused_here
+        if refused_here and not judged:
+            all_refused.append(dtype_name(dtype))
+    ran_dtypes = tuple(dtype_name(d) for d in dtypes if d not in skipped and dtype_name(d) not in all_refused)
+    result = _judged_result(gate_id, first_failure, cases_run, ran_dtypes, tuple(failed), skipped,
+                            refused_cases, tuple(all_refused))
+    if not refused_cases:
+        return result
+    return replace(result, refused_cases=refused_cases, refusals=merge_refusals(refusals),
+                   dtypes_refused=tuple(all_refused))
+
+
+def _judged_result(gate_id: str, first_failure: GateResult | None, cases_run: int, ran_dtypes: tuple[str, ...],
+                   failed: tuple[str, ...], skipped: list[torch.dtype], refused_cases: int,
+                   all_refused: tuple[str, ...]) -> GateResult:
     if first_failure is not None:
         # The reason stays the first failing case's (a replay reproduces it word for word).
-        return replace(first_failure, cases_run=cases_run, dtypes_run=ran_dtypes, dtypes_failed=tuple(failed))
+        return replace(first_failure, cases_run=cases_run, dtypes_run=ran_dtypes, dtypes_failed=failed)
+    if refused_cases and cases_run == 0:
+        return GateResult(gate_id, GateStatus.SKIP, f"{ALL_REFUSED} ({refused_cases} case(s) refused)")
     ran = ", ".join(ran_dtypes)
+    note = f"; {refused_cases} case(s) refused by the kernel" if refused_cases else ""
+    if all_refused:
+        note += f" (every {', '.join(all_refused)} case)"
     if skipped:
-        note = f"{', '.join(dtype_name(d) for d in skipped)} skipped: {BF16_INTERPRETER_SKIP}"
+        note += f"; {', '.join(dtype_name(d) for d in skipped)} skipped: {BF16_INTERPRETER_SKIP}"
         # PRC-01 is the per-dtype gate: a dtype it could not judge must show as a SKIP in the verdict.
         if gate_id == "PRC-01" or cases_run == 0:
-            return GateResult(gate_id, GateStatus.SKIP, f"{ran or 'no dtype'} passed; {note}", cases_run=cases_run,
+            return GateResult(gate_id, GateStatus.SKIP, f"{ran or 'no dtype'} passed{note}", cases_run=cases_run,
                               dtypes_run=ran_dtypes)
-        return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran}); {note}", cases_run=cases_run,
+        return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran}){note}", cases_run=cases_run,
                           dtypes_run=ran_dtypes)
     if cases_run == 0:
         return GateResult(gate_id, GateStatus.SKIP, "no case applies to the requested dtypes")
-    return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran})", cases_run=cases_run,
+    return GateResult(gate_id, GateStatus.PASS, f"{cases_run} cases passed ({ran}){note}", cases_run=cases_run,
                       dtypes_run=ran_dtypes)
 
 

@@ -3,12 +3,18 @@
 A `GateResult` is the unit of judgement. Its `status` is the only field a caller may branch on; `reason`
 is for humans and `evidence` pins the worst element so a failure can be checked by hand. Every result that
 is not a PASS or SKIP carries a replay token when a case produced it.
+
+A case whose kernel call raised `cake.errors.ShapeNotSupported` is *refused*: not run and not judged. Each
+gate counts its refused cases and keeps the distinct (shape, dtype, reason) triples as `Refusal`s; the
+verdict lists them all, and `passed` needs CMP-01 to have judged at least one case of every dtype it ran,
+so a kernel that refuses everything is never a pass.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 
@@ -53,6 +59,46 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A shape the kernel refused (ShapeNotSupported): the case's dims, dtype, the kernel's reason, and the
+    gates whose cases it refused."""
+
+    dims: tuple[tuple[str, int], ...]
+    dtype: str
+    reason: str
+    gates: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[tuple[tuple[str, int], ...], str, str]:
+        return self.dims, self.dtype, self.reason
+
+    def describe(self) -> str:
+        shape = ",".join(f"{k}={v}" for k, v in self.dims)
+        return f"{self.dtype} [{shape}]: {self.reason}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"dims": {k: v for k, v in self.dims}, "dtype": self.dtype, "reason": self.reason,
+                "gates": list(self.gates)}
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> Refusal:
+        dims = data["dims"]
+        assert isinstance(dims, dict), dims
+        return Refusal(tuple(sorted((str(k), int(v)) for k, v in dims.items())), str(data["dtype"]),
+                       str(data["reason"]), tuple(str(g) for g in data.get("gates", ())))  # type: ignore[attr-defined]
+
+
+def merge_refusals(refusals: Iterable[Refusal]) -> tuple[Refusal, ...]:
+    """One entry per (dims, dtype, reason), with the gates that met it, in first-seen order."""
+    merged: dict[tuple[tuple[tuple[str, int], ...], str, str], Refusal] = {}
+    for r in refusals:
+        have = merged.get(r.key)
+        gates = r.gates if have is None else have.gates + tuple(g for g in r.gates if g not in have.gates)
+        merged[r.key] = Refusal(r.dims, r.dtype, r.reason, gates)
+    return tuple(merged.values())
+
+
+@dataclass(frozen=True, slots=True)
 class GateResult:
     gate_id: str
     status: GateStatus
@@ -64,6 +110,11 @@ class GateResult:
     # (each up to its first failing case), so "fails in fp32 only" and "fails in every dtype" differ here.
     dtypes_run: tuple[str, ...] = ()
     dtypes_failed: tuple[str, ...] = ()
+    # Cases the kernel refused (ShapeNotSupported): not counted in `cases_run`; `dtypes_refused` are the
+    # dtypes in which every case was refused (none judged).
+    refused_cases: int = 0
+    refusals: tuple[Refusal, ...] = ()
+    dtypes_refused: tuple[str, ...] = ()
 
     def dtype_summary(self) -> str:
         """E.g. 'failed float32; passed float16, bfloat16' (empty when the gate ran no dtype)."""
@@ -82,6 +133,9 @@ class GateResult:
             "cases_run": self.cases_run,
             "dtypes_run": list(self.dtypes_run),
             "dtypes_failed": list(self.dtypes_failed),
+            "refused_cases": self.refused_cases,
+            "refusals": [r.to_json() for r in self.refusals],
+            "dtypes_refused": list(self.dtypes_refused),
         }
 
     @staticmethod
@@ -96,21 +150,35 @@ class GateResult:
             cases_run=int(data.get("cases_run", 0)),  # type: ignore[call-overload]
             dtypes_run=tuple(str(d) for d in data.get("dtypes_run", ())),  # type: ignore[attr-defined]
             dtypes_failed=tuple(str(d) for d in data.get("dtypes_failed", ())),  # type: ignore[attr-defined]
+            refused_cases=int(data.get("refused_cases", 0)),  # type: ignore[call-overload]
+            refusals=tuple(Refusal.from_json(r) for r in data.get("refusals", ())),  # type: ignore[attr-defined]
+            dtypes_refused=tuple(str(d) for d in data.get("dtypes_refused", ())),  # type: ignore[attr-defined]
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """All gate results for one kernel against one contract. `passed` is true only when no gate failed,
-    timed out or raised; skipped gates do not fail a kernel but stay visible."""
+    timed out or raised, and CMP-01 (when it ran) judged at least one case of every dtype it ran rather than
+    having all of them refused; skipped gates and refused shapes (`refused`) do not fail a kernel but stay
+    visible."""
 
     op: str
     passed: bool
     gates: tuple[GateResult, ...]
+    refused: tuple[Refusal, ...] = ()
 
     @staticmethod
     def of(op: str, gates: tuple[GateResult, ...]) -> Verdict:
-        return Verdict(op, not any(g.status.is_failure for g in gates), gates)
+        passed = not any(g.status.is_failure for g in gates) and not _cmp01_all_refused(gates)
+        return Verdict(op, passed, gates, merge_refusals(r for g in gates for r in g.refusals))
+
+    @property
+    def refused_summary(self) -> str:
+        """E.g. 'refused 2 shape(s): bf16 [D=1031,...]: ...' (empty when nothing was refused)."""
+        if not self.refused:
+            return ""
+        return f"refused {len(self.refused)} shape(s): " + "; ".join(r.describe() for r in self.refused)
 
     @property
     def failures(self) -> tuple[GateResult, ...]:
@@ -123,11 +191,22 @@ class Verdict:
         raise KeyError(f"no result for gate {gate_id} in the verdict for {self.op}")
 
     def to_json(self) -> str:
-        data = {"op": self.op, "passed": self.passed, "gates": [g.to_json() for g in self.gates]}
+        data = {"op": self.op, "passed": self.passed, "gates": [g.to_json() for g in self.gates],
+                "refused": [r.to_json() for r in self.refused]}
         return json.dumps(data, indent=2, sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> Verdict:
         data = json.loads(text)
         gates = tuple(GateResult.from_json(g) for g in data["gates"])
-        return Verdict(op=data["op"], passed=bool(data["passed"]), gates=gates)
+        refused = tuple(Refusal.from_json(r) for r in data.get("refused", ()))
+        return Verdict(op=data["op"], passed=bool(data["passed"]), gates=gates, refused=refused)
+
+
+# The gate that must judge at least one supported case of each dtype for a verdict to pass.
+SUPPORTED_CASE_GATE = "CMP-01"
+
+
+def _cmp01_all_refused(gates: tuple[GateResult, ...]) -> bool:
+    """True when CMP-01 ran and some dtype had every case refused (or the whole gate was refused)."""
+    return any(g.gate_id == SUPPORTED_CASE_GATE and bool(g.dtypes_refused) for g in gates)

@@ -136,6 +136,7 @@ def evidence_text(ev: Evidence | None) -> str:
 
 def print_verdict(verdict: Verdict, kernel: str, *, device: str) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     title = f"{verdict.op} · {kernel} · {device}"
@@ -148,5 +149,12 @@ def print_verdict(verdict: Verdict, kernel: str, *, device: str) -> None:
                       result.dtype_summary(), result.reason, evidence_text(result.evidence), result.replay_token or "")
     console = Console(width=max(Console().width, 160))
     console.print(table)
-    outcome = "[green]PASSED[/]" if verdict.passed else f"[bold red]FAILED[/] ({len(verdict.failures)} gate(s))"
+    if verdict.refused:  # shapes the kernel refused (ShapeNotSupported): not run, not judged
+        console.print(f"[yellow]{escape(verdict.refused_summary)}[/]")
+    if verdict.passed:
+        outcome = "[green]PASSED[/]"
+    elif verdict.failures:
+        outcome = f"[bold red]FAILED[/] ({len(verdict.failures)} gate(s))"
+    else:
+        outcome = "[bold red]FAILED[/] (CMP-01 judged no supported case of a dtype: every one was refused)"
     console.print(f"{verdict.op}: {outcome}")
