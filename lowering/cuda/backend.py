@@ -26,7 +26,7 @@ from cake.lowering.cuda.compile import (
     compile_cubin,
     nvcc_version,
 )
-from cake.lowering.cuda.errors import LoweringError
+from cake.lowering.cuda.errors import Code, LoweringError
 from cake.lowering.cuda.program import CODEGEN_VERSION, CudaProgram, generate
 from cake.lowering.lowered import EmitResult, LaunchInfo, LoweredKernel, ResourceUsage, SourceMap
 from cake.lowering.passes.bind_params import bind_params
@@ -36,6 +36,7 @@ from cake.lowering.pipeline import LowerContext, Pass
 from cake.arch import ARCHS
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
+from cake.errors import ShapeNotSupported
 
 PASSES: tuple[Pass, ...] = (
     Pass("bind_params", bind_params, "fix each param to the assignment (defaults elsewhere)"),
@@ -153,7 +154,13 @@ class CudaKernel:
         key = (tuple(sorted((k, v.value) for k, v in dtypes.items())), tuple(sorted(statics.items())), capability)
         spec = self.specs.get(key)
         if spec is None:
-            program = generate(self.kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
+            try:
+                program = generate(self.kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
+            except LoweringError as error:
+                reason = shape_refusal(self.kernel, self.arch, dtypes, statics, error, self.file)
+                if reason is None:
+                    raise
+                raise ShapeNotSupported(reason) from error
             target = compile_target(self.arch, capability)
             compiled = self.compile(program, target)
             spec = self.specs[key] = Specialized(program, compiled, target)
@@ -235,6 +242,23 @@ class CudaKernel:
     @property
     def report(self) -> ResourceReport | None:
         return None if self.last is None else self.last.compiled.report
+
+
+def shape_refusal(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int],
+                  error: LoweringError, file: str = "<input>") -> str | None:
+    """Why the bound static dims cannot run (for ShapeNotSupported), or None when `error` is a real codegen
+    error. A refusal needs every diagnostic to be a resource overflow (C0301: shared memory, threads, ...)
+    that goes away at the smallest static dims: an overflow already there does not depend on the shape,
+    so it is the schedule's bug and stays a compile error."""
+    if not statics or not error.diagnostics or any(d.code != Code.RESOURCE.value for d in error.diagnostics):
+        return None
+    try:
+        generate(kernel, arch, dtypes=dict(dtypes), static_dims={name: 1 for name in statics}, file=file)
+    except LoweringError as smallest:
+        if any(d.code == Code.RESOURCE.value for d in smallest.diagnostics):
+            return None
+    shape = ", ".join(f"{name}={value}" for name, value in sorted(statics.items()))
+    return f"`{kernel.name}` cannot run at {shape}: " + "; ".join(d.message for d in error.diagnostics)
 
 
 def _resolve(elem: Any, env: an.Env) -> DType:
