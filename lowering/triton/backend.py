@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from cake.ir.nodes import Kernel
+from cake.ir.parser import parse
 from cake.lowering import codes
 from cake.lowering.cache import KernelCache
 from cake.lowering.lowered import EmitResult, LoweredKernel, ResourceUsage
@@ -17,6 +18,7 @@ from cake.lowering.passes.bind_params import bind_params
 from cake.lowering.passes.check import check_for_backend
 from cake.lowering.passes.registerize_smem import registerize_smem
 from cake.lowering.pipeline import LowerContext, Pass
+from cake.lowering.triton.budget import TritonLauncher
 from cake.lowering.triton.module import emit_module
 
 from cake.diagnostics import Diagnostic
@@ -57,7 +59,8 @@ class TritonBackend:
             sys.modules[module_name] = module
             spec.loader.exec_module(module)
         fn: Callable[..., Any] = getattr(module, lowered.entry)
-        return fn
+        kernel = parse(lowered.schedule_text, lowered.filename) if lowered.schedule_text is not None else None
+        return TritonLauncher(fn, kernel, lowered.arch, dict(lowered.params))
 
     def compile_errors(self) -> tuple[type[BaseException], ...]:
         from triton.compiler.errors import CompilationError
@@ -76,6 +79,7 @@ class TritonBackend:
                           help="`cake lower` shows the generated source")
 
     def resources(self, fn: Callable[..., Any]) -> tuple[ResourceUsage, ...]:
+        fn = fn.fn if isinstance(fn, TritonLauncher) else fn
         module: ModuleType | None = sys.modules.get(getattr(fn, "__module__", ""))
         compiled = getattr(module, "_k_compiled", {}) if module is not None else {}
         usage = []
