@@ -3,6 +3,10 @@
 A gate is data plus two functions: `plan(ctx, dtype)` lists the cases it runs for one dtype (a pure
 function of the seed, so a replay token's case index names the same case again), and `check(ctx, case)`
 runs the kernel on that case and returns an outcome. Gates that need no kernel run (RES-02) set `static`.
+
+A check never handles `cake.errors.ShapeNotSupported` itself: `call_kernel` turns it into a refused case, which
+`run_gate_in` records (`GateResult.refused_cases`, `refusals`) instead of judging; a gate with every case
+refused is SKIP, and CMP-01 must judge a case of each dtype for the verdict to pass (see results.py).
 """
 
 from __future__ import annotations
