@@ -8,6 +8,7 @@ from cake.agents.cake_toolchain import bench_medians
 from cake.experiments.flash_kmeans.shapes import CAKE_CELL
 from cake.experiments.flash_kmeans.workload import WORKLOAD
 from cake.verifier.timing import Measurement
+from conftest import SEED  # at import time: a lazy import can meet another folder's conftest under xdist
 
 from cake.cli.bench import ShapeReport
 
@@ -40,7 +41,6 @@ def test_a_refused_or_implausible_candidate_has_no_score() -> None:
 
 def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_path, monkeypatch) -> None:
     from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
-    from conftest import SEED
 
     for name in ("CAKE_BACKEND", "CAKE_ARCH"):  # the toolchain sets them for its workers; restored after the test
         monkeypatch.setenv(name, "")
