@@ -14,6 +14,9 @@ integers (params, dims, loop and replica variables) and dtype variables to eleme
 
 An expression that needs a value the environment lacks (an unbound dim, a loop variable) raises
 `Unbound`; callers decide whether that is "unknown" or an error.
+
+Past 600 lines because the analyses share one evaluation environment (`Env`) and the CheckContext
+cache; the natural split, when it grows further, is budgets (smem/TMEM/registers) vs barriers and happens-before.
 """
 
 from __future__ import annotations

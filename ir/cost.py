@@ -18,6 +18,9 @@ It exists to rank candidates, so every term is monotone in the work it models. P
    way, with stages x resident CTAs hiding the memory side.
 
 Calibration factors (`cake.ir.cost_calibration`) multiply each term's time.
+
+Past 600 lines because the model's terms read one shared per-launch work count; the register-pressure
+terms already live in `cost_pressure.py`, the fit in `cost_calibration.py`.
 """
 
 from __future__ import annotations

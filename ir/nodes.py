@@ -11,6 +11,9 @@ A kernel has three layers:
 * roles — groups of warps (or warpgroups) with a register budget, each running a body of statements;
 * statements and expressions — a tile-level program: loads and copies, mma, elementwise math,
   reductions, stores, loops (optionally software-pipelined) and synchronization.
+
+Past 600 lines on purpose: every node of the IR lives in this one module, so the vocabulary every pass
+shares is read in one place (DESIGN.md style rule 1).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ The walk records every problem it meets with the ID of the check that owns it (E
 E02xx shapes and tail masking); the registered checks in `names` and `shapes` report them. Doing it in
 one walk keeps `cake check` fast and keeps scoping rules in one place. It also records every matrix
 product with its operand shapes for the hardware-legality checks.
+
+Past 600 lines because it is one pass (one walk that resolves names and infers tile types together);
+splitting the walk would duplicate its scope handling.
 """
 
 from __future__ import annotations

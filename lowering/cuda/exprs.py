@@ -3,6 +3,9 @@
 Most expressions stay symbolic (see values.py). Code is emitted when a value must exist: an mma result,
 a reduction, a register tile that a loop carries, a vector read from shared memory before the barrier that
 releases it, or a global tile that an mma reads (staged through shared memory).
+
+Past 600 lines because it is one table of per-expression emit rules; the arch-specific parts live in
+`dialects.py`.
 """
 
 from __future__ import annotations

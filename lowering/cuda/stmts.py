@@ -15,6 +15,9 @@ variable is a run-time value). Statement rules:
 | `mma ... -> tmem` | tcgen05.mma from one thread, tcgen05.commit onto the signalled barrier |
 | `for ... pipelined S as s` | `s = k % S` |
 | `sync` / `bar_sync` | `__syncthreads()` / `bar.sync` |
+
+Past 600 lines because it is one table of per-statement emit rules; the arch-specific parts live in
+`dialects.py`.
 """
 
 from __future__ import annotations
