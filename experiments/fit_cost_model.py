@@ -2,6 +2,7 @@
 
     python -m cake.experiments.fit_cost_model                       # the first H200 run
     python -m cake.experiments.fit_cost_model --no-write            # figures only
+    python -m cake.experiments.fit_cost_model --targets RUN_DIR/calibration_targets.jsonl ...
 
 Reads `experiments/data/<run>/bench_cost_model.json` (written by `bench_cost_model.py` on the GPU), re-predicts
 every timed schedule with the *current* model at the CAKE cell, and reports Spearman rho and top-k recall:
@@ -10,6 +11,12 @@ every timed schedule with the *current* model at the CAKE cell, and reports Spea
 - in-sample: factors fitted on all timed schedules (`cake.ir.cost_calibration.fit_factors`);
 - k-fold: factors fitted on k-1 folds, each held-out fold ranked with factors that never saw it; the figures
   are the mean over folds of the per-fold rho, and rho / top-k over the pooled held-out predictions.
+
+`--targets` adds the distiller's mispredictions (`cake.ir.cost_calibration.load_calibration_targets`; records
+for another device or toolchain are skipped and counted by reason) to the fit. They join the in-sample fit
+and *every training fold* of the k-fold, but never a test fold: folds partition the committed run only, so the
+held-out figures stay those of the committed data, ranked by factors that also saw the targets. The targets'
+own prior / fitted figures are reported separately under "targets".
 
 Writes the in-sample calibration into `ir/data/cost_calibration.json` for (device, toolchain) and a summary
 to `experiments/data/<run>/cost_fit.json`. Fits that end at a bound are reported, never silently kept.
@@ -22,18 +29,20 @@ import json
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from cake.experiments.flash_kmeans import shapes
-from cake.ir.cost import Prediction, predict
+from cake.ir.cost import predict
 from cake.ir.cost_calibration import (
     DATA_PATH,
     Calibration,
     Factors,
     Fit,
+    LoadedTargets,
+    MeasuredSample,
     fit_factors,
+    load_calibration_targets,
     spearman,
     store_calibration,
     top_k_recall,
@@ -47,12 +56,7 @@ DEVICE_NAMES = {"NVIDIA H200": "H200"}
 TOP_K = (5, 10)
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    schedule: str
-    params: dict[str, int]
-    measured_ms: float
-    prediction: Prediction
+Sample: TypeAlias = MeasuredSample  # the fit's sample type lives in cake.ir so that calibration targets load into it
 
 
 def load_samples(run: Path) -> tuple[dict[str, Any], list[Sample]]:
@@ -90,15 +94,16 @@ def folds(n: int, k: int, seed: int) -> list[list[int]]:
     return [sorted(order[i::k]) for i in range(k)]
 
 
-def cross_validate(samples: Sequence[Sample], k: int, seed: int) -> dict[str, Any]:
-    """Fit on k-1 folds, rank the held-out fold; the held-out fold never informs its own factors."""
+def cross_validate(samples: Sequence[Sample], k: int, seed: int, extra: Sequence[Sample] = ()) -> dict[str, Any]:
+    """Fit on k-1 folds (plus every `extra` sample), rank the held-out fold; the held-out fold never informs
+    its own factors, and `extra` samples are never in a test fold."""
     measured = [s.measured_ms for s in samples]
     pooled = [0.0] * len(samples)
     per_fold = []
     bound_hits: list[list[str]] = []
     for test in folds(len(samples), k, seed):
         held = set(test)
-        fit = fit_on([s for i, s in enumerate(samples) if i not in held])
+        fit = fit_on([*(s for i, s in enumerate(samples) if i not in held), *extra])
         bound_hits.append(list(fit.at_bound))
         for i in test:
             pooled[i] = samples[i].prediction.retimed(fit.factors)
@@ -114,13 +119,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print the figures; write nothing")
+    parser.add_argument("--targets", type=Path, nargs="+", default=[], metavar="JSONL",
+                        help="RUN_DIR/calibration_targets.jsonl files (the distiller's) to add to the fit")
+    parser.add_argument("--accept-unrecorded-toolchain", action="store_true",
+                        help="use target records that name no toolchain as if measured with the run's")
     args = parser.parse_args(argv)
     report, samples = load_samples(args.run)
+    device = DEVICE_NAMES.get(report["device"], report["device"])
+    targets = load_calibration_targets(args.targets, device=device, toolchain=report["toolchain"],
+                                       unrecorded_toolchain_ok=args.accept_unrecorded_toolchain)
+    extra = list(targets.samples)
     measured = [s.measured_ms for s in samples]
     prior = [s.prediction.time_s for s in samples]
-    fit = fit_on(samples)
+    fit = fit_on([*samples, *extra])
     fitted = [s.prediction.retimed(fit.factors) for s in samples]
-    cv = cross_validate(samples, args.folds, args.seed)
+    cv = cross_validate(samples, args.folds, args.seed, extra)
     summary: dict[str, Any] = {
         "run": args.run.name, "device": report["device"], "toolchain": report["toolchain"], "timed": len(samples),
         "as_recorded_by_the_run": {k: report.get(k) for k in ("spearman_prior", "spearman_calibrated_in_sample",
@@ -134,18 +147,44 @@ def main(argv: list[str] | None = None) -> int:
                          "fitted_ms": q * 1e3, "bound": s.prediction.bound.name}
                         for s, p, q in zip(samples, prior, fitted, strict=True)],
     }
+    if args.targets:
+        summary["targets"] = target_summary(targets, fit, [str(p) for p in args.targets])
+        print_targets(summary["targets"])
     print_table(samples, prior, fitted, summary)
     if fit.warning():
         print(f"WARNING: {fit.warning()}", file=sys.stderr)
     if not args.no_write:
-        device = DEVICE_NAMES.get(report["device"], report["device"])
-        cal = Calibration(device, report["toolchain"], fit.factors, len(samples), summary["prior"]["spearman"],
+        cal = Calibration(device, report["toolchain"], fit.factors, len(samples) + len(extra),
+                          summary["prior"]["spearman"],
                           summary["in_sample"]["spearman"], "2026-11-30",
                           f"fitted by experiments/fit_cost_model.py on {args.run.name}; {args.folds}-fold held-out "
-                          f"rho {cv['pooled_held_out']['spearman']:.3f} (pooled)", fit.at_bound)
+                          f"rho {cv['pooled_held_out']['spearman']:.3f} (pooled)"
+                          + (f"; plus {len(extra)} calibration targets in every training fold" if extra else ""),
+                          fit.at_bound)
         store_calibration(cal, DATA_PATH)
         (args.run / "cost_fit.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 0
+
+
+def target_summary(targets: LoadedTargets, fit: Fit, files: Sequence[str]) -> dict[str, Any]:
+    """What the targets were and how the fit treats them (in-sample for them: they trained it)."""
+    out: dict[str, Any] = {"files": list(files), "used": len(targets.samples), "skipped": len(targets.skipped),
+                           "skipped_by_reason": targets.skip_counts(),
+                           "skipped_records": [{"source": s.source, "candidate_id": s.candidate_id,
+                                                "reason": s.reason} for s in targets.skipped]}
+    if len(targets.samples) >= 2:
+        measured = [s.measured_ms for s in targets.samples]
+        out["prior"] = figures([s.prediction.time_s for s in targets.samples], measured)
+        out["in_sample"] = figures([s.prediction.retimed(fit.factors) for s in targets.samples], measured)
+    return out
+
+
+def print_targets(summary: dict[str, Any]) -> None:
+    reasons = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "none"
+    print(f"calibration targets: {summary['used']} used, {summary['skipped']} skipped ({reasons})")
+    for label in ("prior", "in_sample"):
+        if label in summary:
+            print(f"  targets {label:10} rho {summary[label]['spearman']:.3f}")
 
 
 def print_table(samples: Sequence[Sample], prior: Sequence[float], fitted: Sequence[float],

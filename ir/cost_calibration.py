@@ -6,6 +6,9 @@ is a set of `Factors`, each multiplying the time of one term of the model, fitte
 ranking), regularized toward 1.0, inside bounds; the result says which factors ended at a bound (a fit that
 needs a term scaled 16x is telling us the term's physics is wrong, not that the factor is 16) and which
 never changed a prediction. `spearman` and `top_k_recall` are the figures we report.
+
+`load_calibration_targets` turns the distiller's `calibration_targets.jsonl` (mispredictions of a run) into
+the same `MeasuredSample`s the fit uses, for the (device, toolchain) being fitted.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cake.arch import UnknownArchError, device_for
+
+if TYPE_CHECKING:  # cake.ir.cost imports this module; the loader imports it lazily
+    from cake.ir.cost import Prediction
 
 DATA_PATH = Path(__file__).resolve().parent / "data" / "cost_calibration.json"
 
@@ -259,3 +268,115 @@ def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequenc
     tol = 1e-3
     at_bound = tuple(k for k in names if k not in inert and (current[k] <= lo + tol or current[k] >= hi - tol))
     return Fit(factors, rms, at_bound, tuple(sorted(inert)), bounds, regularization)
+
+
+# ---- measured samples and the distiller's calibration targets ---------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class MeasuredSample:
+    """One timed schedule: its prediction under prior factors (work counts fixed) and its measured time."""
+
+    schedule: str  # a shipped schedule's file name, or `RUN_DIR/candidate ID` for a calibration target
+    params: dict[str, int]
+    measured_ms: float
+    prediction: Prediction
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedTarget:
+    """A calibration-target record the loader did not use, and why."""
+
+    source: str  # `PATH:LINE`
+    candidate_id: object
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTargets:
+    samples: tuple[MeasuredSample, ...]
+    skipped: tuple[SkippedTarget, ...]
+
+    def skip_counts(self) -> dict[str, int]:
+        """Skipped records per reason kind (the text before the first colon)."""
+        counts: dict[str, int] = {}
+        for s in self.skipped:
+            kind = s.reason.split(":", 1)[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+
+def load_calibration_targets(paths: Sequence[Path | str], *, device: str, toolchain: str,
+                             unrecorded_toolchain_ok: bool = False) -> LoadedTargets:
+    """Read the distiller's `calibration_targets.jsonl` files into samples for the (device, toolchain) fit.
+
+    Each record names its schedule by `ir_path`, relative to the JSONL's directory (the run directory; the
+    record stores no IR text), and is re-predicted with prior factors at its `dims` and `dtype` on its device.
+    Its device is the record's `device` if it has one, else the arch's default device — the one
+    `cake evolve` predicted for. A record is skipped, with its reason, when its device or a recorded
+    toolchain differs from the fit's, when it records no toolchain (the distiller does not record one yet)
+    unless `unrecorded_toolchain_ok`, when it has no dims/dtype, or when its schedule is missing, does
+    not parse or cannot be predicted (`CostError`). Malformed JSON is not skipped: it raises `json.JSONDecodeError`.
+    """
+    from cake.ir.cost import CostError, predict
+    from cake.ir.nodes import DType
+    from cake.ir.parser import parse_diagnostics
+
+    samples: list[MeasuredSample] = []
+    skipped: list[SkippedTarget] = []
+    for raw_path in paths:
+        path = Path(raw_path)
+        run_dir = path.parent
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            cid = record.get("candidate_id")
+
+            def skip(reason: str, where: str = f"{path}:{lineno}", cid: object = cid) -> None:
+                skipped.append(SkippedTarget(where, cid, reason))
+
+            arch_name = record.get("arch")
+            if not isinstance(arch_name, str):
+                skip("no arch: the record names no target")
+                continue
+            try:
+                rec_device = str(record.get("device") or device_for(arch_name).name)
+            except UnknownArchError:
+                skip(f"unknown arch: `{arch_name}` is not in cake.arch")
+                continue
+            if rec_device != device:
+                skip(f"device: the record is for {rec_device}, the fit for {device}")
+                continue
+            rec_toolchain = record.get("toolchain")
+            if rec_toolchain is None and not unrecorded_toolchain_ok:
+                skip(f"toolchain: not recorded (pass unrecorded_toolchain_ok to assume {toolchain})")
+                continue
+            if rec_toolchain is not None and rec_toolchain != toolchain:
+                skip(f"toolchain: the record is for {rec_toolchain}, the fit for {toolchain}")
+                continue
+            dims, dtype_name = record.get("dims"), record.get("dtype")
+            if not isinstance(dims, dict) or not dtype_name:
+                skip("shape: the record has no dims/dtype (its run's config has no fitness shape)")
+                continue
+            try:
+                dtype = DType(str(dtype_name))
+            except ValueError:
+                skip(f"shape: unknown dtype `{dtype_name}`")
+                continue
+            schedule = run_dir / str(record.get("ir_path", f"candidates/{record.get('ir_hash')}.cake"))
+            if not schedule.is_file():
+                skip(f"schedule: {schedule} is missing")
+                continue
+            name = f"{run_dir.name}/candidate {cid}"
+            kernel, diagnostics = parse_diagnostics(schedule.read_text(), str(schedule))
+            if kernel is None:
+                skip(f"schedule: {schedule} does not parse ({'; '.join(d.message for d in diagnostics)})")
+                continue
+            try:
+                prediction = predict(kernel, dims={str(k): int(v) for k, v in dims.items()}, dtype=dtype,
+                                     device=device, arch_name=arch_name, factors=Factors())
+            except CostError as err:
+                skip(f"predict: {err}")
+                continue
+            samples.append(MeasuredSample(name, {}, float(record["measured_ms"]), prediction))
+    return LoadedTargets(tuple(samples), tuple(skipped))

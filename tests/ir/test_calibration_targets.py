@@ -1,0 +1,69 @@
+"""The distiller's calibration targets load into the fit's samples, and the fit takes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cake.agents.distiller import CALIBRATION_TARGETS, record_mispredictions
+from cake.experiments import fit_cost_model as fcm
+from cake.experiments.flash_kmeans.shapes import CAKE_CELL
+from cake.ir.cost_calibration import MeasuredSample, load_calibration_targets
+
+from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
+
+SCHEDULES = Path(fcm.__file__).resolve().parent / "flash_kmeans"
+TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
+
+
+def _run(root: Path, arch: str, names: tuple[str, ...]) -> Path:
+    """A run whose every candidate was measured 4x faster than predicted; the distiller's writer records them."""
+    store = RunStore.create(root, {"arch": arch, "op": "kmeans_assign", "dims": dict(CAKE_CELL.dim_map),
+                                   "dtype": "bf16"})
+    texts = [(SCHEDULES / name).read_text() for name in names]
+    ids = store.record_turn(1, [NewCandidate(ir_hash(t), t, name, (), "offline", "mutate", CandidateStatus.QUEUED,
+                                             predicted_ms=8.0) for t, name in zip(texts, names, strict=True)],
+                            tokens=0)
+    for i in ids:
+        store.record_evaluation(i, Evaluation(CandidateStatus.PASSED, None, (), {}, 2.0, 1.5, 0.75,
+                                              FitnessKind.MEASURED, None, "cuda:0", 1.0))
+    store.finish_turn(1)
+    assert record_mispredictions(store) == len(names)
+    store.close()
+    return root / CALIBRATION_TARGETS
+
+
+def test_targets_load_into_samples_and_mismatches_are_skipped_with_reasons(tmp_path: Path) -> None:
+    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"))
+    a100 = _run(tmp_path / "a100", "sm_80", ("assign_cp_async.cake",))
+    # The distiller records no toolchain: strict loading skips every record, saying why.
+    strict = load_calibration_targets([h200], device="H200", toolchain=TOOLCHAIN)
+    assert not strict.samples and strict.skip_counts() == {"toolchain": 2}
+    loaded = load_calibration_targets([h200, a100], device="H200", toolchain=TOOLCHAIN,
+                                      unrecorded_toolchain_ok=True)
+    assert len(loaded.samples) == 2 and all(isinstance(s, MeasuredSample) for s in loaded.samples)
+    assert {s.measured_ms for s in loaded.samples} == {2.0}
+    assert all(s.prediction.time_s > 0 and s.schedule.startswith("h200/candidate ") for s in loaded.samples)
+    [skip] = loaded.skipped
+    assert skip.source == f"{a100}:1" and skip.reason.startswith("device: the record is for A100")
+    # A record that names another toolchain is skipped even when unrecorded ones are accepted.
+    record = json.loads(h200.read_text().splitlines()[0])
+    other = tmp_path / "h200" / "other.jsonl"
+    other.write_text(json.dumps({**record, "toolchain": "triton-3.9.0+torch-2.13.0"}) + "\n")
+    mixed = load_calibration_targets([other], device="H200", toolchain=TOOLCHAIN, unrecorded_toolchain_ok=True)
+    assert not mixed.samples and "triton-3.9.0" in mixed.skipped[0].reason
+
+
+def test_fit_takes_targets_and_keeps_them_out_of_test_folds(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"))
+    targets = load_calibration_targets([h200], device="H200", toolchain=TOOLCHAIN, unrecorded_toolchain_ok=True)
+    _, samples = fcm.load_samples(fcm.RUN)
+    fit = fcm.fit_on([*samples, *targets.samples])
+    assert fit.rms_log_error > 0 and fit.factors != fcm.fit_on(samples).factors  # the targets moved the fit
+    cv = fcm.cross_validate(samples, 2, 0, targets.samples)
+    assert len(cv["spearman_per_fold"]) == 2
+    assert len(cv["pooled_held_out"]) == 1 + len(fcm.TOP_K)  # figures over the committed samples only
+    assert fcm.main(["--no-write", "--folds", "2", "--targets", str(h200), "--accept-unrecorded-toolchain"]) == 0
+    assert "calibration targets: 2 used, 0 skipped" in capsys.readouterr().out
