@@ -17,7 +17,7 @@ from cake.verifier.gates import (
 )
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.replay_hash import inputs_hash
-from cake.verifier.results import GateResult, GateStatus, Refusal, Verdict, merge_refusals
+from cake.verifier.results import GateResult, GateStatus, Refusal, Shape, Verdict, merge_refusals
 from cake.verifier.runner import CaseOutcome, run_case
 from cake.verifier.tokens import ReplayToken
 from cake.verifier.tolerance import dtype_from_name, dtype_name
@@ -81,6 +81,8 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
     refusals: list[Refusal] = []
     refused_cases = 0
     all_refused: list[str] = []  # dtypes with refusals and no judged case
+    shapes_run: dict[Shape, None] = {}  # distinct (dims, dtype) pairs run, in order: the verdict checks
+    # every refusal against them (a refusal must depend only on the shape)
     for dtype in dtypes:
         if dtype in skipped:
             continue
@@ -93,6 +95,7 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
                 continue
             judged += 1
             cases_run += 1
+            shapes_run.setdefault((case.dims, dtype_name(case.dtype)), None)
             if outcome.status.is_failure:
                 if dtype_name(dtype) not in failed:
                     failed.append(dtype_name(dtype))
@@ -104,8 +107,8 @@ def run_gate_in(ctx: GateContext, gate_id: str, stop_at_first: bool = True) -> G
         if refused_here and not judged:
             all_refused.append(dtype_name(dtype))
     ran_dtypes = tuple(dtype_name(d) for d in dtypes if d not in skipped and dtype_name(d) not in all_refused)
-    result = _judged_result(gate_id, first_failure, cases_run, ran_dtypes, tuple(failed), skipped,
-                            refused_cases, tuple(all_refused))
+    result = replace(_judged_result(gate_id, first_failure, cases_run, ran_dtypes, tuple(failed), skipped,
+                                    refused_cases, tuple(all_refused)), judged=tuple(shapes_run))
     if not refused_cases:
         return result
     return replace(result, refused_cases=refused_cases, refusals=merge_refusals(refusals),

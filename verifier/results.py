@@ -8,6 +8,11 @@ A case whose kernel call raised `cake.errors.ShapeNotSupported` is *refused*: no
 gate counts its refused cases and keeps the distinct (shape, dtype, reason) triples as `Refusal`s; the
 verdict lists them all, and `passed` needs CMP-01 to have judged at least one case of every dtype it ran,
 so a kernel that refuses everything is never a pass.
+
+A refusal must depend only on the shape: each gate also records the distinct (dims, dtype) pairs it ran
+(`judged`), and `Verdict.of` fails every gate that refused a pair some gate of the battery (itself included)
+ran — e.g. a kernel that refuses only the NaN cases of EXC-01 at a shape CMP-01 judged. The refusing gate is
+the one blamed, whatever the battery order: it is the one whose refusal the other run contradicts.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 class GateStatus(enum.Enum):
@@ -58,6 +63,25 @@ class Evidence:
         return Evidence(**fields)  # type: ignore[arg-type]
 
 
+Dims = tuple[tuple[str, int], ...]
+# A (dims, dtype) pair: what a refusal may depend on.
+Shape = tuple[Dims, str]
+
+
+def describe_dims(dims: Dims) -> str:
+    return ",".join(f"{k}={v}" for k, v in dims)
+
+
+def _shape_to_json(shape: Shape) -> dict[str, object]:
+    return {"dims": {k: v for k, v in shape[0]}, "dtype": shape[1]}
+
+
+def _shape_from_json(data: dict[str, object]) -> Shape:
+    dims = data["dims"]
+    assert isinstance(dims, dict), dims
+    return tuple(sorted((str(k), int(v)) for k, v in dims.items())), str(data["dtype"])
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A shape the kernel refused (ShapeNotSupported): the case's dims, dtype, the kernel's reason, and the
@@ -73,8 +97,7 @@ class Refusal:
         return self.dims, self.dtype, self.reason
 
     def describe(self) -> str:
-        shape = ",".join(f"{k}={v}" for k, v in self.dims)
-        return f"{self.dtype} [{shape}]: {self.reason}"
+        return f"{self.dtype} [{describe_dims(self.dims)}]: {self.reason}"
 
     def to_json(self) -> dict[str, object]:
         return {"dims": {k: v for k, v in self.dims}, "dtype": self.dtype, "reason": self.reason,
@@ -115,6 +138,9 @@ class GateResult:
     refused_cases: int = 0
     refusals: tuple[Refusal, ...] = ()
     dtypes_refused: tuple[str, ...] = ()
+    # The distinct (dims, dtype) pairs of the cases the gate ran (judged, passed or failed), in first-run
+    # order: what the verdict checks refusals against. A few dozen at most per gate.
+    judged: tuple[Shape, ...] = ()
 
     def dtype_summary(self) -> str:
         """E.g. 'failed float32; passed float16, bfloat16' (empty when the gate ran no dtype)."""
@@ -136,6 +162,7 @@ class GateResult:
             "refused_cases": self.refused_cases,
             "refusals": [r.to_json() for r in self.refusals],
             "dtypes_refused": list(self.dtypes_refused),
+            "judged": [_shape_to_json(s) for s in self.judged],
         }
 
     @staticmethod
@@ -153,6 +180,7 @@ class GateResult:
             refused_cases=int(data.get("refused_cases", 0)),  # type: ignore[call-overload]
             refusals=tuple(Refusal.from_json(r) for r in data.get("refusals", ())),  # type: ignore[attr-defined]
             dtypes_refused=tuple(str(d) for d in data.get("dtypes_refused", ())),  # type: ignore[attr-defined]
+            judged=tuple(_shape_from_json(s) for s in data.get("judged", ())),  # type: ignore[attr-defined]
         )
 
 
@@ -161,7 +189,7 @@ class Verdict:
     """All gate results for one kernel against one contract. `passed` is true only when no gate failed,
     timed out or raised, and CMP-01 (when it ran) judged at least one case of every dtype it ran rather than
     having all of them refused; skipped gates and refused shapes (`refused`) do not fail a kernel but stay
-    visible."""
+    visible. `of` fails a gate that refused a (dims, dtype) pair some gate ran (see the module docstring)."""
 
     op: str
     passed: bool
@@ -170,6 +198,8 @@ class Verdict:
 
     @staticmethod
     def of(op: str, gates: tuple[GateResult, ...]) -> Verdict:
+        # Here, where both the in-process battery and the worker's parent assemble the verdict.
+        gates = enforce_shape_only_refusals(gates)
         passed = not any(g.status.is_failure for g in gates) and not _cmp01_all_refused(gates)
         return Verdict(op, passed, gates, merge_refusals(r for g in gates for r in g.refusals))
 
@@ -210,3 +240,34 @@ SUPPORTED_CASE_GATE = "CMP-01"
 def _cmp01_all_refused(gates: tuple[GateResult, ...]) -> bool:
     """True when CMP-01 ran and some dtype had every case refused (or the whole gate was refused)."""
     return any(g.gate_id == SUPPORTED_CASE_GATE and bool(g.dtypes_refused) for g in gates)
+
+
+# The reason of a gate whose refusal another run contradicts (see the module docstring).
+SHAPE_ONLY_RULE = "a refusal must depend only on the shape"
+
+
+def enforce_shape_only_refusals(gates: tuple[GateResult, ...]) -> tuple[GateResult, ...]:
+    """Fail every gate that refused a (dims, dtype) pair that a gate of `gates` ran. A gate that already
+    failed keeps its own result (its reason and replay token reproduce a case; the verdict fails anyway).
+    The FAIL carries no replay token: it is a fact about two runs, not one case; the evidence names both."""
+    ran_by: dict[Shape, str] = {}  # each judged pair -> the first gate, in battery order, that ran it
+    for gate in gates:
+        for shape in gate.judged:
+            ran_by.setdefault(shape, gate.gate_id)
+    return tuple(_contradicted(gate, ran_by) for gate in gates)
+
+
+def _contradicted(gate: GateResult, ran_by: dict[Shape, str]) -> GateResult:
+    clashes = [r for r in gate.refusals if (r.dims, r.dtype) in ran_by]
+    if not clashes or gate.status.is_failure:
+        return gate
+    first = clashes[0]
+    runner = ran_by[(first.dims, first.dtype)]
+    more = f" ({len(clashes) - 1} more such refusal(s))" if len(clashes) > 1 else ""
+    reason = (f"refused shape [{describe_dims(first.dims)}] dtype {first.dtype} that gate {runner} ran: "
+              f"{SHAPE_ONLY_RULE}{more}; the kernel said: {first.reason}")
+    evidence = Evidence("shape", (), f"refused: {first.reason}", f"ran by {runner}", float("inf"), 0.0,
+                        note=f"[{describe_dims(first.dims)}] {first.dtype}")
+    failed = tuple(dict.fromkeys(r.dtype for r in clashes))
+    return replace(gate, status=GateStatus.FAIL, reason=reason, evidence=evidence, replay_token=None,
+                   dtypes_failed=failed)

@@ -10,7 +10,14 @@ import pytest
 from cake.verifier.battery import ALL_REFUSED, run_battery, run_gate
 from cake.verifier.contracts import get_contract
 from cake.verifier.kernels_reference import TORCH_CONTROLS
-from cake.verifier.results import GateStatus, Verdict
+from cake.verifier.results import (
+    SHAPE_ONLY_RULE,
+    GateResult,
+    GateStatus,
+    Refusal,
+    Verdict,
+    enforce_shape_only_refusals,
+)
 from cake.verifier.verdict_cache import VerdictCache
 from cake.verifier.worker import verify_in_worker
 from cake.verifier.worker_protocol import KernelRef
@@ -90,8 +97,81 @@ def test_refusals_cross_the_worker_and_the_verdict_cache(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("dims", [(("D", 1031), ("K", 3)), ()])
 def test_refusal_json_round_trip(dims: tuple[tuple[str, int], ...]) -> None:
-    from cake.verifier.results import Refusal
-
     refusal = Refusal(tuple(sorted(dims)), "float32", "too big", ("ORD-01", "EXC-02"))
     assert Refusal.from_json(json.loads(json.dumps(refusal.to_json()))) == refusal
 
+
+
+# --- a refusal must depend only on the shape -------------------------------------------------------------
+
+def refuses_nan_inputs(x: Tensor, c: Tensor) -> Tensor:
+    """Dishonest: refuses by VALUE (any NaN), at shapes it runs happily otherwise."""
+    if bool(x.isnan().any()) or bool(c.isnan().any()):
+        raise ShapeNotSupported("shape not supported")
+    return TORCH_CONTROLS["kmeans_assign"](x, c)
+
+
+def _assert_value_refusal_caught(verdict: Verdict) -> None:
+    assert not verdict.passed
+    exc = verdict.gate("EXC-01")
+    assert exc.status is GateStatus.FAIL, (exc.status, exc.reason)
+    assert exc.reason.startswith("refused shape [") and SHAPE_ONLY_RULE in exc.reason
+    assert "dtype float32 that gate " in exc.reason
+    assert exc.evidence is not None and exc.evidence.tensor == "shape" and exc.evidence.note.endswith("float32")
+    assert exc.dtypes_failed == ("float32",)
+    assert verdict.gate("CMP-01").status is GateStatus.PASS  # the gate that ran the shape is not blamed
+
+
+def test_a_kernel_that_refuses_nan_inputs_at_a_judged_shape_fails() -> None:
+    verdict = run_battery(get_contract("kmeans_assign"), refuses_nan_inputs, dtypes=["float32"],
+                          gates=("CMP-01", "EXC-01"), all_gates=True)
+    _assert_value_refusal_caught(verdict)
+    assert Verdict.from_json(verdict.to_json()) == verdict
+
+
+def test_a_value_refusal_is_caught_through_the_worker(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.py"
+    kernel.write_text(
+        "from cake.errors import ShapeNotSupported\n"
+        "from cake.verifier.kernels_reference import TORCH_CONTROLS\n"
+        "def k(x, c):\n"
+        "    if bool(x.isnan().any()) or bool(c.isnan().any()):\n"
+        "        raise ShapeNotSupported('shape not supported')\n"
+        "    return TORCH_CONTROLS['kmeans_assign'](x, c)\n")
+    verdict = verify_in_worker("kmeans_assign", KernelRef.parse(f"{kernel}:k"), device="cpu", dtypes=("float32",),
+                               seed=0, all_gates=True, timeout_s=60.0, gates=("CMP-01", "EXC-01"),
+                               cache=VerdictCache(tmp_path / "cache"))
+    _assert_value_refusal_caught(verdict)
+
+
+def test_honest_shape_refusals_record_judged_shapes_and_no_clash() -> None:
+    verdict = run_battery(get_contract("kmeans_assign"), assign_up_to_512, dtypes=["float32"],
+                          gates=GATES + ("EXC-01",), all_gates=True)
+    assert verdict.passed, [(g.gate_id, g.status, g.reason) for g in verdict.gates]
+    judged = {s for g in verdict.gates for s in g.judged}
+    assert judged and all(dict(dims)["D"] <= MAX_D and dtype == "float32" for dims, dtype in judged)
+    assert verdict.gate("CMP-01").cases_run >= len(verdict.gate("CMP-01").judged) > 0
+
+
+def _shape_gate(gate_id: str, *, ran: bool, refused: bool, status: GateStatus = GateStatus.PASS) -> GateResult:
+    shape = ((("D", 8), ("N", 4)), "float16")
+    return GateResult(gate_id, status, "x", judged=(shape,) if ran else (),
+                      refusals=(Refusal(shape[0], shape[1], "no", (gate_id,)),) if refused else (),
+                      refused_cases=int(refused))
+
+
+def test_the_refusing_gate_fails_whatever_the_order_and_a_failed_gate_keeps_its_result() -> None:
+    early_refusal = enforce_shape_only_refusals((_shape_gate("CMP-01", ran=False, refused=True),
+                                                 _shape_gate("EXC-01", ran=True, refused=False)))
+    assert [g.status for g in early_refusal] == [GateStatus.FAIL, GateStatus.PASS]
+    assert "refused shape [D=8,N=4] dtype float16 that gate EXC-01 ran" in early_refusal[0].reason
+    same_gate = enforce_shape_only_refusals((_shape_gate("EXC-01", ran=True, refused=True),))
+    assert same_gate[0].status is GateStatus.FAIL and "that gate EXC-01 ran" in same_gate[0].reason
+    already = _shape_gate("EXC-01", ran=False, refused=True, status=GateStatus.RUNTIME_ERROR)
+    kept = enforce_shape_only_refusals((_shape_gate("CMP-01", ran=True, refused=False), already))
+    assert kept[1] == already
+    verdict = Verdict.of("kmeans_assign", (_shape_gate("CMP-01", ran=True, refused=False), already))
+    assert not verdict.passed
+    other_dtype = GateResult("CMP-01", GateStatus.PASS, "x", judged=(((("D", 8), ("N", 4)), "float32"),))
+    assert Verdict.of("k", (other_dtype, _shape_gate("EXC-01", ran=False, refused=True))).passed
+    assert GateResult.from_json(json.loads(json.dumps(other_dtype.to_json()))) == other_dtype
