@@ -71,9 +71,7 @@ class CakeToolchain:
         self.arch = arch
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
-        fitness = self.workload.fitness
-        shape_name = fitness.shapes[0] if fitness.op == op and fitness.shapes else self.spec.gpu_shapes[0].name
-        self.shape = self.spec.shape(shape_name)
+        self.shape = self.workload.fitness_shape(op)
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
         self.model_baseline_ms = self._model_baseline(seeds)

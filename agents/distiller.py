@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cake.agents.signatures import DEFAULT_SIMILARITY, Cluster, Facts, Signature, cluster, signature_of
 from cake.agents.synthesis import DEFAULT_MAX_CONDITIONS, Condition, synthesize, text
@@ -284,14 +285,17 @@ def record_mispredictions(store: RunStore, log_error: float = DEFAULT_MISPREDICT
     """Append each measured evaluation whose prediction is off by more than `log_error` (natural log of
     the ratio) to RUN_DIR/calibration_targets.jsonl, once. Returns how many were new.
 
-    A line holds what `cake.ir.cost_calibration.fit_factors` needs to re-predict the schedule: the IR
-    hash (the text is RUN_DIR/candidates/HASH.cake), the arch, the run's fitness shape and dtype when
-    its config has them, the worker, and both times."""
+    A line holds what `cake.ir.cost_calibration.load_calibration_targets` needs to re-predict the schedule:
+    the IR hash (the text is RUN_DIR/candidates/HASH.cake), the arch, the device and toolchain that
+    measured it, the shape and dtype it was timed at (the config's, else the workload's fitness shape),
+    the worker, and both times."""
     path = store.root / CALIBRATION_TARGETS
     seen = set()
     if path.exists():
         seen = {json.loads(line)["candidate_id"] for line in path.read_text().splitlines() if line.strip()}
     config = store.config
+    dims, dtype = _timed_shape(config)
+    device, toolchain = _measuring_machine()
     new = []
     for row in store.candidates():
         ev = row.evaluation
@@ -302,7 +306,8 @@ def record_mispredictions(store: RunStore, log_error: float = DEFAULT_MISPREDICT
         if abs(err) <= log_error:
             continue
         new.append({"candidate_id": row.id, "ir_hash": row.ir_hash, "ir_path": f"candidates/{row.ir_hash}.cake",
-                    "arch": config.get("arch"), "dims": config.get("dims"), "dtype": config.get("dtype"),
+                    "arch": config.get("arch"), "dims": dims, "dtype": dtype, "device": device,
+                    "toolchain": toolchain,
                     "worker": ev.worker, "predicted_ms": row.predicted_ms, "measured_ms": ev.measured_ms,
                     "log_error": round(err, 4), "status": row.status.value})
     if new:
@@ -310,6 +315,30 @@ def record_mispredictions(store: RunStore, log_error: float = DEFAULT_MISPREDICT
             for entry in new:
                 fh.write(json.dumps(entry, sort_keys=True) + "\n")
     return len(new)
+
+
+def _timed_shape(config: dict[str, Any]) -> tuple[dict[str, int] | None, str | None]:
+    """The dims and IR dtype a run's candidates were timed at: the config's when it names them, else the
+    workload's fitness shape for the run's op (what `cake evolve` times)."""
+    if config.get("dims") and config.get("dtype"):
+        return dict(config["dims"]), str(config["dtype"])
+    if not config.get("workload") or not config.get("op"):
+        return None, None
+    from cake.experiments.workload import get_workload
+
+    shape = get_workload(str(config["workload"])).fitness_shape(str(config["op"]))
+    return shape.dim_map, shape.ir_dtype
+
+
+def _measuring_machine() -> tuple[str | None, str]:
+    """The `cake.arch` device of this process's GPU (None without one) and the toolchain id. Measured
+    evaluations are timed by this process's machine, the one the distiller runs on between turns."""
+    import torch
+    from cake.ir.cost_calibration import toolchain_id
+    from cake.verifier.timing import match_device
+
+    spec = match_device(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
+    return (spec.name if spec else None), toolchain_id()
 
 
 def load_calibration_targets(run_dir: Path | str) -> list[dict[str, object]]:

@@ -43,6 +43,7 @@ from cake.ir.cost_calibration import (
     fit_factors,
     spearman,
     store_calibration,
+    toolchain_id,
     top_k_recall,
 )
 from cake.ir.nodes import DType
@@ -145,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = CudaClock()
     device = clock.device_spec
     assert device is not None, f"{clock.device_name} is not in cake.arch"
-    import triton
-
-    toolchain = f"triton-{triton.__version__}+torch-{torch.__version__.split('+')[0]}"
+    toolchain = toolchain_id()
     entries = enumerate_entries(args.seed)
     print(f"{len(entries)} candidate schedules; budget {args.budget_s:.0f} s", flush=True)
 

@@ -26,6 +26,9 @@ DTYPE_NAMES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 _TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
+_IR_DTYPE_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     """One point of a shape domain: named sizes for the contract's dims, and the element dtype."""
@@ -44,6 +47,11 @@ class Shape:
     @property
     def dim_map(self) -> dict[str, int]:
         return dict(self.dims)
+
+    @property
+    def ir_dtype(self) -> str:
+        """The dtype as the IR spells it (`cake.ir.nodes.DType` values: f32, f16, bf16)."""
+        return _IR_DTYPE_NAMES[self.dtype]
 
     @property
     def torch_dtype(self) -> Any:
@@ -207,6 +215,14 @@ class Workload:
             if spec.contract == contract:
                 return spec
         raise KeyError(f"workload {self.name} has no op {contract!r}; ops: {', '.join(o.contract for o in self.ops)}")
+
+    def fitness_shape(self, contract: str) -> Shape:
+        """The shape `cake evolve` scores `contract` at: the fitness shape for the fitness op, else the op's
+        first GPU shape."""
+        spec = self.op(contract)
+        if self.fitness.op == contract and self.fitness.shapes:
+            return spec.shape(self.fitness.shapes[0])
+        return spec.gpu_shapes[0]
 
     @property
     def primary(self) -> OpSpec:

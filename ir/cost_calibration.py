@@ -109,6 +109,14 @@ class UnknownTargetError(KeyError):
         return str(self.args[0])
 
 
+def toolchain_id() -> str:
+    """This machine's toolchain as calibrations key it, e.g. "triton-3.6.0+torch-2.11.0" (local version
+    suffixes such as +cu130 dropped). Read from package metadata, so nothing heavy is imported."""
+    from importlib.metadata import version
+
+    return f"triton-{version('triton').split('+')[0]}+torch-{version('torch').split('+')[0]}"
+
+
 def _read(path: Path = DATA_PATH) -> dict[str, object]:
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cake.agents import distiller
 from cake.agents.distiller import CALIBRATION_TARGETS, record_mispredictions
 from cake.experiments import fit_cost_model as fcm
 from cake.experiments.flash_kmeans.shapes import CAKE_CELL
@@ -17,8 +18,11 @@ SCHEDULES = Path(fcm.__file__).resolve().parent / "flash_kmeans"
 TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
 
 
-def _run(root: Path, arch: str, names: tuple[str, ...]) -> Path:
-    """A run whose every candidate was measured 4x faster than predicted; the distiller's writer records them."""
+def _run(root: Path, arch: str, names: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+         device: str = "H200") -> Path:
+    """A run whose every candidate was measured 4x faster than predicted on `device` with TOOLCHAIN; the
+    distiller's writer records them (the measuring machine is patched: this one has no GPU)."""
+    monkeypatch.setattr(distiller, "_measuring_machine", lambda: (device, TOOLCHAIN))
     store = RunStore.create(root, {"arch": arch, "op": "kmeans_assign", "dims": dict(CAKE_CELL.dim_map),
                                    "dtype": "bf16"})
     texts = [(SCHEDULES / name).read_text() for name in names]
@@ -34,14 +38,17 @@ def _run(root: Path, arch: str, names: tuple[str, ...]) -> Path:
     return root / CALIBRATION_TARGETS
 
 
-def test_targets_load_into_samples_and_mismatches_are_skipped_with_reasons(tmp_path: Path) -> None:
-    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"))
-    a100 = _run(tmp_path / "a100", "sm_80", ("assign_cp_async.cake",))
-    # The distiller records no toolchain: strict loading skips every record, saying why.
-    strict = load_calibration_targets([h200], device="H200", toolchain=TOOLCHAIN)
+def test_targets_load_into_samples_and_mismatches_are_skipped_with_reasons(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"), monkeypatch)
+    a100 = _run(tmp_path / "a100", "sm_80", ("assign_cp_async.cake",), monkeypatch, device="A100-SXM4-80GB")
+    # A record without a toolchain (written before the distiller recorded one) is skipped by strict loading.
+    unrecorded = tmp_path / "h200" / "unrecorded.jsonl"
+    unrecorded.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "toolchain"}) + "\n"
+                                  for line in h200.read_text().splitlines()))
+    strict = load_calibration_targets([unrecorded], device="H200", toolchain=TOOLCHAIN)
     assert not strict.samples and strict.skip_counts() == {"toolchain": 2}
-    loaded = load_calibration_targets([h200, a100], device="H200", toolchain=TOOLCHAIN,
-                                      unrecorded_toolchain_ok=True)
+    loaded = load_calibration_targets([h200, a100], device="H200", toolchain=TOOLCHAIN)
     assert len(loaded.samples) == 2 and all(isinstance(s, MeasuredSample) for s in loaded.samples)
     assert {s.measured_ms for s in loaded.samples} == {2.0}
     assert all(s.prediction.time_s > 0 and s.schedule.startswith("h200/candidate ") for s in loaded.samples)
@@ -55,15 +62,15 @@ def test_targets_load_into_samples_and_mismatches_are_skipped_with_reasons(tmp_p
     assert not mixed.samples and "triton-3.9.0" in mixed.skipped[0].reason
 
 
-def test_fit_takes_targets_and_keeps_them_out_of_test_folds(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"))
-    targets = load_calibration_targets([h200], device="H200", toolchain=TOOLCHAIN, unrecorded_toolchain_ok=True)
+def test_fit_takes_targets_and_keeps_them_out_of_test_folds(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    h200 = _run(tmp_path / "h200", "sm_90a", ("assign_plain.cake", "assign_pingpong.cake"), monkeypatch)
+    targets = load_calibration_targets([h200], device="H200", toolchain=TOOLCHAIN)
     _, samples = fcm.load_samples(fcm.RUN)
     fit = fcm.fit_on([*samples, *targets.samples])
     assert fit.rms_log_error > 0 and fit.factors != fcm.fit_on(samples).factors  # the targets moved the fit
     cv = fcm.cross_validate(samples, 2, 0, targets.samples)
     assert len(cv["spearman_per_fold"]) == 2
     assert len(cv["pooled_held_out"]) == 1 + len(fcm.TOP_K)  # figures over the committed samples only
-    assert fcm.main(["--no-write", "--folds", "2", "--targets", str(h200), "--accept-unrecorded-toolchain"]) == 0
+    assert fcm.main(["--no-write", "--folds", "2", "--targets", str(h200)]) == 0
     assert "calibration targets: 2 used, 0 skipped" in capsys.readouterr().out
