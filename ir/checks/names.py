@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PINGPONG, PLAIN, derive
-from cake.ir.checks.registry import Finding, check
+from cake.ir.checks.registry import Finding, check, finding
+from cake.ir.nodes import ValueRange, ValueSet
 
 
 @check("E0101", "undefined name", "undefined name `{name}` in {where}", examples=[
@@ -58,3 +59,24 @@ def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
 ])
 def duplicate(ctx: CheckContext) -> Iterable[Finding]:
     return ctx.typing.findings("E0106")
+
+
+@check("E0107", "param default outside its domain",
+       "param `{name}` defaults to {default}, outside its domain {domain}", examples=[
+           derive(PLAIN, ("param BN = 128 in {64, 128}", "param BN = 256 in {64, 128}")),
+           derive(PLAIN, ("param STAGES = 2 in 1 .. 5", "param STAGES = 5 in 1 .. 5")),
+       ])
+def default_outside_domain(ctx: CheckContext) -> Iterable[Finding]:
+    # The default is the configuration the schedule commits to; a search only moves within the domain, so
+    # a default outside it is a configuration no tuning run would have produced (ranges are half-open).
+    for param in ctx.kernel.params:
+        domain = param.domain
+        if isinstance(domain, ValueSet):
+            inside, shown = param.default in domain.values, "{" + ", ".join(map(str, domain.values)) + "}"
+        else:
+            assert isinstance(domain, ValueRange)
+            inside, shown = domain.start <= param.default < domain.stop, f"{domain.start} .. {domain.stop}"
+        if not inside:
+            yield finding(param, f"param `{param.name}`", f"{param.default} is not in {shown}",
+                          help=f"pick a default from {shown}, or widen the domain",
+                          name=param.name, default=param.default, domain=shown)
