@@ -269,7 +269,7 @@ class RunStore:
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
-        except BaseException:
+        except BaseException:  # a KeyboardInterrupt mid-turn must roll back too; re-raised below
             self._conn.rollback()
             raise
         self._conn.commit()
