@@ -100,6 +100,16 @@ def load_candidates(spec: OpSpec, shapes: Sequence[Shape], mode: str,
     return ready, skipped
 
 
+def pick(candidates: Sequence[tuple[str, Any, Verification]], stem: str | None) -> tuple[str, Any, Verification]:
+    """The candidate loaded from the schedule `stem` (its name is "STEM (BACKEND)"), or the first one."""
+    if stem is None:
+        return candidates[0]
+    for candidate in candidates:
+        if candidate[0].split(" ")[0] == stem:
+            return candidate
+    raise SystemExit(f"gpu_bench_shapes: no loaded schedule `{stem}` (loaded: {[c[0] for c in candidates]})")
+
+
 def lloyd_check(inputs: tuple[Any, ...], outputs: tuple[torch.Tensor, ...]) -> str | None:
     c_new = outputs[0]
     if tuple(c_new.shape) != tuple(inputs[1].shape):
@@ -109,10 +119,11 @@ def lloyd_check(inputs: tuple[Any, ...], outputs: tuple[torch.Tensor, ...]) -> s
     return None
 
 
-def bench_lloyd(shape: Shape, assign: Any, update: Any, update_name: str, clock: CudaClock, config: TimingConfig,
+def bench_lloyd(shape: Shape, assign: Any, assign_name: str, update: Any, update_name: str, clock: CudaClock, config: TimingConfig,
                 verification: Verification) -> dict[str, object]:
     kernels = {"kmeans_assign": assign, "kmeans_update": update}
-    contestants = [Contestant(f"ours (assign_plain + {update_name})", LLOYD.compose(kernels), verification=verification)]
+    contestants = [Contestant(f"ours ({assign_name} + {update_name})", LLOYD.compose(kernels),
+                              verification=verification)]
     unavailable = {}
     from cake.experiments.workload import BaselineUnavailable
 
@@ -142,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify-timeout", type=float, default=600.0)
     parser.add_argument("--max-seconds", type=float, default=15.0, help="sampling guard per shape")
     parser.add_argument("--no-lloyd", action="store_true")
+    parser.add_argument("--lloyd-assign", metavar="STEM", help="the assign schedule the Lloyd iteration composes "
+                        "(file stem, e.g. assign_pingpong; default: the first that loads, the seed)")
+    parser.add_argument("--lloyd-update", metavar="STEM", help="likewise for the update (default: the first that "
+                        "loads; torch's index_add when none does)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_bench_shapes: no CUDA device; nothing was timed", file=sys.stderr)
@@ -175,12 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_lloyd and loaded.get("kmeans_assign"):
         from cake.experiments.flash_kmeans.baselines import torch_update_index_add
 
-        assign_name, assign, assign_v = loaded["kmeans_assign"][0]
+        assign_name, assign, assign_v = pick(loaded["kmeans_assign"], args.lloyd_assign)
         updates = loaded.get("kmeans_update") or []
-        update_name, update = (updates[0][0], updates[0][1]) if updates else ("torch_index_add", torch_update_index_add)
+        update_name, update = pick(updates, args.lloyd_update)[:2] if updates else \
+            ("torch_index_add", torch_update_index_add)
         shapes = [WORKLOAD.op("kmeans_assign").shape(n) for n in args.shapes] if args.shapes else \
             list(WORKLOAD.op("kmeans_assign").gpu_shapes)
-        result["lloyd"] = [bench_lloyd(s, assign, update, update_name, clock, config, assign_v) for s in shapes]
+        result["lloyd"] = [bench_lloyd(s, assign, assign_name, update, update_name, clock, config, assign_v) for s in shapes]
         for row in result["lloyd"]:
             print(json.dumps(row))
     result["elapsed_s"] = time.perf_counter() - started
