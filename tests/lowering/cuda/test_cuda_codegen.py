@@ -8,7 +8,7 @@ import pytest
 from cake.ir.parser import parse
 from cake.lowering.cuda.errors import LoweringError
 from cake.lowering.cuda.program import generate
-from cuda_cases import GOLDEN, program, read
+from cuda_cases import CUDA_REFUSED, GOLDEN, program, read
 
 from cake.diagnostics import DiagnosticError, render
 
@@ -158,3 +158,11 @@ def test_rows_shared_by_warps_merge_through_shared_memory() -> None:
     assert "4 warps share each row: merge their partial results through shared memory" in src
     assert "cake_argmin_merge(m_v[cake_q], m_i[cake_q], m_v_parts[cake_j * 32 + cake_row]" in src
     assert "if (cake_wq % 4 == 0 && cake_lane % 4 == 0) {" in src
+
+
+@pytest.mark.parametrize(("rel", "code"), sorted(CUDA_REFUSED.items()))
+def test_shipped_schedules_the_backend_refuses_get_a_located_diagnostic(rel: str, code: str) -> None:
+    with pytest.raises(LoweringError) as refused:
+        program(rel)
+    first = refused.value.diagnostics[0]
+    assert first.code == code and first.span is not None, render(refused.value.diagnostics)

@@ -6,11 +6,11 @@ One nvcc invocation per (schedule, target), about 1-2 s each; skipped (never pas
 from __future__ import annotations
 
 import pytest
-from cuda_cases import HAVE_NVCC, NO_NVCC, RETARGETED, SHIPPED, compiled, program, read
+from cuda_cases import CUDA_REFUSED, HAVE_NVCC, NO_NVCC, RETARGETED, SHIPPED, compiled, program, read
 
 from cake.arch import arch as arch_spec
 
-CASES = [(rel, None) for rel in SHIPPED if "/bad/" not in rel] + list(RETARGETED)
+CASES = [(rel, None) for rel in SHIPPED if "/bad/" not in rel and rel not in CUDA_REFUSED] + list(RETARGETED)
 
 
 @pytest.mark.skipif(not HAVE_NVCC, reason=NO_NVCC)
