@@ -3,7 +3,7 @@
 The structure (launches, roles, memory, sync) comes from one parent; the configuration — the defaults
 of the params both declare — comes from a random subset of the other's, wherever the value lies inside
 the structural parent's domain. Two parents of one family exchange configurations; a new structure
-inherits a configuration that worked elsewhere.
+inherits a configuration that worked elsewhere. Committed wgmma forms follow the inherited tiles.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from cake.agents.mutations import Mutation, domain_values
+from cake.agents.mutations import Mutation, domain_values, refit_forms
 from cake.ir import nodes as n
 
 
@@ -29,4 +29,4 @@ def crossover(a: n.Kernel, b: n.Kernel, rng: random.Random) -> Mutation | None:
     names = {p.name for p in chosen}
     params = tuple(replace(p, default=b_defaults[p.name]) if p.name in names else p for p in a.params)
     moved = ", ".join(f"{p.name}={b_defaults[p.name]}" for p in chosen)
-    return Mutation(replace(a, params=params), f"crossover {moved}")
+    return Mutation(refit_forms(replace(a, params=params)), f"crossover {moved}")

@@ -13,12 +13,28 @@ Every random choice goes through the `random.Random` passed in, so a seed fixes 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cake.agents.features import main_launch
+from cake.agents.hopper import (
+    REGISTERS,
+    commit_wgmma,
+    fit_consumer_regs,
+    has_feature,
+    issues_mma,
+    issues_wgmma,
+    mma_sites,
+    narrow_dtypes,
+    operand_dtype_vars,
+    refit_forms,
+    wgmma_partners,
+)
+from cake.agents.ir_edit import domain_values, map_stmts, walk, with_launch, with_role
 from cake.ir import analysis
 from cake.ir import nodes as n
+
+from cake.arch import Feature
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,20 +45,18 @@ class Mutation:
 
 Operator = Callable[[n.Kernel, random.Random], Mutation | None]
 
-REGISTERS = (24, 32, 40, 56, 64, 80, 96, 128, 152, 168, 184, 200, 216, 232, 240)
 WARP_COUNTS = (1, 2, 4, 8, 16)
 STAGE_RANGE = (1, 7)  # half-open, for literal stage counts
 NEIGHBOUR_PROBABILITY = 0.7  # a param move goes to an adjacent domain value this often
-
-
-def domain_values(kernel: n.Kernel, name: str) -> tuple[int, ...]:
-    """The param's domain, sorted (long ranges thinned by `cake.ir.analysis`)."""
-    return tuple(sorted(set(analysis.domain_values(kernel, name))))
+PORTABLE_FORMS = ("dot", "mma_sync.m16n8k16")  # offered everywhere; wgmma only where it can be legal
+K16_FORMS = frozenset({"mma_sync.m16n8k16"})  # fixed forms whose k16 shape takes only 16-bit operands
 
 
 def with_param_default(kernel: n.Kernel, name: str, value: int) -> n.Kernel:
+    """`kernel` with param `name` defaulting to `value`; committed wgmma forms follow the tiles they cover
+    (`refit_forms`), so a tile move does not leave an instruction that no longer divides its tile."""
     params = tuple(replace(p, default=value) if p.name == name else p for p in kernel.params)
-    return replace(kernel, params=params)
+    return refit_forms(replace(kernel, params=params))
 
 
 def _step(values: tuple[int, ...], current: int, rng: random.Random) -> int | None:
@@ -87,30 +101,10 @@ def mutate_two_params(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
 # ----------------------------------------------------------------------------------------- structural
 
 
-def _map_launch(kernel: n.Kernel, launch: n.Launch, new: n.Launch) -> n.Kernel:
-    return replace(kernel, launches=tuple(new if lc is launch else lc for lc in kernel.launches))
-
-
-def _map_stmts(body: tuple[n.Stmt, ...], fn: Callable[[n.Stmt], n.Stmt]) -> tuple[n.Stmt, ...]:
-    out = []
-    for stmt in body:
-        if isinstance(stmt, n.For):
-            stmt = replace(stmt, body=_map_stmts(stmt.body, fn))
-        out.append(fn(stmt))
-    return tuple(out)
-
-
-def _walk(body: tuple[n.Stmt, ...]) -> Iterator[n.Stmt]:
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, n.For):
-            yield from _walk(stmt.body)
-
-
 def mutate_stages(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """Change a pipeline's depth: through its param when it has one, else the literal; or pipeline a loop."""
     launch = main_launch(kernel)
-    loops = [s for r in launch.roles for s in _walk(r.body) if isinstance(s, n.For)]
+    loops = [s for r in launch.roles for s in walk(r.body) if isinstance(s, n.For)]
     if not loops:
         return None
     loop = rng.choice(loops)
@@ -135,8 +129,8 @@ def mutate_stages(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
                 return replace(stmt, pipeline=replace(stmt.pipeline, stages=n.IntLit(value)))
             return stmt
 
-        roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
-        return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)), f"stages {stages.value}->{value}")
+        roles = tuple(replace(r, body=map_stmts(r.body, fn)) for r in launch.roles)
+        return Mutation(with_launch(kernel, launch, replace(launch, roles=roles)), f"stages {stages.value}->{value}")
     return None
 
 
@@ -144,7 +138,7 @@ def _pipeline_loop(kernel: n.Kernel, launch: n.Launch, loop: n.For) -> Mutation 
     used = {p.name for p in kernel.params}
     stage_param = "STAGES" if "STAGES" not in used else None
     stages: n.Expr = n.Name("STAGES") if stage_param or kernel.param("STAGES") else n.IntLit(2)
-    names = {s.var for r in launch.roles for s in _walk(r.body) if isinstance(s, n.For)}
+    names = {s.var for r in launch.roles for s in walk(r.body) if isinstance(s, n.For)}
     var = next(v for v in ("s", "st", "stage", "s_") if v not in names)
     target = loop
 
@@ -153,16 +147,18 @@ def _pipeline_loop(kernel: n.Kernel, launch: n.Launch, loop: n.For) -> Mutation 
             return replace(stmt, pipeline=n.Pipeline(stages, var))  # type: ignore[arg-type]
         return stmt
 
-    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
-    new = _map_launch(kernel, launch, replace(launch, roles=roles))
+    roles = tuple(replace(r, body=map_stmts(r.body, fn)) for r in launch.roles)
+    new = with_launch(kernel, launch, replace(launch, roles=roles))
     if stage_param:
         new = replace(new, params=(*new.params, n.Param("STAGES", 2, n.ValueRange(1, 7))))
     return Mutation(new, f"pipeline loop {loop.var} over STAGES")
 
 
 def mutate_copy_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Change a copy's mechanism. A copy that completes on an mbarrier (`signals`, a TMA transaction) stays:
+    the barrier's transaction bytes and its waiters are built around it."""
     launch = main_launch(kernel)
-    copies = [s for r in launch.roles for s in _walk(r.body) if isinstance(s, n.Copy)]
+    copies = [s for r in launch.roles for s in walk(r.body) if isinstance(s, n.Copy) and s.signals is None]
     if not copies:
         return None
     target = rng.choice(copies)
@@ -171,8 +167,8 @@ def mutate_copy_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     def fn(stmt: n.Stmt) -> n.Stmt:
         return replace(stmt, kind=kind) if stmt is target else stmt  # type: ignore[type-var]
 
-    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
-    return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)),
+    roles = tuple(replace(r, body=map_stmts(r.body, fn)) for r in launch.roles)
+    return Mutation(with_launch(kernel, launch, replace(launch, roles=roles)),
                     f"copy into {_dest_name(target)} via {target.kind.value}->{kind.value}")
 
 
@@ -182,21 +178,26 @@ def _dest_name(copy: n.Copy) -> str:
 
 
 def mutate_swizzle(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Change a shared buffer's swizzle. The operands of one wgmma move together and keep a swizzle (its
+    shared-memory descriptors read both with one swizzle mode, and have none for unswizzled tiles)."""
     launch = main_launch(kernel)
     if not launch.smem:
         return None
     buf = rng.choice(launch.smem)
-    swizzle = rng.choice([s for s in n.Swizzle if s is not buf.swizzle])
-    smem = tuple(replace(b, swizzle=swizzle) if b is buf else b for b in launch.smem)
-    return Mutation(_map_launch(kernel, launch, replace(launch, smem=smem)),
-                    f"swizzle {buf.name} {buf.swizzle.value}->{swizzle.value}")
+    group = wgmma_partners(launch, buf.name)
+    choices = [s for s in n.Swizzle if s is not buf.swizzle and not (group and s is n.Swizzle.NONE)]
+    swizzle = rng.choice(choices)
+    names = group or {buf.name}
+    smem = tuple(replace(b, swizzle=swizzle) if b.name in names else b for b in launch.smem)
+    return Mutation(with_launch(kernel, launch, replace(launch, smem=smem)),
+                    f"swizzle {', '.join(sorted(names))} {buf.swizzle.value}->{swizzle.value}")
 
 
 def mutate_grid(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     launch = main_launch(kernel)
     kind = n.GridKind.TILES if launch.grid.kind is n.GridKind.PERSISTENT else n.GridKind.PERSISTENT
     new = replace(launch, grid=replace(launch.grid, kind=kind))
-    return Mutation(_map_launch(kernel, launch, new), f"grid {launch.grid.kind.value}->{kind.value}")
+    return Mutation(with_launch(kernel, launch, new), f"grid {launch.grid.kind.value}->{kind.value}")
 
 
 def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
@@ -205,15 +206,20 @@ def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     current = analysis.try_value(role.regs, analysis.default_env(kernel))
     if current is None and role.regs is not None:
         return None  # a budget written as an expression of dims is not ours to move
+    # Where the other roles declare budgets (setmaxnreg), dropping this one's is illegal: keep it declared.
+    others_declare = any(r.regs is not None for r in launch.roles if r is not role)
     if current is None:
         value = rng.choice(REGISTERS)
-    elif rng.random() < 0.15:
+    elif rng.random() < 0.15 and not others_declare:
         new_role = replace(role, regs=None)
-        return Mutation(_replace_role(kernel, launch, role, new_role), f"regs {role.name} {current}->compiler's choice")
+        return Mutation(with_role(kernel, launch, role, new_role), f"regs {role.name} {current}->compiler's choice")
     else:
         value = _step(REGISTERS, current, rng) or current
     new_role = replace(role, regs=n.IntLit(value))
-    return Mutation(_replace_role(kernel, launch, role, new_role), f"regs {role.name} {current}->{value}")
+    out = with_role(kernel, launch, role, new_role)
+    if not issues_mma(role):  # a copy role's budget moved: the mma roles take up (or give back) the difference
+        out = fit_consumer_regs(out)
+    return Mutation(out, f"regs {role.name} {current}->{value}")
 
 
 def mutate_units(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
@@ -228,20 +234,16 @@ def mutate_units(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
             return None
         return Mutation(with_param_default(kernel, param.name, value),
                         f"{role.unit.value} {role.name} {param.name} {param.default}->{value}")
-    if not isinstance(role.units, n.IntLit):
-        return None
+    if not isinstance(role.units, n.IntLit) or issues_wgmma(role):
+        return None  # a wgmma role is one warpgroup per instance (more of them: replicas, `split_consumer`)
     choices = WARP_COUNTS if role.unit is n.UnitKind.WARPS else (1, 2)
     value = _step(choices, role.units.value, rng)
     if value is None:
         return None
     new_role = replace(role, units=n.IntLit(value))
-    return Mutation(_replace_role(kernel, launch, role, new_role),
+    # More threads with the same budgets may overflow the register file: re-split it where budgets are declared.
+    return Mutation(fit_consumer_regs(with_role(kernel, launch, role, new_role)),
                     f"{role.unit.value} {role.name} {role.units.value}->{value}")
-
-
-def _replace_role(kernel: n.Kernel, launch: n.Launch, old: n.Role, new: n.Role) -> n.Kernel:
-    roles = tuple(new if r is old else r for r in launch.roles)
-    return _map_launch(kernel, launch, replace(launch, roles=roles))
 
 
 def mutate_pingpong(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
@@ -250,47 +252,49 @@ def mutate_pingpong(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     if launch.pingpongs:
         pp = rng.choice(launch.pingpongs)
         new = replace(launch, pingpongs=tuple(p for p in launch.pingpongs if p is not pp))
-        return Mutation(_map_launch(kernel, launch, new), f"pingpong {pp.role} off")
+        return Mutation(with_launch(kernel, launch, new), f"pingpong {pp.role} off")
     replicated = [r for r in launch.roles if r.replicas is not None]
     if not replicated:
         return None
     role = rng.choice(replicated)
     new = replace(launch, pingpongs=(n.Pingpong(role.name, "mma"),))
-    return Mutation(_map_launch(kernel, launch, new), f"pingpong {role.name} around mma")
-
-
-def _mma_forms(kernel: n.Kernel) -> tuple[str, ...]:
-    """Instruction forms worth trying on the kernel's target (the checker has the last word on legality)."""
-    bk = kernel.param("BK")
-    width = bk.default if bk is not None and bk.default in (64, 128, 256) else 128
-    forms = ["dot", "mma_sync.m16n8k16"]
-    if kernel.target == "sm_90a":
-        forms.append(f"wgmma.m64n{width}k16")
-    return tuple(forms)
+    return Mutation(with_launch(kernel, launch, new), f"pingpong {role.name} around mma")
 
 
 def mutate_mma_form(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
-    """Commit an mma to another instruction form (`dot` leaves the choice to the backend)."""
+    """Commit an mma to another instruction form (`dot` leaves the choice to the backend). wgmma is offered
+    where it can be legal: on a target that has it, with both operands in shared memory (`commit_wgmma`)."""
     launch = main_launch(kernel)
-    sites = [s for r in launch.roles for s in _walk(r.body)
+    sites = [s for r in launch.roles for s in walk(r.body)
              if isinstance(s, (n.Let, n.Assign)) and isinstance(s.value, n.Mma)]
     if not sites:
         return None
     target = rng.choice(sites)
     assert isinstance(target.value, n.Mma)
-    choices = [f for f in _mma_forms(kernel) if f != target.value.form]
-    if not choices:
-        return None
-    form = rng.choice(choices)
     old = target.value.form
+    choices = [f for f in PORTABLE_FORMS if f != old]
+    wgmma = None if old.startswith("wgmma") or not has_feature(kernel, Feature.WGMMA) else commit_wgmma(kernel, target)
+    if wgmma is not None:
+        choices.append("wgmma")
+    form = rng.choice(choices)
+    if form == "wgmma" and wgmma is not None:
+        new_form = next(s.value.form for s in mma_sites(main_launch(wgmma)) if s.name == target.name)
+        return Mutation(wgmma, f"mma {target.name} via {old}->{new_form}")
 
     def fn(stmt: n.Stmt) -> n.Stmt:
         if stmt is target and isinstance(stmt, (n.Let, n.Assign)) and isinstance(stmt.value, n.Mma):
             return replace(stmt, value=replace(stmt.value, form=form))
         return stmt
 
-    roles = tuple(replace(r, body=_map_stmts(r.body, fn)) for r in launch.roles)
-    return Mutation(_map_launch(kernel, launch, replace(launch, roles=roles)), f"mma {target.name} via {old}->{form}")
+    roles = tuple(replace(r, body=map_stmts(r.body, fn)) for r in launch.roles)
+    out = with_launch(kernel, launch, replace(launch, roles=roles))
+    if form in K16_FORMS:
+        role = next(r for r in launch.roles if any(s is target for s in walk(r.body)))
+        narrowed = narrow_dtypes(out, operand_dtype_vars(launch, role, target.value))
+        if narrowed is None:
+            return None
+        out = narrowed
+    return Mutation(out, f"mma {target.name} via {old}->{form}")
 
 
 def mutate_unit_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
@@ -306,9 +310,11 @@ def mutate_unit_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         new_role = replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(units // 4))
         what = f"warps {units} -> warpgroups {units // 4}"
     else:
+        if issues_wgmma(role) or any(r.regs is not None for r in launch.roles if r is not role):
+            return None  # wgmma and setmaxnreg budgets are per warpgroup
         new_role = replace(role, unit=n.UnitKind.WARPS, units=n.IntLit(units * 4), regs=None)
         what = f"warpgroups {units} -> warps {units * 4}"
-    return Mutation(_replace_role(kernel, launch, role, new_role), f"{role.name} {what}")
+    return Mutation(with_role(kernel, launch, role, new_role), f"{role.name} {what}")
 
 
 STRUCTURAL: dict[str, Operator] = {

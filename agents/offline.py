@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from cake.agents import mutations as mut
 from cake.agents.base import AgentTurn, Parent, Proposal, TurnContext
 from cake.agents.crossover import crossover
+from cake.agents.precompute import precompute
 from cake.agents.specialize import SPECIALIZING
 from cake.ir import nodes as n
 from cake.ir.printer import print_kernel
@@ -32,7 +33,7 @@ from cake.store import ir_hash
 BASE_WEIGHTS: dict[str, float] = {
     "param": 3.0, "param2": 1.5, "stages": 1.0, "copy": 0.6, "swizzle": 0.4, "grid": 0.6, "regs": 0.5,
     "units": 1.0, "pingpong": 0.4, "crossover": 1.2, "specialize": 0.5, "split_consumer": 0.5, "mma_form": 0.4,
-    "unit_kind": 0.3,
+    "unit_kind": 0.3, "warp_specialize": 0.6, "precompute": 0.5,
 }
 RESOURCE_FAMILY = "E03"  # resource-budget diagnostics: repairable by shrinking tiles or stages
 ATTEMPTS_PER_SLOT = 6
@@ -110,7 +111,7 @@ class OfflineAgent:
             other = others[rng.randrange(len(others))]
             result = crossover(parent.kernel, other.kernel, rng)
             return None if result is None else (operator, result, (parent, other))
-        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
+        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING, "precompute": precompute}
         result = table[operator](parent.kernel, rng)
         return None if result is None else (operator, result, (parent,))
 
