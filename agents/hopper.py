@@ -199,17 +199,17 @@ def issues_wgmma(role: n.Role) -> bool:
                for s in walk(role.body))
 
 
-def fit_consumer_regs(kernel: n.Kernel) -> n.Kernel:
-    """On a `setmaxnreg` target where every non-mma role declares its budget, give the mma roles the largest
-    budget (from `REGISTERS`) that fills the SM's register file with them — what a warp-specialized kernel
-    does with the registers its copy warps hand back. Otherwise `kernel` unchanged."""
+def consumer_budget(kernel: n.Kernel) -> int | None:
+    """The largest budget (from `REGISTERS`) the mma roles can all take while the other roles keep theirs:
+    the SM's register file shared out on a `setmaxnreg` target. None where that is not how registers are
+    given (no setmaxnreg, or a copy role without a declared budget)."""
     launch = main_launch(kernel)
     try:
         spec = arch_spec(kernel.target)
     except UnknownArchError:
-        return kernel
+        return None
     if not spec.has(Feature.SETMAXNREG):
-        return kernel
+        return None
     env = analysis.default_env(kernel)
     fixed = mma_threads = 0
     for role in launch.roles:
@@ -217,16 +217,24 @@ def fit_consumer_regs(kernel: n.Kernel) -> n.Kernel:
         if issues_mma(role):
             mma_threads += threads
         elif role.regs is None or (regs := analysis.try_value(role.regs, env)) is None:
-            return kernel
+            return None
         else:
             fixed += threads * regs
     if not mma_threads:
-        return kernel
+        return None
     share = min((spec.registers_per_sm - fixed) // mma_threads, spec.registers_per_thread_max)
     fitting = [r for r in REGISTERS if r <= share]
-    if not fitting:
+    return fitting[-1] if fitting else None
+
+
+def fit_consumer_regs(kernel: n.Kernel) -> n.Kernel:
+    """The mma roles given `consumer_budget` — what a warp-specialized kernel does with the registers its
+    copy warps hand back. `kernel` unchanged where there is no such budget."""
+    budget = consumer_budget(kernel)
+    if budget is None:
         return kernel
-    roles = tuple(replace(r, regs=n.IntLit(fitting[-1])) if issues_mma(r) else r for r in launch.roles)
+    launch = main_launch(kernel)
+    roles = tuple(replace(r, regs=n.IntLit(budget)) if issues_mma(r) else r for r in launch.roles)
     return with_launch(kernel, launch, replace(launch, roles=roles))
 
 

@@ -20,6 +20,7 @@ from cake.agents.features import main_launch
 from cake.agents.hopper import (
     REGISTERS,
     commit_wgmma,
+    consumer_budget,
     fit_consumer_regs,
     has_feature,
     issues_mma,
@@ -214,7 +215,9 @@ def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         new_role = replace(role, regs=None)
         return Mutation(with_role(kernel, launch, role, new_role), f"regs {role.name} {current}->compiler's choice")
     else:
-        value = _step(REGISTERS, current, rng) or current
+        budget = consumer_budget(kernel) if issues_mma(role) else None  # an mma role's ceiling under setmaxnreg
+        choices = tuple(r for r in REGISTERS if budget is None or r <= budget)
+        value = _step(choices, current, rng) or current
     new_role = replace(role, regs=n.IntLit(value))
     out = with_role(kernel, launch, role, new_role)
     if not issues_mma(role):  # a copy role's budget moved: the mma roles take up (or give back) the difference

@@ -128,12 +128,16 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
                           n.Copy(let.value.source, n.Name(buf), n.CopyKind.TMA, masked=let.value.masked,
                                  signals=n.Name(t_full))]
         consumer_body.append(n.Wait(n.Name(t_full)))
-        rename[let.name] = n.Name(buf)
+        if _in_registers(let.type):
+            consumer_body.append(replace(let, value=n.Name(buf)))
+        else:
+            rename[let.name] = n.Name(buf)
         releases.append(({buf}, n.Arrive(n.Name(t_empty))))
     # The pipelined operand(s): STAGES buffers behind one full/empty pair.
     copies: list[n.Stmt] = [n.Wait(n.Index(n.Name(empty), (n.Name(stage),)))]
     tx: list[n.Expr] = []
     staged_bufs: set[str] = set()
+    kept: dict[int, n.Stmt] = {}  # staged vectors keep a register copy
     for let in staged:
         assert let.type is not None and isinstance(let.value, n.Load) and isinstance(let.value.source, n.Index)
         buf = fresh(f"{let.name}_s", taken)
@@ -143,17 +147,22 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         copies.append(n.Copy(let.value.source, n.Index(n.Name(buf), (n.Name(stage),)), n.CopyKind.TMA,
                              masked=let.value.masked, signals=n.Index(n.Name(full), (n.Name(stage),))))
         tx.append(_tile_bytes(let.type))
-        rename[let.name] = n.Index(n.Name(buf), (n.Name(stage),))
+        if _in_registers(let.type):
+            kept[id(let)] = replace(let, value=n.Index(n.Name(buf), (n.Name(stage),)))
+        else:
+            rename[let.name] = n.Index(n.Name(buf), (n.Name(stage),))
     tx_sum = tx[0]
     for t in tx[1:]:
         tx_sum = n.BinOp(n.BinOpKind.ADD, tx_sum, t)
     barriers += [n.MbarrierDecl(full, stages, n.IntLit(1), tx_sum),
                  n.MbarrierDecl(empty, stages, n.IntLit(1), None, initially_free=True)]
-    loop_body = substitute_body(tuple(s for s in loop.body if s not in staged), rename)
+    loop_body = substitute_body(tuple(kept.get(id(s), s) for s in loop.body if s not in staged or id(s) in kept),
+                                rename)
     loop_body = _after_last_use((n.Wait(n.Index(n.Name(full), (n.Name(stage),))), *loop_body), staged_bufs,
                                 n.Arrive(n.Index(n.Name(empty), (n.Name(stage),))))
     rest = (*consumer_body, replace(loop, body=loop_body), *role.body[loop_at + 1:])
     body = substitute_body(rest, {k: v for k, v in rename.items() if k not in {s.name for s in staged}})
+    # (the loop's own renames were applied above; outside it the staged names are out of scope)
     for names, release in releases:
         body = _after_last_use(body, names, release)
     producer_body.append(replace(loop, body=tuple(copies)))
@@ -177,6 +186,12 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         out = fit_consumer_regs(out)
     fed = ", ".join(s.name for s in (*tiles, *staged))
     return Mutation(out, f"TMA producer feeds {fed} to {consumer.name}{what}")
+
+
+def _in_registers(tile: n.TileType) -> bool:
+    """Whether the consumer keeps a register copy of a tile it receives in shared memory: vectors (a row of
+    norms) yes, one read per stage; matrix tiles are read in place (mma operands, reductions)."""
+    return len(tile.shape) < 2
 
 
 def _swizzle(tile: n.TileType) -> n.Swizzle:
