@@ -4,6 +4,20 @@ The grid is flattened to one program axis (the first grid axis varies fastest), 
 on the others. A persistent grid launches min(tiles, SM count) programs, each looping over tiles with a
 stride of the program count. Tensors arrive as a pointer plus one runtime stride per dim; runtime dims as
 integers; static dims, their padded extents and params as `tl.constexpr`.
+
+Specialization. Triton's JIT compiles one kernel per value class of each integer argument (`== 1`, `% 16 == 0`,
+other) and per pointer alignment. Verification calls a kernel at dozens of shapes and layouts, and each new
+class combination is a compile of seconds (an fp32 `tl.dot` with ieee precision takes 3-10 s on an H200), so
+the runtime dims and every stride are listed in `do_not_specialize`. Losing the dims' hints costs little:
+dims mostly bound masks and loops, so at worst a store's mask is known constant over fewer lanes (an address
+computed from a dim loses its divisibility too; a schedule that needs it can make the dim static). The strides' hints are
+what vector loads and 16-byte `cp.async` copies need (the address of a row must be provably 16-aligned: with
+the outer strides unhinted, fp32 tiles load one element per instruction and fp16 tiles lose their pipelined
+async copies), so each tensor gets one `tl.constexpr` flag instead: `_k_aligned` on the host (inner stride 1,
+every outer stride a multiple of `ROW_ALIGN`), and in the kernel the strides are rebound under that flag to
+values the compiler can read it from. A tensor's stride classes thus cost at most two compiles, not one per
+combination. Pointers keep Triton's own 16-byte alignment specialization: a hint on a pointer argument
+cannot be given from inside the kernel (`tl.multiple_of` on an argument is ignored).
 """
 
 from __future__ import annotations
@@ -21,6 +35,10 @@ from cake.lowering.triton.symbols import Symbols
 from cake.diagnostics import Span
 
 WARPS_PER_WARPGROUP = 4
+# Outer strides of an aligned tensor are multiples of this many elements: Triton's own divisibility unit for
+# an integer argument, so an aligned tensor compiles as Triton would have specialized it.
+ROW_ALIGN = 16
+DECORATOR_WIDTH = 100  # wrap the do_not_specialize list of the generated decorator at this many characters
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +46,7 @@ class KernelArg:
     name: str  # in the kernel's signature
     host: str  # what the launcher passes
     constexpr: bool = False
+    specialize: bool = True  # False: in the jit's `do_not_specialize` (runtime dims and strides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +76,41 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
         (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1),
         persistent=launch.grid.kind is GridKind.PERSISTENT,
         max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span))
+    fn.prologue[:0] = [(1, text, None) for text in _stride_hints(symbols, em)]
     params = [f"{a.name}: tl.constexpr" if a.constexpr else a.name for a in args]
-    header = ["@triton.jit", f"def {name}(", *(f"    {p}," for p in params), "):"]
+    header = [*_decorator(args), f"def {name}(", *(f"    {p}," for p in params), "):"]
     return LaunchCode(info, tuple(args), tuple(axis.extent for axis in launch.grid.axes), header, fn)
+
+
+def _decorator(args: list[KernelArg]) -> list[str]:
+    """`@triton.jit`, naming the arguments Triton must not specialize (see the module docstring)."""
+    unspecialized = [repr(a.name) for a in args if not a.specialize]
+    if not unspecialized:
+        return ["@triton.jit"]
+    lines = ["# runtime dims and strides are not specialized: each tensor's ALIGNED_* flag keeps its vector loads",
+             "@triton.jit(do_not_specialize=("]
+    row: list[str] = []
+    for item in unspecialized:
+        if row and len(", ".join([*row, item])) > DECORATOR_WIDTH:
+            lines.append(f"    {', '.join(row)},")
+            row = []
+        row.append(item)
+    lines += [f"    {', '.join(row)},", "))"]
+    return lines
+
+
+def _stride_hints(symbols: Symbols, em: ExprEmitter) -> list[str]:
+    """Rebind each used tensor's strides under its ALIGNED flag (a constexpr, so the branch is resolved at
+    compile time): the inner stride becomes the literal 1, each outer stride `s // ROW_ALIGN * ROW_ALIGN` (the
+    same value, since the host checked it divides, in a form whose divisibility Triton's analysis reads)."""
+    lines = []
+    for name, tensor in symbols.tensors.items():
+        if name not in em.used_tensors or not tensor.strides:
+            continue
+        *outer, inner = tensor.strides
+        lines += [f"{s} = {s} // {ROW_ALIGN} * {ROW_ALIGN} if {tensor.aligned} else {s}" for s in outer]
+        lines.append(f"{inner} = 1 if {tensor.aligned} else {inner}")
+    return lines
 
 
 def _check_expressible(launch: Launch, fn: FnBuilder) -> None:
@@ -128,13 +179,15 @@ def _arguments(kernel: Kernel, symbols: Symbols, em: ExprEmitter) -> list[Kernel
         if name not in em.used_tensors:
             continue
         args.append(KernelArg(tensor.ptr, tensor.host))
-        args += [KernelArg(s, f"{tensor.host}.stride({i})") for i, s in enumerate(tensor.strides)]
+        args += [KernelArg(s, f"{tensor.host}.stride({i})", specialize=False) for i, s in enumerate(tensor.strides)]
     dims = [symbols.dims[d.name] for d in kernel.dims if d.name in em.used_dims]
-    args += [KernelArg(d.code, d.code) for d in dims if not d.static]
+    args += [KernelArg(d.code, d.code, specialize=False) for d in dims if not d.static]
     for d in dims:
         if d.static:
             assert d.p2 is not None
             args += [KernelArg(d.code, d.code, True), KernelArg(d.p2, f"_k_pad({d.code})", True)]
+    args += [KernelArg(t.aligned, f"_k_aligned({t.host})", True)
+             for name, t in symbols.tensors.items() if name in em.used_tensors and t.strides]
     args += [KernelArg(p.code, p.code, True) for p in symbols.params.values() if p.name in em.used_params]
     return args
 

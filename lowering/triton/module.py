@@ -29,7 +29,7 @@ from cake.ir.nodes import (
 )
 from cake.lowering import codes
 from cake.lowering.lowered import EmitResult, SourceMap
-from cake.lowering.triton.kernel_fn import LaunchCode, emit_launch
+from cake.lowering.triton.kernel_fn import ROW_ALIGN, LaunchCode, emit_launch
 from cake.lowering.triton.symbols import Symbols
 from cake.lowering.triton.values import TORCH_DTYPES, float_text
 
@@ -50,6 +50,13 @@ def _k_cdiv(a, b):
 def _k_pad(n):
     """A static dim's power-of-two tile extent, at least 16 (the smallest extent tl.dot accepts)."""
     return max(16, triton.next_power_of_2(n))
+
+
+def _k_aligned(tensor):
+    """Whether the kernel may treat `tensor`'s rows as aligned: a unit inner stride and every outer stride a
+    multiple of {ROW_ALIGN} elements (its strides are not specialized by Triton; this flag stands for them)."""
+    *outer, inner = tensor.stride()
+    return inner == 1 and all(s % {ROW_ALIGN} == 0 for s in outer)
 
 
 def _k_programs(device, tiles):

@@ -18,6 +18,7 @@ class TensorSym:
     host: str  # the launcher's variable
     ptr: str  # kernel argument: the base pointer
     strides: tuple[str, ...]  # kernel arguments: runtime strides, in elements (never assume contiguity)
+    aligned: str  # kernel argument (constexpr): the launcher's `_k_aligned` of this tensor (see kernel_fn)
     shape: tuple[Expr, ...]
     elem: ElemType
     scratch: bool = False
@@ -76,7 +77,8 @@ class Symbols:
     def _tensor(self, name: str, shape: tuple[Expr, ...], elem: ElemType, scratch: bool) -> None:
         ptr = self.namer.claim(f"{name}_ptr")
         strides = tuple(self.namer.claim(f"stride_{name}{i}") for i in range(len(shape)))
-        self.tensors[name] = TensorSym(name, self.namer.user(name), ptr, strides, shape, elem, scratch)
+        aligned = self.namer.claim(f"ALIGNED_{name}")
+        self.tensors[name] = TensorSym(name, self.namer.user(name), ptr, strides, aligned, shape, elem, scratch)
 
     def _source(self, var: str) -> str | None:
         return next((t.name for t in self.tensors.values() if isinstance(t.elem, TypeVar) and t.elem.name == var),
