@@ -270,14 +270,22 @@ def _times(expr: n.Expr, k: int) -> n.Expr:
 def warp_specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """`specialize` then `split_consumer` in one move: the plain kernel straight to a TMA producer feeding two
     consumers (ping-ponging where the target has wgmma). The intermediate single-consumer schedule is usually
-    slower than the plain one, so a search ranked by predicted time rarely keeps it long enough to split it."""
+    slower than the plain one, so a search ranked by predicted time rarely keeps it long enough to split it.
+    When the consumers ping-pong, the grid becomes persistent too, as in CUTLASS's Hopper ping-pong kernels:
+    the producer then fetches a CTA's next point tiles while its consumers finish the current ones (the
+    per-replica `empty` barriers make the refill safe)."""
     first = specialize(kernel, rng)
     if first is None:
         return None
     second = split_consumer(first.kernel, rng)
     if second is None:
         return None
-    return Mutation(second.kernel, f"specialize ({first.description}), split_consumer ({second.description})")
+    out, what = second.kernel, ""
+    launch = main_launch(out)
+    if launch.pingpongs and launch.grid.kind is not n.GridKind.PERSISTENT:
+        out = with_launch(out, launch, replace(launch, grid=replace(launch.grid, kind=n.GridKind.PERSISTENT)))
+        what = ", persistent grid"
+    return Mutation(out, f"specialize ({first.description}), split_consumer ({second.description}){what}")
 
 
 SPECIALIZING: dict[str, Operator] = {
