@@ -16,15 +16,19 @@ from cake.agents.features import main_launch
 from cake.agents.ir_edit import domain_values, drop_unused_params, map_stmts, walk, with_launch
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.checks.legality import FORMS
 
 from cake.arch import Feature, UnknownArchError
 from cake.arch import arch as arch_spec
 
 REGISTERS = (24, 32, 40, 56, 64, 80, 96, 128, 152, 168, 184, 200, 216, 232, 240)  # setmaxnreg budgets tried
-WGMMA_M = 64  # wgmma.m64nNk16: M is fixed, N = 8..256 by 8
-WGMMA_N_MAX = 256
-WGMMA_N_STEP = 8
-WGMMA_DTYPES = (n.DType.F16, n.DType.BF16)  # the k16 forms' operand types
+# The instruction shapes are the checker's table (PTX's), read here rather than restated.
+_WGMMA = FORMS["wgmma"]
+WGMMA_M = _WGMMA.m[0]
+WGMMA_N_MAX = _WGMMA.n_max
+WGMMA_N_STEP = _WGMMA.n_step
+WGMMA_K = 16  # the k16 forms: 16-bit operands
+WGMMA_DTYPES = tuple(d for d, k in _WGMMA.k_by_dtype.items() if k == WGMMA_K)
 WGMMA_N_PREFERRED = 128  # the column tile a committed wgmma is widened toward (the ping-pong kernels' n128)
 PIPELINE_DEPTH = 4  # stages a new TMA pipeline starts with (CUTLASS's Hopper mainloops run 3-5)
 
@@ -67,7 +71,7 @@ def _wgmma_form(kernel: n.Kernel, launch: n.Launch, let: n.Let) -> str | None:
     width = wgmma_n(cols) if cols is not None else None
     if rows is None or rows % WGMMA_M or width is None:
         return None
-    return f"wgmma.m{WGMMA_M}n{width}k16"
+    return f"wgmma.m{WGMMA_M}n{width}k{WGMMA_K}"
 
 
 def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Kernel | None:
@@ -170,7 +174,7 @@ def refit_forms(kernel: n.Kernel) -> n.Kernel:
             continue
         cols = analysis.try_value(let.type.shape[-1], env)
         width = wgmma_n(cols) if cols is not None else None
-        fitted = f"wgmma.m{WGMMA_M}n{width}k16"
+        fitted = f"wgmma.m{WGMMA_M}n{width}k{WGMMA_K}"
         if width is not None and fitted != form:
             forms[id(let)] = fitted
     if not forms:
