@@ -16,7 +16,7 @@ from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PINGPONG, PLAIN, TCGEN05, derive
 from cake.ir.checks.registry import Finding, finding
 from cake.ir.checks.registry import check as register_check
-from cake.ir.nodes import Launch, NamedBarrierSync
+from cake.ir.nodes import Launch, Let, Mma, NamedBarrierSync
 
 from cake.arch import ArchSpec
 from cake.diagnostics import Severity
@@ -53,7 +53,7 @@ def _dtype_note(env: an.Env) -> tuple[str, ...]:
 
 @register_check("E0301", "shared memory over budget",
                 "shared memory over budget in launch `{launch}`: {bytes} bytes > {limit} bytes on {arch}",
-                examples=[derive(PINGPONG, ("param BK = 128 in {128, 256}", "param BK = 256 in {128, 256}"))])
+                examples=[derive(PINGPONG, ("param STAGES = 4 in 2 .. 5", "param STAGES = 6 in 2 .. 7"))])
 def smem_budget(ctx: CheckContext) -> Iterable[Finding]:
     assert ctx.arch is not None
     limit = ctx.arch.smem_per_block_max_bytes
@@ -136,6 +136,61 @@ def register_value(ctx: CheckContext) -> Iterable[Finding]:
                 fix = min(arch.registers_per_thread_max // g * g, max(g, regs // g * g))
                 yield finding(role.regs, f"role `{role.name}`", f"{regs} registers: {why}",
                               help=f"use `regs {fix}`", role=role.name, regs=regs, why=why)
+
+
+# A 32-bit register holds 4 bytes of a tile; an mma accumulator is spread evenly over the threads that
+# issue the instruction (a warpgroup for wgmma, the role instance's warps otherwise).
+REGISTER_BYTES = 4
+
+
+@register_check("E0307", "mma accumulator exceeds the role's registers",
+                "the accumulator `{tile}` needs {need} registers per thread, more than the {regs} of role "
+                "`{role}`",
+                examples=[derive(PINGPONG, ("param BN = 128 in {64, 128}", "param BN = 256 in {64, 128, 256}"),
+                                 ("param STAGES = 4 in 2 .. 5", "param STAGES = 3 in 2 .. 5"))])
+def accumulator_registers(ctx: CheckContext) -> Iterable[Finding]:
+    """An mma result held in registers that alone needs more registers per thread than its role has
+    (its `regs`, or the launch's even share) must spill: ptxas serializes the wgmma and moves the
+    accumulator through local memory. Certain, so an error — no other live value is counted."""
+    assert ctx.arch is not None
+    for launch in ctx.kernel.launches:
+        for env in ctx.budget_envs:
+            try:
+                budgets = {r.role: r for r in an.register_budget(launch, env, ctx.arch)}
+            except an.Unbound:
+                break
+            found = next(_accumulator_overflows(launch, env, budgets), None)
+            if found is not None:
+                yield found
+                break
+
+
+def _accumulator_overflows(launch: Launch, env: an.Env,
+                           budgets: dict[str, an.RoleRegisters]) -> Iterator[Finding]:
+    for role in launch.roles:
+        budget = budgets[role.name]
+        for site in an.walk_body(role.body):
+            stmt = site.stmt
+            if not (isinstance(stmt, Let) and isinstance(stmt.value, Mma) and stmt.type is not None):
+                continue
+            try:
+                elements = 1
+                for extent in stmt.type.shape:
+                    elements *= an.value(extent, env)
+                size = an.elem_bytes(stmt.type.elem, env)
+            except an.Unbound:
+                continue
+            need = -(-elements * size // (REGISTER_BYTES * budget.threads_per_instance))
+            if need <= budget.regs_per_thread:
+                continue
+            share = "" if budget.declared else " (the launch's even share; no `regs` given)"
+            yield finding(stmt, f"mma result `{stmt.name}`",
+                          f"{need} registers per thread > {budget.regs_per_thread}{share}",
+                          help=f"shrink the tile of `{stmt.name}` (fewer rows or columns per role instance), or "
+                               f"spread it over more threads; ptxas would spill it to local memory",
+                          notes=(f"{elements:,} elements x {size} B over {budget.threads_per_instance} threads",
+                                 *_dtype_note(env)),
+                          tile=stmt.name, need=need, regs=budget.regs_per_thread, role=role.name)
 
 
 @register_check("E0304", "too many threads per block",
