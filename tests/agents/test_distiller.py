@@ -242,7 +242,9 @@ def test_learned_rules_reach_the_validator_and_the_report(tmp_path: Path) -> Non
     store, _ = make_run(tmp_path / "run")
     learned = LearnedRules(store.root)
     validate = make_validator(ARCH, None, learned.specs)
-    mistake = variant("ovf", BN=256, WARPS=2, BK=128)
+    # BN=256 on two warps at a BK whose accumulator fits the registers (E0307 rejects BK=128 by itself): only
+    # the learned rule can reject it.
+    mistake = variant("ovf", BN=256, WARPS=2, BK=32, STAGES=3)
     assert validate(mistake).errors == ()  # nothing learned yet
     report = learned.after_turn(store, 1)
     rule_id = report.learned[0].rule_id
