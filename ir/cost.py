@@ -111,6 +111,7 @@ class _Counter:
     acc_touches: float = 1.0
     iterations: float = 0.0
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
+    in_mma_operand: bool = False  # reading an mma's operands: the tensor cores read shared memory themselves
 
     def val(self, expr: n.Expr) -> int:
         try:
@@ -129,7 +130,7 @@ class _Counter:
             if tile is None:
                 return (), 4  # a scalar: param, dim, loop or grid variable
             if tile.space == "smem":
-                self.smem_bytes += mult * math.prod(tile.shape) * tile.elem_bytes
+                self.smem_read(mult, math.prod(tile.shape), tile.elem_bytes)
             return tile.shape, tile.elem_bytes
         if isinstance(e, n.Index):
             return self.index(e, mult, read=True)
@@ -191,8 +192,12 @@ class _Counter:
         return shape, eb
 
     def mma(self, a: n.Expr, b: n.Expr, form: str, mult: float, acc: n.Expr | None = None) -> tuple[tuple[int, ...], int]:
-        sa, ea = self.expr(a, mult)
-        sb, eb = self.expr(b, mult)
+        outer, self.in_mma_operand = self.in_mma_operand, True
+        try:
+            sa, ea = self.expr(a, mult)
+            sb, eb = self.expr(b, mult)
+        finally:
+            self.in_mma_operand = outer
         if acc is not None:
             self.expr(acc, mult)
         if len(sa) != 2 or len(sb) != 2:
@@ -263,8 +268,13 @@ class _Counter:
         shape.extend(dims[d:])
         result = tuple(shape)
         if read and tile.space == "smem":
-            self.smem_bytes += mult * math.prod(result) * tile.elem_bytes
+            self.smem_read(mult, math.prod(result), tile.elem_bytes)
         return result, tile.elem_bytes
+
+    def smem_read(self, mult: float, elements: int, elem_bytes: int) -> None:
+        self.smem_bytes += mult * elements * elem_bytes
+        if not self.in_mma_operand:  # into registers, element by element, through swizzled addresses
+            self.cuda_ops += mult * elements * self.consts.smem_elementwise_ops_per_element
 
     # ---- statements ----
     def body(self, stmts: tuple[n.Stmt, ...], mult: float, pipelined: int) -> None:

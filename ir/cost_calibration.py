@@ -49,6 +49,9 @@ class CostConstants:
     local_memory_latency_cycles: float  # one spilled register's store or reload round trip
     iteration_latency_cycles: float  # the dependent chain of one loop iteration of one CTA
     mma_sync_k_step: int  # k of one mma.sync instruction (the accumulator is touched per k-step)
+    # Issue slots per element of a shared-memory tile read into registers for CUDA-core math (not as an
+    # mma operand, which the tensor cores read themselves): swizzled addressing and bank conflicts.
+    smem_elementwise_ops_per_element: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str

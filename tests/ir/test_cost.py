@@ -217,3 +217,18 @@ def test_more_accumulator_per_thread_never_predicts_fewer_registers_and_spills_a
     assert big.occupancy.spilled_regs > 0 and big.bound.name == "SPILL" and big.time_s > 10 * small.time_s
     # the same accumulator over twice the threads fits: no spill
     assert at(BN=128, BK=128, WARPS=4, STAGES=1).occupancy.spilled_regs == 0
+
+
+def test_a_swizzled_stage_read_elementwise_costs_cuda_core_issue() -> None:
+    """On the H200 a ping-pong whose consumers recompute ||c||^2 from each centroid stage ran 3x slower
+    than the one with the norms hoisted (RESULTS.md, session 2): those reads are CUDA-core work, while the
+    wgmma operands stream from shared memory without it."""
+    text = (FK / "assign_pingpong.cake").read_text()
+    in_loop = parse(text.replace("let cn: f32[BK] = csq[s]",
+                                 "let cn: f32[BK] = sum(cast(cs[s], f32) * cast(cs[s], f32), axis=1)"))
+    hoisted = predict(PINGPONG, dims=CELL, factors=Factors())
+    redone = predict(in_loop, dims=CELL, factors=Factors())
+    extra = redone.launches[-1].work.cuda_ops - hoisted.launches[-1].work.cuda_ops
+    stage_reads = 2 * 2 * 128 * 128 * (1024 // 128)  # 2 consumers x 2 reads of a [BK, D] stage per k-step
+    assert extra >= stage_reads * CONSTS.smem_elementwise_ops_per_element
+    assert redone.time_ms > 1.3 * hoisted.time_ms
