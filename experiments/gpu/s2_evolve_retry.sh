@@ -2,6 +2,6 @@
 # model charges consumers that reduce a swizzled stage themselves; warp_specialize hoists such reductions),
 # then the deterministic update's full battery on the GPU with the time the first call did not give it.
 source experiments/gpu/lib.sh
-stage evolve2 340 python3 -m cake.experiments.gpu_evolve --minutes 5.5 --backend cuda --evals-per-turn 4 --out $RES/evolve2
-stage verify_update_onehot2 150 cake verify --device cuda --all-gates --timeout 120 --schedule experiments/flash_kmeans/update_onehot.cake --json $RES/verify_update_onehot.json
+stage evolve2 310 python3 -m cake.experiments.gpu_evolve --minutes 5 --backend cuda --evals-per-turn 4 --out $RES/evolve2
+stage verify_update_onehot2 130 cake verify --device cuda --all-gates --timeout 120 --schedule experiments/flash_kmeans/update_onehot.cake --json $RES/verify_update_onehot.json
 cat $RES/stages.txt
