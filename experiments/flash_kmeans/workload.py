@@ -32,10 +32,12 @@ PLAIN_SWEEP_BEST_PARAMS: dict[str, int] = {"BN": 256, "BK": 64, "WARPS": 4, "STA
 
 
 def load_plain_sweep_best() -> Prepared:
-    """The seed schedule at the sweep's best parameters, lowered by CAKE's Triton backend."""
+    """The seed schedule at the sweep's best parameters, lowered by CAKE's Triton backend — named here, not
+    read from $CAKE_BACKEND: `cake evolve --backend cuda` sets that for its candidates, and the baseline is
+    DESIGN.md's Triton sweep whatever backend the candidates use."""
     from cake.experiments.schedules import load_with_params
 
-    return Prepared(run=load_with_params(FOLDER / ASSIGN_SEED, PLAIN_SWEEP_BEST_PARAMS))
+    return Prepared(run=load_with_params(FOLDER / ASSIGN_SEED, PLAIN_SWEEP_BEST_PARAMS, backend="triton"))
 
 
 PLAIN_SWEEP_BEST = Baseline(

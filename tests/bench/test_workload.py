@@ -35,7 +35,8 @@ def test_flash_kmeans_ops_seeds_and_references() -> None:
     assert [p.name for p in assign.seed_paths()] == ["assign_plain.cake"]
     assert [p.name for p in update.seed_paths()] == ["update_atomic.cake"]
     refs = {p.name for p in assign.reference_paths()}
-    assert refs == {"assign_pingpong.cake", "assign_cp_async.cake", "assign_tcgen05.cake"}
+    assert refs == {"assign_pingpong.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake", "assign_tcgen05.cake"}
+    assert [p.name for p in update.reference_paths()] == ["update_onehot.cake"]
     seeds = {p.name for paths in FK.seed_schedules().values() for p in paths}
     assert not seeds & refs, "a reference schedule must never seed a clean start"
     for path in assign.seed_paths() + assign.reference_paths():
@@ -132,3 +133,15 @@ def test_cost_model_benchmark_has_over_fifty_candidates(tmp_path, monkeypatch) -
     assert len({tuple(sorted(e.params.items())) for e in plain}) == len(plain)
     reparsed = parse(plain[0].path.read_text())
     assert {p.name: p.default for p in reparsed.params} == plain[0].params
+
+
+def test_the_plain_sweep_baseline_is_lowered_by_triton_whatever_backend_the_candidates_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cake evolve --backend cuda` sets CAKE_BACKEND for its candidates; on the H200 the baseline then came
+    out of the CUDA backend (3.9 ms instead of the Triton sweep's 1.9 ms). The baseline names its backend."""
+    from cake.experiments.flash_kmeans.workload import load_plain_sweep_best
+    from cake.lowering.runtime import BACKEND_ENV
+
+    monkeypatch.setenv(BACKEND_ENV, "cuda")
+    run = load_plain_sweep_best().run
+    assert run.lowered.backend == "triton"  # type: ignore[attr-defined]
