@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+from cake.experiments.schedules import shipped_schedule_paths
 from cake.ir.check import check, check_text
 from cake.ir.checks.fixtures import BASES
 from cake.ir.parser import parse
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent
 
 
 def schedules() -> dict[str, str]:
-    found = {str(p.relative_to(ROOT.parent)): p.read_text() for p in sorted(ROOT.rglob("*.cake"))}
+    found = {str(p.relative_to(ROOT.parent)): p.read_text() for p in shipped_schedule_paths()}
     found.update({f"fixture:{name}": text for name, text in BASES.items()})
     return found
 

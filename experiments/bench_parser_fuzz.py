@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from cake.experiments.schedules import shipped_schedule_paths
 from cake.ir.parser import keywords, parse, parse_diagnostics
 
 from cake.diagnostics import DiagnosticError
@@ -33,7 +34,8 @@ _EXTRA = ["->", "..", ".", ",", ":", ";", "[", "]", "(", ")", "{", "}", "+", "-"
 
 
 def _sources() -> list[str]:
-    return [p.read_text(encoding="utf-8") for top in ("experiments", "tests") for p in sorted((ROOT / top).rglob("*.cake"))]
+    paths = [*shipped_schedule_paths(), *sorted((ROOT / "tests").rglob("*.cake"))]
+    return [p.read_text(encoding="utf-8") for p in paths]
 
 
 def _mutate(rng: random.Random, tokens: list[str], vocabulary: list[str]) -> list[str]:

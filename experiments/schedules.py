@@ -23,6 +23,15 @@ from cake.ir.printer import print_kernel
 from cake.diagnostics import DiagnosticError
 
 SPECIALIZED_ENV = "CAKE_SPECIALIZED_DIR"
+EXPERIMENTS = Path(__file__).resolve().parent
+# Raw GPU outputs live under experiments/data/, evolve runs' candidate schedules among them: data, not
+# schedules the repository ships (many were rejected or failed on purpose).
+DATA_DIR = EXPERIMENTS / "data"
+
+
+def shipped_schedule_paths() -> list[Path]:
+    """Every schedule the repository ships: `experiments/**/*.cake` outside `experiments/data/`."""
+    return sorted(p for p in EXPERIMENTS.rglob("*.cake") if DATA_DIR not in p.parents)
 
 
 def specialized_dir() -> Path:

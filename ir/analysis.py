@@ -66,6 +66,9 @@ from cake.arch import ArchSpec
 # Layout facts of the CUDA backend's shared-memory allocator (the same on every target):
 SMEM_BUFFER_ALIGN_BYTES = 128  # TMA destinations and vectorized accesses need 128-byte alignment
 SWIZZLE_ATOM_ROWS = 8  # a swizzled buffer starts on a whole swizzle atom: 8 rows x swizzle bytes
+# Dynamic shared memory is not guaranteed to start on a swizzle-atom boundary (1024 B for 128B swizzle), so a
+# launch requests this much more and aligns its base itself (the CUDA backend's prologue does).
+SMEM_BASE_ALIGN_BYTES = 1024
 MBARRIER_BYTES = 8  # one mbarrier object is a 64-bit word in shared memory
 THREADS_PER_WARP = 32
 WARPS_PER_WARPGROUP = 4
@@ -333,7 +336,8 @@ class SmemBuffer:
 @dataclass(frozen=True, slots=True)
 class SmemLayout:
     """Shared memory of one launch as the CUDA backend lays it out: buffers in declaration order, each
-    aligned, then the mbarriers. `total_bytes` is what the launch requests."""
+    aligned, then the mbarriers. `total_bytes` is what the launch requests: the layout plus the slack that
+    lets it align its base (`SMEM_BASE_ALIGN_BYTES`)."""
 
     buffers: tuple[SmemBuffer, ...]
     barrier_count: int
@@ -361,7 +365,8 @@ def smem_layout(launch: Launch, env: Env) -> SmemLayout:
         offset += buf.bytes
     count = sum(1 if b.count is None else value(b.count, env) for b in launch.barriers)
     barrier_offset = _align(offset, MBARRIER_BYTES)
-    return SmemLayout(tuple(buffers), count, barrier_offset, barrier_offset + count * MBARRIER_BYTES)
+    end = barrier_offset + count * MBARRIER_BYTES
+    return SmemLayout(tuple(buffers), count, barrier_offset, end + SMEM_BASE_ALIGN_BYTES if end else 0)
 
 
 # ------------------------------------------------------------------------------------------ tensor memory

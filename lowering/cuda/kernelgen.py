@@ -24,7 +24,7 @@ from cake.lowering.cuda.writer import Writer
 from cake.arch import ArchSpec
 from cake.diagnostics import Diagnostic
 
-SMEM_BASE_ALIGN = 1024  # swizzle patterns repeat on 1024-byte boundaries
+SMEM_BASE_ALIGN = an.SMEM_BASE_ALIGN_BYTES  # swizzle patterns repeat on 1024-byte boundaries
 TMAP_BYTES, TMAP_ALIGN = 128, 64
 
 

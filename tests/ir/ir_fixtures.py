@@ -9,7 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cake_files() -> list[Path]:
     """Every `.cake` file in the repository's experiments and test fixtures."""
-    return sorted(p for top in ("experiments", "tests") for p in (ROOT / top).rglob("*.cake"))
+    from cake.experiments.schedules import shipped_schedule_paths
+
+    return sorted([*shipped_schedule_paths(), *(ROOT / "tests").rglob("*.cake")])
 
 
 def fixture_texts() -> dict[str, str]:

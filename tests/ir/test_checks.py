@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cake.experiments.schedules import shipped_schedule_paths
 from cake.ir import analysis as an
 from cake.ir.check import check, check_text, errors
 from cake.ir.checks.context import CheckContext
@@ -22,7 +23,7 @@ from cake.cli import main
 from cake.diagnostics import DiagnosticError, Severity
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = sorted((REPO / "experiments").rglob("*.cake"))
+SHIPPED = shipped_schedule_paths()
 EXAMPLES = [(spec.id, i, ex) for spec in all_checks() for i, ex in enumerate(spec.examples)]
 
 
@@ -104,7 +105,7 @@ def test_pingpong_budgets_by_hand() -> None:
     layout = an.smem_layout(launch, ctx.env)
     # xs: 2 x 128*128*2, cs: 4 x 128*128*2, csq: 4 x 128*4, then 12 mbarriers x 8 bytes.
     assert [b.bytes for b in layout.buffers] == [65536, 131072, 2048]
-    assert layout.total_bytes == 65536 + 131072 + 2048 + 12 * 8
+    assert layout.total_bytes == 65536 + 131072 + 2048 + 12 * 8 + 1024  # + base-alignment slack: ptxas reports 199,776
     assert [b.offset_bytes % b.align_bytes for b in layout.buffers] == [0, 0, 0]
     assert ctx.arch is not None
     regs = an.register_budget(launch, ctx.env, ctx.arch)

@@ -24,7 +24,9 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def shipped_schedules() -> list[Path]:
-    return sorted((REPO / "experiments").rglob("*.cake"))
+    from cake.experiments.schedules import shipped_schedule_paths
+
+    return shipped_schedule_paths()
 
 
 def fixture_schedules() -> list[Path]:

@@ -7,6 +7,7 @@ import functools
 import shutil
 from pathlib import Path
 
+from cake.experiments.schedules import shipped_schedule_paths
 from cake.ir.nodes import Kernel
 from cake.ir.parser import parse
 from cake.lowering.cuda.compile import CompiledModule, compile_cubin
@@ -18,7 +19,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 # Every schedule the repo ships, at the target it declares, plus the kmeans schedules lowered for the other
 # targets they are meant to run on.
-SHIPPED = sorted(p.relative_to(REPO).as_posix() for p in [*REPO.glob("experiments/**/*.cake"),
+SHIPPED = sorted(p.relative_to(REPO).as_posix() for p in [*shipped_schedule_paths(),
                                                         *REPO.glob("tests/lowering/fixtures/*.cake")])
 RETARGETED = (("experiments/flash_kmeans/assign_plain.cake", "sm_80"),)
 # Shipped schedules the CUDA backend refuses, with the code of its diagnostic: the one-hot update feeds
