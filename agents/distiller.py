@@ -114,10 +114,13 @@ def run_arch(store: RunStore) -> str | None:
 
 
 def shipped_schedules(root: Path = EXPERIMENTS_DIR) -> list[KnownGood]:
-    """Every `.cake` schedule under experiments/, each for its own target. A shipped file that does not
+    """Every `.cake` schedule under experiments/ (not its data/: evolve runs' candidates, failed ones among
+    them, are records, not known-good schedules), each for its own target. A shipped file that does not
     parse is a bug in the repository, raised loudly rather than silently dropped from the gate."""
+    from cake.experiments.schedules import shipped_schedule_paths
+
     out = []
-    for path in sorted(root.rglob("*.cake")):
+    for path in shipped_schedule_paths(root):
         kernel = parse(path.read_text(), path.name)
         out.append(KnownGood(str(path.relative_to(root.parent)), kernel, kernel.target))
     return out

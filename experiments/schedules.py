@@ -29,9 +29,11 @@ EXPERIMENTS = Path(__file__).resolve().parent
 DATA_DIR = EXPERIMENTS / "data"
 
 
-def shipped_schedule_paths() -> list[Path]:
-    """Every schedule the repository ships: `experiments/**/*.cake` outside `experiments/data/`."""
-    return sorted(p for p in EXPERIMENTS.rglob("*.cake") if DATA_DIR not in p.parents)
+def shipped_schedule_paths(root: Path = EXPERIMENTS) -> list[Path]:
+    """Every schedule the repository ships: `experiments/**/*.cake` outside `experiments/data/` (`root`
+    stands in for experiments/)."""
+    data = root / DATA_DIR.name
+    return sorted(p for p in root.rglob("*.cake") if data not in p.parents)
 
 
 def specialized_dir() -> Path:
