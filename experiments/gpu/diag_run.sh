@@ -1,12 +1,6 @@
 # A short diagnostic H200 session (2026-11-30, session 2): host overhead of the CUDA path, where the
 # verifier's time goes on each lowered schedule (gate by gate), and kmeans_update at every shape.
-source experiments/gpu/setup.sh
-RES=/tmp/res; mkdir -p $RES
-pack() { tar czf $OUT/results.tgz -C $RES . ; }
-stage() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
-  timeout -k 5 $limit "$@" > $RES/$name.log 2>&1; local rc=$?
-  echo "stage $name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a $RES/stages.txt; tail -n 25 $RES/$name.log; pack; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import torch,triton;print(torch.__version__,triton.__version__)"; } > $RES/env.txt
+source experiments/gpu/lib.sh
 stage host_overhead 50 python3 -m cake.experiments.gpu_host_overhead --out $RES
 stage vt_pingpong 70 python3 -m cake.experiments.gpu_verify_timing --out $RES/vt_pingpong --dtypes bfloat16 --schedule experiments/flash_kmeans/assign_pingpong.cake:cuda:sm_90a
 stage vt_plain_cuda 60 python3 -m cake.experiments.gpu_verify_timing --out $RES/vt_plain_cuda --dtypes bfloat16 --schedule experiments/flash_kmeans/assign_plain.cake:cuda:sm_90a

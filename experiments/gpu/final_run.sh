@@ -3,13 +3,7 @@
 # time limit; results accumulate under $RES and are packed into $OUT/results.tgz after each stage, so a
 # stage that runs out of time loses only itself. Scripts run as modules (`-m cake.experiments...`): run as
 # files, `experiments/` would shadow the flash_kmeans library with our workload package.
-source experiments/gpu/setup.sh
-RES=/tmp/res; mkdir -p $RES
-pack() { tar czf $OUT/results.tgz -C $RES . ; }
-stage() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
-  timeout -k 5 $limit "$@" > $RES/$name.log 2>&1; local rc=$?
-  echo "stage $name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a $RES/stages.txt; tail -n 12 $RES/$name.log; pack; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import torch,triton;print(torch.__version__,triton.__version__)"; } > $RES/env.txt
+source experiments/gpu/lib.sh
 stage cuda_assign 170 python3 -m cake.experiments.gpu_cuda_assign --out $RES
 stage verify_pingpong_cuda 60 env CAKE_BACKEND=cuda cake verify --schedule experiments/flash_kmeans/assign_pingpong.cake --device cuda --dtypes bf16 --all-gates --json $RES/verify_pingpong_cuda.json
 stage verify_assign_plain 60 cake verify --schedule experiments/flash_kmeans/assign_plain.cake --device cuda --all-gates --json $RES/verify_assign_plain.json
