@@ -16,7 +16,7 @@ from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PINGPONG, PLAIN, TCGEN05, derive
 from cake.ir.checks.registry import Finding, finding
 from cake.ir.checks.registry import check as register_check
-from cake.ir.nodes import Launch, Let, Mma, NamedBarrierSync
+from cake.ir.nodes import Assign, Launch, Let, Mma, NamedBarrierSync, Role, TileType
 
 from cake.arch import ArchSpec
 from cake.diagnostics import Severity
@@ -165,32 +165,43 @@ def accumulator_registers(ctx: CheckContext) -> Iterable[Finding]:
                 break
 
 
+def _mma_results(role: Role) -> Iterator[tuple[Let | Assign, str, TileType]]:
+    """Each statement that binds an mma result to a typed register tile: `let d: f32[..] = mma(..)`, and an
+    accumulation into a declared tile (`acc = acc + mma(..)`)."""
+    types: dict[str, TileType] = {}
+    for site in an.walk_body(role.body):
+        stmt = site.stmt
+        if isinstance(stmt, Let) and stmt.type is not None:
+            types[stmt.name] = stmt.type
+        if isinstance(stmt, (Let, Assign)) and any(isinstance(e, Mma) for e in an.walk_expr(stmt.value)):
+            tile = types.get(stmt.name)
+            if tile is not None:
+                yield stmt, stmt.name, tile
+
+
 def _accumulator_overflows(launch: Launch, env: an.Env,
                            budgets: dict[str, an.RoleRegisters]) -> Iterator[Finding]:
     for role in launch.roles:
         budget = budgets[role.name]
-        for site in an.walk_body(role.body):
-            stmt = site.stmt
-            if not (isinstance(stmt, Let) and isinstance(stmt.value, Mma) and stmt.type is not None):
-                continue
+        for stmt, name, tile in _mma_results(role):
             try:
                 elements = 1
-                for extent in stmt.type.shape:
+                for extent in tile.shape:
                     elements *= an.value(extent, env)
-                size = an.elem_bytes(stmt.type.elem, env)
+                size = an.elem_bytes(tile.elem, env)
             except an.Unbound:
                 continue
             need = -(-elements * size // (REGISTER_BYTES * budget.threads_per_instance))
             if need <= budget.regs_per_thread:
                 continue
             share = "" if budget.declared else " (the launch's even share; no `regs` given)"
-            yield finding(stmt, f"mma result `{stmt.name}`",
+            yield finding(stmt, f"mma result `{name}`",
                           f"{need} registers per thread > {budget.regs_per_thread}{share}",
-                          help=f"shrink the tile of `{stmt.name}` (fewer rows or columns per role instance), or "
+                          help=f"shrink the tile of `{name}` (fewer rows or columns per role instance), or "
                                f"spread it over more threads; ptxas would spill it to local memory",
                           notes=(f"{elements:,} elements x {size} B over {budget.threads_per_instance} threads",
                                  *_dtype_note(env)),
-                          tile=stmt.name, need=need, regs=budget.regs_per_thread, role=role.name)
+                          tile=name, need=need, regs=budget.regs_per_thread, role=role.name)
 
 
 @register_check("E0304", "too many threads per block",
