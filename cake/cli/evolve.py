@@ -35,7 +35,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", choices=("offline", "openai"), default="offline")
     p.add_argument("--arch", default=None, help="target arch for checks and the cost model (default: the seeds')")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when a GPU is visible")
-    p.add_argument("--backend", choices=("triton", "cuda"), default="triton")
+    p.add_argument("--backend", choices=("triton", "cuda"), default=None,
+                   help="lowering backend (default: cuda on a GPU with nvcc, which reaches warp-specialized "
+                        "TMA/wgmma schedules; triton otherwise)")
     p.add_argument("--budget", type=int, default=None, help="stop after this many evaluations")
     p.add_argument("--turns", type=int, default=None, help="turns after the seed turn")
     p.add_argument("--proposals", type=int, default=None, help="proposals per turn (all ranked by the cost model)")
@@ -70,6 +72,15 @@ def _device(requested: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def default_backend(device: str) -> str:
+    """The CUDA backend on a GPU with nvcc: it expresses the warp-specialized TMA/wgmma schedules the
+    Triton backend refuses (E0601-E0605), which is where the H200 wins are. Triton otherwise: its
+    interpreter is what verifies on a CPU."""
+    from cake.lowering.cuda.compile import find_nvcc
+
+    return "cuda" if device == "cuda" and find_nvcc() is not None else "triton"
+
+
 def new_config(args: argparse.Namespace) -> dict[str, Any]:
     from cake.experiments.workload import UnknownWorkloadError, get_workload
 
@@ -87,7 +98,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     if missing:
         raise UsageError(f"seed schedules missing: {', '.join(missing)}")
     device = _device(args.device)
-    if args.backend == "cuda" and device != "cuda":
+    backend = args.backend or default_backend(device)
+    if backend == "cuda" and device != "cuda":
         raise UsageError("--backend cuda needs --device cuda (a GPU)")
     defaults = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
     turns = args.turns if args.turns is not None else defaults["turns"]
@@ -104,7 +116,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     arch = args.arch or parse(Path(seeds[0]).read_text(), Path(seeds[0]).name).target
     config: dict[str, Any] = {
         "workload": workload.name, "op": kernel, "agent": args.agent, "arch": arch, "seeds": seeds, "loop": loop,
-        "eval": {"device": device, "backend": args.backend, "seed": args.seed,
+        "eval": {"device": device, "backend": backend, "seed": args.seed,
                  "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None,
                  "cpu_workers": args.workers or min(2, os.cpu_count() or 1)},
         "llm": None,
@@ -161,7 +173,7 @@ def _evolve(store: Any, resumed: bool) -> int:
     agent = _agent(config, store.root)
     verb = "resuming" if resumed else "run"
     console.print(f"[bold]cake evolve[/bold] {verb} [cyan]{store.root}[/cyan]: {config['workload']}/{config['op']} "
-                  f"on {config['arch']}, agent {config['agent']}, seed {settings.seed}")
+                  f"on {config['arch']}, agent {config['agent']}, backend {config['eval']['backend']}, seed {settings.seed}")
     console.print(toolchain.describe())
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
