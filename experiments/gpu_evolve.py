@@ -1,6 +1,6 @@
 """A clean-start offline evolution on the CAKE cell, on one GPU, within a wall-clock budget.
 
-    python experiments/gpu_evolve.py [--minutes 9] [--backend triton|cuda] [--seed 0] [--out DIR]
+    python -m cake.experiments.gpu_evolve [--minutes 9] [--backend cuda|triton] [--seed 0] [--out DIR]
 
 Runs `cake evolve --op flash_kmeans --device cuda` (offline agent, clean start from the plain seed
 schedule, fitness = measured speedup at B=32 N=65536 K=1024 D=128 bf16 over the better of flash-kmeans
@@ -39,7 +39,7 @@ TURN_SLACK_S = 90.0
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=9.0, help="total wall-clock budget for evolve + report")
-    parser.add_argument("--backend", choices=("triton", "cuda"), default="triton")
+    parser.add_argument("--backend", choices=("triton", "cuda"), default="cuda")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--proposals", type=int, default=24)
     parser.add_argument("--evals-per-turn", type=int, default=3)
