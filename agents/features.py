@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cake.ir import nodes as n
-from cake.ir.analysis import default_env, try_value
+from cake.ir.analysis import default_env, try_value, walk_body
 
 _COPY_ORDER = {"none": 0, n.CopyKind.LOAD.value: 1, n.CopyKind.CP_ASYNC.value: 2, n.CopyKind.TMA.value: 3}
 
@@ -75,14 +75,8 @@ def features_of(kernel: n.Kernel) -> Features:
 
 
 def _stmts_in(launch: n.Launch) -> Iterator[n.Stmt]:
-    def walk(body: tuple[n.Stmt, ...]) -> Iterator[n.Stmt]:
-        for stmt in body:
-            yield stmt
-            if isinstance(stmt, n.For):
-                yield from walk(stmt.body)
-
     for role in launch.roles:
-        yield from walk(role.body)
+        yield from (site.stmt for site in walk_body(role.body))
 
 
 def _exprs_in(launch: n.Launch) -> Iterator[n.Expr]:

@@ -41,11 +41,8 @@ def map_stmts(body: tuple[n.Stmt, ...], fn: Callable[[n.Stmt], n.Stmt]) -> tuple
 
 
 def walk(body: tuple[n.Stmt, ...]) -> Iterator[n.Stmt]:
-    """Every statement of `body`, loops before their bodies."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, n.For):
-            yield from walk(stmt.body)
+    """Every statement of `body`, loops before their bodies (`cake.ir.analysis.walk_body`'s order)."""
+    return (site.stmt for site in analysis.walk_body(body))
 
 
 def mentions(node: object, names: set[str]) -> bool:

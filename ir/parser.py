@@ -11,11 +11,9 @@ internal path reaches a message.
 Parse codes: E0001 unexpected token, E0002 unexpected character, E0003 unexpected end of input,
 E0004 invalid literal or unknown dtype, E0005 nesting too deep.
 
-This file is ~600 lines because the Transformer has one small method per grammar rule (about 70); the
-error wording lives next to the one boundary that produces it.
-
-Past 600 lines because it holds the one Transformer whose methods mirror the grammar's rules one to one,
-plus the error boundary that turns Lark's exceptions into diagnostics.
+Past 600 lines because it holds the one Transformer whose methods mirror the grammar's rules one to one
+(about 70 small methods), plus the error boundary that turns Lark's exceptions into diagnostics, with the
+error wording next to it.
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ class FakeToolchain:
     arch = "sm_90a"
     fitness_kind = FitnessKind.MODEL
 
-    def __init__(self, seed_path: Path, crash_after: int | None = None):
-        self._validate = make_validator(self.arch, "triton")
+    def __init__(self, seed_path: Path, crash_after: int | None = None, *, backend: str = "triton",
+                 validate_dims: dict[str, int] | None = None):
+        # backend/validate_dims: what the validator checks for (budgets proven at those dims when given)
+        self._validate = make_validator(self.arch, backend, dims=validate_dims)
         self.baseline_ms = self.predict_ms(parse(seed_path.read_text()))
         self.crash_after = crash_after
         self.evaluated: list[int] = []

@@ -42,18 +42,18 @@ from cake.agents.mutations import (
 from cake.agents.offline import OfflineAgent
 from cake.agents.precompute import precompute
 from cake.agents.specialize import specialize, split_consumer, warp_specialize
-from cake.agents.toolchain import EvalJob
 from cake.agents.validation import make_validator
 from cake.experiments.workload import get_workload
 from cake.ir import nodes as n
 from cake.ir.check import check
-from cake.ir.cost import CostError, predict
+from cake.ir.cost import predict
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
 from conftest import REPO, SEED
+from fake_toolchain import FakeToolchain
 
 from cake.diagnostics import render_all
-from cake.store import CandidateStatus, Evaluation, FitnessKind, RunStore
+from cake.store import CandidateStatus, RunStore
 
 ARCH, BACKEND = "sm_90a", "cuda"
 SHAPE = get_workload("flash_kmeans").fitness_shape("kmeans_assign")
@@ -254,37 +254,6 @@ def test_specialize_drops_the_warp_count_param_it_no_longer_uses() -> None:
 # ------------------------------------------------------------------------------------------ the search
 
 
-class _ModelToolchain:
-    """The loop's toolchain with the cost model as fitness (as a run without a GPU has), checking for sm_90a and
-    the CUDA backend at the fitness shape; every legal candidate 'passes' — verification is not under test."""
-
-    op = "kmeans_assign"
-    arch = ARCH
-    fitness_kind = FitnessKind.MODEL
-
-    def __init__(self) -> None:
-        self.validate = make_validator(ARCH, BACKEND, dims=DIMS)
-        self.baseline_ms = _predict_ms(_kernel(SEED))
-
-    def predict_ms(self, kernel: n.Kernel) -> float | None:
-        try:
-            return _predict_ms(kernel)
-        except CostError:
-            return None
-
-    def devices(self) -> tuple[str, ...]:
-        return ("cpu",)
-
-    def describe(self) -> str:
-        return "reachability test: legal candidates pass; fitness from the cost model"
-
-    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
-        fitness = self.baseline_ms / job.predicted_ms if job.predicted_ms else None
-        return Evaluation(CandidateStatus.PASSED, {"op": self.op, "passed": True, "gates": []}, (),
-                          {"predicted_ms": job.predicted_ms or 0.0}, None, self.baseline_ms, fitness,
-                          FitnessKind.MODEL, None, device, 0.0)
-
-
 def _is_pingpong(features: Mapping[str, Any]) -> bool:
     return bool(features.get("pingpong")) and features.get("copy") == "tma" and int(features.get("roles", 0)) >= 3
 
@@ -294,7 +263,8 @@ def test_the_offline_agent_finds_a_pingpong_schedule_from_a_clean_start(tmp_path
     # `cake evolve`'s GPU defaults: 24 proposals a turn, the 4 best predicted evaluated.
     settings = LoopSettings(turns=1 + PROPOSAL_BOUND // 24, proposals_per_turn=24, evals_per_turn=4, seed=seed)
     store = RunStore.create(tmp_path / "run", {})
-    toolchain = _ModelToolchain()
+    # the CPU loop's toolchain, checking for sm_90a and the CUDA backend at the fitness shape
+    toolchain = FakeToolchain(SEED, backend=BACKEND, validate_dims=DIMS)
     EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED]).run()
     proposals = [c for c in store.candidates() if c.agent != "seed"]
     found = next((i for i, c in enumerate(proposals, 1)
