@@ -208,7 +208,8 @@ _KMEANS_ASSIGN = Contract(
     tolerance=ToleranceModel(reduction=lambda d: d["D"], scale=ref.kmeans_assign_scale),
     semantics=("ids[b, n] = argmin_k |x[b, n] - c[b, k]|^2; ids may be int32 or int64",
                "ties: any index whose fp64 distance is within tolerance of the minimum is accepted",
-               "a NaN distance is never the minimum; a point whose distances are all NaN may take any id"),
+               "a NaN distance is never the minimum; a point with no finite distance (each one NaN or +Inf, e.g. "
+               "a -Inf coordinate) may take any id"),
     has_backward=False, flops=lambda d: 2.0 * d["B"] * d["N"] * d["K"] * d["D"],
     bytes=lambda d, t: d["B"] * (d["N"] * d["D"] + d["K"] * d["D"]) * float(_size(t)) + d["B"] * d["N"] * 4.0,
     reduction_dim="D", output_checks=(OutputCheck.ARGMIN,), scores=ref.kmeans_distances,

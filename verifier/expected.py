@@ -61,10 +61,18 @@ def expected_from(contract: Contract, case: Case, inputs64: list[Tensor | None],
     for check in contract.output_checks:
         if check is OutputCheck.ARGMIN:
             assert contract.scores is not None, f"{contract.name}: an ARGMIN output needs `scores`"
-            scores.append(contract.scores(*inputs64).nan_to_num(nan=float("inf")))
+            scores.append(nan_as_worst(contract.scores(*inputs64)))
         else:
             scores.append(None)
     return Expected(out_dtypes, refs, bounds, tuple(scores))
+
+
+def nan_as_worst(scores: Tensor) -> Tensor:
+    """NaN scores become +Inf, so a NaN is never the minimum. +Inf and -Inf stay as they are: a bare
+    `nan_to_num(nan=inf)` would also turn +Inf into the largest finite double, which then ranks a +Inf
+    distance below a NaN one and makes a point with no finite distance look as if it had a minimum."""
+    inf = float("inf")
+    return scores.nan_to_num(nan=inf, posinf=inf, neginf=-inf)
 
 
 _CACHE: OrderedDict[tuple[object, ...], Expected] = OrderedDict()

@@ -23,6 +23,9 @@ class ValueFamily(enum.Enum):
     RANDN = "randn"
     ADVERSARIAL = "adversarial"  # rows of 0, huge, tiny, large offset, mixed scales
     SPECIAL = "special"  # randn with NaN, +Inf, -Inf planted at a few positions
+    # SPECIAL, plus -Inf at every float input's first element and NaN at its last: the corners a random
+    # placement reaches only under some seeds (e.g. a point whose distances are all NaN or +Inf).
+    SPECIAL_CORNERS = "special_corners"
     SUBNORMAL = "subnormal"  # values in the dtype's subnormal range
     CANCELLATION = "cancellation"  # [1, 1e-7, -1, 1e-7] repeated along the reduction dim (ORD-03)
     POSITIVE = "positive"  # |randn| + 1: sums grow, exposing low-precision accumulators
@@ -112,11 +115,14 @@ def _floats(contract: Contract, spec: TensorSpec, shape: tuple[int, ...], case: 
     family = case.family
     if family is ValueFamily.ADVERSARIAL and x.ndim >= 1 and x.numel():
         x = _adversarial(x, case.dtype, gen)
-    elif family is ValueFamily.SPECIAL and x.numel():
+    elif family in (ValueFamily.SPECIAL, ValueFamily.SPECIAL_CORNERS) and x.numel():
         flat = x.view(-1)
         picks = torch.randperm(flat.numel(), generator=gen)[:3]
         for pick, value in zip(picks.tolist(), (float("nan"), float("inf"), float("-inf")), strict=False):
             flat[pick] = value
+        if family is ValueFamily.SPECIAL_CORNERS:
+            flat[-1] = float("nan")
+            flat[0] = float("-inf")
     elif family is ValueFamily.SUBNORMAL:
         info = torch.finfo(case.dtype)
         x = x.clamp(-4, 4) * (info.smallest_normal / 8)

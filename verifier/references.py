@@ -81,8 +81,11 @@ def kmeans_distances(x: Tensor, c: Tensor) -> Tensor:
 
 
 def kmeans_assign(x: Tensor, c: Tensor) -> tuple[Tensor]:
-    # A NaN distance is never the minimum (documented in the contract); a row of NaNs gives 0.
-    d = kmeans_distances(x, c).nan_to_num(nan=float("inf"))
+    # A NaN distance is never the minimum (documented in the contract); a row with no finite distance
+    # gives 0, and the contract accepts any id there. posinf stays +Inf (nan_to_num's default would make
+    # it the largest finite double, ranking +Inf below NaN).
+    inf = float("inf")
+    d = kmeans_distances(x, c).nan_to_num(nan=inf, posinf=inf, neginf=-inf)
     return (d.argmin(dim=-1),)
 
 

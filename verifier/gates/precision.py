@@ -45,9 +45,11 @@ PRC_02 = register(Gate("PRC-02", "fp16 inputs keep an fp32 accumulator (long pos
 
 
 def _exc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
+    # The last case plants its specials at fixed corners too, so the verdict on them rests on no seed.
     base = ctx.default_dims()
     return cases(ctx, "EXC-01", dtype, [(base, F.SPECIAL, L.CONTIGUOUS), (boundary_dims(ctx, "EXC-01", 0), F.SPECIAL, L.CONTIGUOUS),
-                                        (boundary_dims(ctx, "EXC-01", 1), F.SPECIAL, L.CONTIGUOUS)])
+                                        (boundary_dims(ctx, "EXC-01", 1), F.SPECIAL, L.CONTIGUOUS),
+                                        (base, F.SPECIAL_CORNERS, L.CONTIGUOUS)])
 
 
 EXC_01 = register(Gate("EXC-01", "NaN/+-Inf at exactly the reference's positions and signs (tolerance-free)",
