@@ -103,6 +103,7 @@ _REGISTRY = _Registry()
 
 def register(workload: WorkloadContracts) -> None:
     """Register a workload's contracts in this process (entry points do it for installed workloads)."""
+    _REGISTRY.ops()  # installed workloads first, so a clash with one of them is caught here
     _REGISTRY.register(workload)
 
 
