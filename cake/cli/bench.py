@@ -87,7 +87,7 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
                 *, device: str = "cuda", seed: int = 0, pool: int | None = None,
                 unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
     """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.timing import (
         Contestant,
         input_set_bytes,
