@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cake.verifier.stats import Speedup
+    from cake.stats import Speedup
 
 DTYPE_NAMES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 _TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -201,7 +201,7 @@ class Fitness:
                 problems: Mapping[str, str] | None = None) -> Speedup:
         """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; `problems[name]` says why a
         contestant has no time (it then appears in the undefined speedup's reason)."""
-        from cake.verifier.stats import Speedup, speedup_over_best
+        from cake.stats import Speedup, speedup_over_best
 
         if not self.shapes:
             return Speedup.missing(self.against, "the fitness names no shapes")
@@ -258,7 +258,7 @@ class Workload:
 
 # Registered workloads: name -> module holding a `WORKLOAD` attribute (imported on first use).
 _REGISTRY: dict[str, str] = {
-    "flash_kmeans": "cake.experiments.flash_kmeans.workload",
+    "flash_kmeans": "cake.experiments.kmeans.workload",
     "starter": "cake.experiments.starter.workload",
 }
 

@@ -12,11 +12,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import gpu_headlines as gh
 import pytest
 import torch
-from cake.experiments import gpu_headlines as gh
-from cake.experiments.repeated import aggregate, markdown, process_payload, run_processes
-from cake.verifier.stats import ProcessSamples
+
+from cake.repeated import aggregate, markdown, process_payload, run_processes
+from cake.stats import ProcessSamples
 
 
 def _payload(index: int, cand_ms: float, base_ms: float, missing: str | None = None) -> dict:
@@ -84,7 +85,7 @@ def test_arguments_and_the_worker_command() -> None:
                           "assign_pingpong", "assign_plain_triton", "--processes", "4"])
     assert gh.candidate_names(args) == {"kmeans_assign": ["assign_pingpong", "assign_plain_triton"]}
     command = gh.worker_command(args, 2, Path("o/process_2.json"))
-    assert command[1:3] == ["-m", "cake.experiments.gpu_headlines"]
+    assert command[1].endswith("scripts/gpu_headlines.py") and command[2:4] == ["--out", "o"]
     joined = " ".join(command)
     assert "--worker 2" in joined and "--shapes cake_cell" in joined and "--kernels assign_pingpong" in joined
     for bad in (["--shapes", "nope"], ["--kernels", "nope"], ["--processes", "0"]):
@@ -114,10 +115,10 @@ WORKER = textwrap.dedent("""
     import json
     from cake.arch import DEVICES
     from cake.cli.bench import load_baselines
-    from cake.experiments.flash_kmeans import triton_assign as ta
-    from cake.experiments.flash_kmeans.workload import ASSIGN
-    from cake.experiments.gpu_headlines import measure_shape
-    from cake.experiments.repeated import aggregate, process_payload
+    from cake.experiments.kmeans import triton_assign as ta
+    from cake.experiments.kmeans.workload import ASSIGN
+    from gpu_headlines import measure_shape
+    from cake.repeated import aggregate, process_payload
     from cake.verifier.timing import Verification
 
     class Tick:
@@ -147,7 +148,9 @@ WORKER = textwrap.dedent("""
 
 
 def test_one_process_measures_a_shape_under_the_interpreter_and_a_missing_baseline_is_undefined() -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    scripts = str(Path(__file__).resolve().parents[2] / "scripts")  # the worker's code is a script's function
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (scripts, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout.strip().splitlines()[-1])

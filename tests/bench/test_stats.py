@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from cake.verifier.stats import (
+from cake.verifier.timing import Contestant, TimingConfig, Verification, measure
+
+from cake.stats import (
     Interval,
     ProcessSamples,
     Speedup,
@@ -25,7 +27,6 @@ from cake.verifier.stats import (
     process_table,
     speedup_over_best,
 )
-from cake.verifier.timing import Contestant, TimingConfig, Verification, measure
 
 
 class ScriptedClock:

@@ -14,14 +14,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import sweep_triton_assign as sweep
 import torch
-from cake.experiments import sweep_triton_assign as sweep
-from cake.experiments.flash_kmeans import triton_assign as ta
-from cake.experiments.flash_kmeans.shapes import CAKE_CELL, K128
+from cake.experiments.kmeans import triton_assign as ta
+from cake.experiments.kmeans.shapes import CAKE_CELL, K128
 
 GATES = textwrap.dedent("""
     import json, sys
-    from cake.experiments.flash_kmeans import triton_assign as ta
+    from cake.experiments.kmeans import triton_assign as ta
     from cake.verifier.battery import run_battery
     from cake.verifier.contracts import get_contract
 
