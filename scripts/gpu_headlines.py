@@ -4,7 +4,8 @@
         [--ops kmeans_assign kmeans_update] [--shapes cake_cell fk_fp16] [--triton-configs TABLE.json]
     python3 scripts/gpu_headlines.py --out DIR --aggregate-only      # recompute from DIR/process_*.json
 
-The parent runs `--processes` fresh worker processes one after another. Each worker, per op and shape, times
+The parent first runs one untimed warm-up worker (one rep: it compiles every kernel into the disk caches and
+is not counted), then `--processes` fresh worker processes one after another. Each worker, per op and shape, times
 every headline kernel and every baseline interleaved in one `measure` (cake.verifier.timing: cold L2, rotated
 inputs, CUDA events, a seeded shuffled order per rep, fp64 spot check before and after timing) and writes
 every sample. Headline kernels: for assign the hand-written ping-pong (`assign_pingpong.cake`, CUDA backend),
@@ -75,7 +76,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kernels", nargs="+", help="headline kernel names (default: all that exist)")
     parser.add_argument("--reps", type=int, default=30, help="timed calls per contestant per shape, at most")
     parser.add_argument("--max-seconds", type=float, default=2.0, help="sampling guard per shape")
-    parser.add_argument("--process-timeout", type=float, default=150.0, help="seconds per worker process")
+    parser.add_argument("--process-timeout", type=float, default=150.0, help="seconds per timed worker process")
+    parser.add_argument("--warmup-timeout", type=float, default=150.0,
+                        help="seconds for the untimed first process that compiles every kernel (0: none)")
     parser.add_argument("--triton-configs", type=Path, help="the sweep's table for the hand-written Triton baseline")
     parser.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
     parser.add_argument("--aggregate-only", action="store_true", help="recompute from OUT/process_*.json")
@@ -103,9 +106,9 @@ def candidate_names(args: argparse.Namespace) -> dict[str, list[str]]:
     return {op: [h.name for h in selected(args) if h.op == op] for op in args.ops}
 
 
-def worker_command(args: argparse.Namespace, index: int, payload: Path) -> list[str]:
+def worker_command(args: argparse.Namespace, index: int, payload: Path, reps: int | None = None) -> list[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out), "--worker", str(index),
-               "--payload", str(payload), "--seed", str(args.seed), "--reps", str(args.reps),
+               "--payload", str(payload), "--seed", str(args.seed), "--reps", str(reps or args.reps),
                "--max-seconds", str(args.max_seconds), "--ops", *args.ops]
     if args.shapes:
         command += ["--shapes", *args.shapes]
@@ -251,9 +254,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gpu_headlines: no CUDA device; nothing was timed", file=sys.stderr)
         return 2
     started = time.perf_counter()
+    warmup = []
+    if args.warmup_timeout > 0:
+        # Compiles every kernel into the disk caches (Triton's, CAKE's nvcc cache, flash-kmeans'), so the timed
+        # processes spend their time measuring and their timeouts do not depend on cold compiles. Not counted.
+        warmup = run_processes(lambda i, payload: worker_command(args, i, payload, reps=1), 1, args.out / "warmup",
+                               args.warmup_timeout)
+        print(f"warm-up process: rc={warmup[0].returncode} in {warmup[0].seconds:.0f} s", flush=True)
     outcomes = run_processes(lambda i, payload: worker_command(args, i, payload), args.processes, args.out,
                              args.process_timeout)
-    result = write_headlines(args, load_payloads(outcomes), [o.to_json() for o in outcomes])
+    result = write_headlines(args, load_payloads(outcomes), [o.to_json() for o in (*warmup, *outcomes)])
     print((args.out / "headlines.md").read_text())
     print(f"{sum(o.payload is not None for o in outcomes)}/{args.processes} processes finished in "
           f"{time.perf_counter() - started:.0f} s", flush=True)

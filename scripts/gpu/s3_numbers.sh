@@ -9,8 +9,8 @@
 #    every sample. A stage that runs out of time loses only itself (results packed after each stage); the
 #    headlines can be recomputed from the process payloads on a CPU (`python3 scripts/gpu_headlines.py --out DIR --aggregate-only`).
 source scripts/gpu/lib.sh
-stage sweep 170 python3 scripts/sweep_triton_assign.py --out $RES/triton_assign_configs.json \
-  --bn 128 256 --bk 64 128 --warps 4 8 --stages 2 3 --reps 15 --max-seconds 1.5 --budget-s 120
-stage headlines 260 python3 scripts/gpu_headlines.py --out $RES/headlines --processes 3 --seed 0 \
-  --triton-configs $RES/triton_assign_configs.json --reps 30 --max-seconds 1.5 --process-timeout 85
+stage sweep 150 python3 scripts/sweep_triton_assign.py --out $RES/triton_assign_configs.json \
+  --bn 128 256 --bk 64 128 --warps 4 8 --stages 2 3 --reps 15 --max-seconds 1.5 --budget-s 100
+stage headlines 255 python3 scripts/gpu_headlines.py --out $RES/headlines --processes 3 --seed 0 \
+  --triton-configs $RES/triton_assign_configs.json --reps 30 --max-seconds 1.5 --warmup-timeout 100 --process-timeout 50
 cat $RES/stages.txt

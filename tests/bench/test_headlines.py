@@ -88,6 +88,7 @@ def test_arguments_and_the_worker_command() -> None:
     assert command[1].endswith("scripts/gpu_headlines.py") and command[2:4] == ["--out", "o"]
     joined = " ".join(command)
     assert "--worker 2" in joined and "--shapes cake_cell" in joined and "--kernels assign_pingpong" in joined
+    assert "--reps 30" in joined and "--reps 1 " in " ".join(gh.worker_command(args, 0, Path("w.json"), reps=1))
     for bad in (["--shapes", "nope"], ["--kernels", "nope"], ["--processes", "0"]):
         with pytest.raises(SystemExit):
             gh.parse_args(["--out", "o", *bad])
