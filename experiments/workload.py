@@ -239,7 +239,7 @@ class Workload:
 
 # Registered workloads: name -> module holding a `WORKLOAD` attribute (imported on first use).
 _REGISTRY: dict[str, str] = {
-    "flash_kmeans": "cake.experiments.flash_kmeans.workload",
+    "flash_kmeans": "cake.experiments.kmeans.workload",
     "starter": "cake.experiments.starter.workload",
 }
 

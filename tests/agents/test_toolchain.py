@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from cake.agents.cake_toolchain import bench_medians
-from cake.experiments.flash_kmeans.shapes import CAKE_CELL
-from cake.experiments.flash_kmeans.workload import WORKLOAD
+from cake.experiments.kmeans.shapes import CAKE_CELL
+from cake.experiments.kmeans.workload import WORKLOAD
 from cake.verifier.timing import Measurement
 from conftest import SEED  # at import time: a lazy import can meet another folder's conftest under xdist
 

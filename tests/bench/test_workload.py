@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cake.experiments.flash_kmeans import baselines as fkb
+from cake.experiments.kmeans import baselines as fkb
 from cake.experiments.workload import (
     BaselineUnavailable,
     Fitness,
@@ -124,7 +124,7 @@ def test_starter_workload_binds_known_contracts_with_working_baselines() -> None
 
 
 def test_cost_model_benchmark_has_over_fifty_candidates(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from cake.experiments.bench_cost_model import enumerate_entries
+    from bench_cost_model import enumerate_entries
 
     monkeypatch.setenv("CAKE_SPECIALIZED_DIR", str(tmp_path))
     entries = enumerate_entries(seed=0)
@@ -139,7 +139,7 @@ def test_the_plain_sweep_baseline_is_lowered_by_triton_whatever_backend_the_cand
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`cake evolve --backend cuda` sets CAKE_BACKEND for its candidates; on the H200 the baseline then came
     out of the CUDA backend (3.9 ms instead of the Triton sweep's 1.9 ms). The baseline names its backend."""
-    from cake.experiments.flash_kmeans.workload import load_plain_sweep_best
+    from cake.experiments.kmeans.workload import load_plain_sweep_best
     from cake.lowering.runtime import BACKEND_ENV
 
     monkeypatch.setenv(BACKEND_ENV, "cuda")

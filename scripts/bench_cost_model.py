@@ -1,6 +1,6 @@
 """How well does the cost model rank assign schedules on this GPU? Measures it, and fits the calibration.
 
-    python -m cake.experiments.bench_cost_model --out "$OUT"            # H200: about 7 minutes of GPU time
+    python3 scripts/bench_cost_model.py --out "$OUT"            # H200: about 7 minutes of GPU time
 
 1. Enumerate assign schedules: every param assignment of `assign_plain.cake` the static checker accepts
    (Triton backend, CAKE cell) and the cost model can fit on an SM, plus a few assignments of each
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from cake.experiments.flash_kmeans import shapes
-from cake.experiments.flash_kmeans.workload import ASSIGN
+from cake.experiments.kmeans import shapes
+from cake.experiments.kmeans.workload import ASSIGN
 from cake.experiments.schedules import load_any_backend, params_tag, valid_assignments, write_specialized
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import (
@@ -241,8 +241,8 @@ def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[
         e.extra.update({"predicted_prior_ms": p * 1e3, "predicted_calibrated_ms": q * 1e3})
     rho_prior, rho_fit = spearman(prior, meas), spearman(fitted, meas)
     cal = Calibration(device, toolchain, factors, len(timed), rho_prior, rho_fit, date.today().isoformat(),
-                      "fitted by experiments/bench_cost_model.py on assign schedules at the CAKE cell; "
-                      "refit and validate with experiments/fit_cost_model.py", fit.at_bound)
+                      "fitted by scripts/bench_cost_model.py on assign schedules at the CAKE cell; "
+                      "refit and validate with scripts/fit_cost_model.py", fit.at_bound)
     target = out / "cost_calibration.json"
     shutil.copyfile(DATA_PATH, target)
     store_calibration(cal, target)

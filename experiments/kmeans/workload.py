@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cake.experiments.flash_kmeans import baselines, shapes
+from cake.experiments.kmeans import baselines, shapes
 from cake.experiments.workload import Baseline, Fitness, OpSpec, Pipeline, Prepared, Workload
 
 FOLDER = Path(__file__).resolve().parent

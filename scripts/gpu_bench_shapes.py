@@ -1,7 +1,7 @@
 """Baselines and our schedules at every shape of the flash_kmeans domain, on this GPU: table + JSON.
 
-    python -m cake.experiments.gpu_bench_shapes --out "$OUT"                  # both ops + the Lloyd iteration
-    python -m cake.experiments.gpu_bench_shapes --out "$OUT" --ops kmeans_assign --shapes cake_cell k128
+    python3 scripts/gpu_bench_shapes.py --out "$OUT"                  # both ops + the Lloyd iteration
+    python3 scripts/gpu_bench_shapes.py --out "$OUT" --ops kmeans_assign --shapes cake_cell k128
 
 Candidates are the workload's seed and reference schedules at their default params (those that load here;
 the others are listed with the reason). Each candidate is verified before it is timed: `--verify quick`
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from cake.experiments.flash_kmeans.workload import LLOYD, WORKLOAD
+from cake.experiments.kmeans.workload import LLOYD, WORKLOAD
 from cake.experiments.schedules import load_any_backend
 from cake.experiments.workload import OpSpec, Shape
 from cake.lowering.runtime import BACKEND_ENV
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                              "unavailable_baselines": dict(missing),
                              "verifications": {name: v.detail for name, _, v in candidates}}
     if not args.no_lloyd and loaded.get("kmeans_assign"):
-        from cake.experiments.flash_kmeans.baselines import torch_update_index_add
+        from cake.experiments.kmeans.baselines import torch_update_index_add
 
         assign_name, assign, assign_v = pick(loaded["kmeans_assign"], args.lloyd_assign)
         updates = loaded.get("kmeans_update") or []

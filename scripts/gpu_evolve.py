@@ -1,6 +1,6 @@
 """A clean-start offline evolution on the CAKE cell, on one GPU, within a wall-clock budget.
 
-    python -m cake.experiments.gpu_evolve [--minutes 9] [--backend cuda|triton] [--seed 0] [--out DIR]
+    python3 scripts/gpu_evolve.py [--minutes 9] [--backend cuda|triton] [--seed 0] [--out DIR]
 
 Runs `cake evolve --op flash_kmeans --device cuda` (offline agent, clean start from the plain seed
 schedule, fitness = measured speedup at B=32 N=65536 K=1024 D=128 bf16 over the better of flash-kmeans
@@ -13,7 +13,7 @@ schedule, fitness = measured speedup at B=32 N=65536 K=1024 D=128 bf16 over the 
 
 On the lent GPU machine (no network; carry `.whl`):
 
-    source experiments/gpu/setup.sh && python3 experiments/gpu_evolve.py --minutes 9
+    source scripts/gpu/setup.sh && python3 scripts/gpu_evolve.py --minutes 9
 
 matplotlib is not installed there: the JSON report is written, and the PNGs come from `cake report OUT/run`
 on any machine afterwards (the run directory is under OUT).

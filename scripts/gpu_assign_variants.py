@@ -1,7 +1,7 @@
 """Ping-pong assign variants at the CAKE cell through `cake bench`: verified by the gates, then timed
 interleaved with flash-kmeans. A table and JSON of every variant's median against flash-kmeans'.
 
-    python -m cake.experiments.gpu_assign_variants --out "$OUT" [--max-seconds 3]
+    python3 scripts/gpu_assign_variants.py --out "$OUT" [--max-seconds 3]
 
 Each variant is a shipped schedule at a param assignment, written specialized (`experiments.schedules`)
 and lowered by the CUDA backend. `cake bench` runs in its own process per variant, so a variant that
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from cake.agents.cake_toolchain import bench_medians
-from cake.experiments.flash_kmeans.workload import FOLDER
+from cake.experiments.kmeans.workload import FOLDER
 from cake.experiments.schedules import write_specialized
 
 SHAPE = "cake_cell"

@@ -1,6 +1,6 @@
 """How well the current cost model ranks the candidates an evolve run timed (no GPU needed).
 
-    python -m cake.experiments.rank_run_candidates RUN_DIR [RUN_DIR ...] [--json OUT]
+    python3 scripts/rank_run_candidates.py RUN_DIR [RUN_DIR ...] [--json OUT]
 
 Reads every timed candidate (a measured median) from each run's database, dedupes them by IR hash,
 re-predicts each with the current model at the workload's fitness shape, and prints Spearman rho and

@@ -1,6 +1,6 @@
 """Benchmark: median time of `cake check` (parse + every check, in-process) per typical schedule.
 
-    python experiments/bench_check.py [--repeat 50] [--out bench_check.json]
+    python scripts/bench_check.py [--repeat 50] [--out bench_check.json]
 
 Schedules: every shipped `experiments/**/*.cake` and the checker's fixture bases. The Lark parser is
 built once before timing (as in a long-running agent loop); each sample parses and checks the text from

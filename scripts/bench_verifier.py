@@ -1,7 +1,7 @@
 """Benchmark: how long the full contract battery takes per kernel.
 
-    python experiments/bench_verifier.py                       # CPU, Triton under the interpreter
-    python experiments/bench_verifier.py --device cuda         # e.g. the H200; target <= 5 s per kernel
+    python scripts/bench_verifier.py                       # CPU, Triton under the interpreter
+    python scripts/bench_verifier.py --device cuda         # e.g. the H200; target <= 5 s per kernel
 
 Kernels are the verifier test corpus's correct controls (and, with --bugs, its planted bugs). Each
 battery runs in this process with every gate (`all_gates`), twice: the first run pays for Triton

@@ -1,7 +1,7 @@
 """flash-kmeans 0.3.1's kernels wrapped in CAKE's op signatures, for `cake verify` / `cake audit`:
 
-    cake verify --op kmeans_assign --kernel experiments/flash_kmeans/audit_targets.py:flash_kmeans_assign --device cuda
-    cake verify --op kmeans_update --kernel experiments/flash_kmeans/audit_targets.py:flash_kmeans_update --device cuda
+    cake verify --op kmeans_assign --kernel experiments/kmeans/audit_targets.py:flash_kmeans_assign --device cuda
+    cake verify --op kmeans_update --kernel experiments/kmeans/audit_targets.py:flash_kmeans_update --device cuda
 
 The wrappers add only what the library's API asks its caller to supply (the squared norms, computed in
 fp32 as its own `batch_kmeans_Euclid` does), so a gate failure is the library's behaviour, not ours.

@@ -1,9 +1,9 @@
 """The contract battery on lowered schedules, gate by gate, with each gate's wall time: where verification
 time goes on a GPU, and whether each schedule passes.
 
-    python -m cake.experiments.gpu_verify_timing --out "$OUT" \
-        --schedule experiments/flash_kmeans/assign_plain.cake:triton \
-        --schedule experiments/flash_kmeans/assign_pingpong.cake:cuda:sm_90a
+    python3 scripts/gpu_verify_timing.py --out "$OUT" \
+        --schedule experiments/kmeans/assign_plain.cake:triton \
+        --schedule experiments/kmeans/assign_pingpong.cake:cuda:sm_90a
 
 Each `--schedule FILE:BACKEND[:ARCH]` is lowered, loaded and run through every gate in this process (no
 worker isolation: run it under `timeout`), in every dtype its contract defines unless `--dtypes` narrows

@@ -1,7 +1,7 @@
 """The CUDA backend's kmeans-assign schedules on an H200: compile, check, time, and a hang that times out.
 
-    source experiments/gpu/setup.sh          # carried wheels (lark, flash-kmeans) + `pip install -e .`
-    python experiments/gpu_cuda_assign.py    # ~2-3 minutes; add --quick for a smoke run, --verify for the gates
+    source scripts/gpu/setup.sh          # carried wheels (lark, flash-kmeans) + `pip install -e .`
+    python scripts/gpu_cuda_assign.py    # ~2-3 minutes; add --quick for a smoke run, --verify for the gates
 
 Stages (each guarded: a failure is recorded as data and the script goes on):
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-SCHEDULES_DIR = REPO / "experiments" / "flash_kmeans"
+SCHEDULES_DIR = REPO / "experiments" / "kmeans"
 # (label, schedule file, arch the CUDA backend lowers for). sm_80 code is compiled for the H200's sm_90a.
 SCHEDULES: tuple[tuple[str, str, str], ...] = (
     ("pingpong", "assign_pingpong.cake", "sm_90a"),

@@ -1,11 +1,8 @@
 """Lowering I on the H200: the Triton backend's kmeans assign and update, verified and timed beside flash-kmeans.
 
-    source experiments/gpu/setup.sh                            # carried wheels (lark, flash-kmeans) + `pip install -e .`
-    python -m cake.experiments.gpu_triton_lowering             # every stage, DESIGN.md's shapes (~10-15 minutes)
-    python -m cake.experiments.gpu_triton_lowering --quick     # the CAKE cell and fk_fp16 only, fewer timing reps
-
-(Run as a module: run as a file, Python puts experiments/ first on sys.path, where `flash_kmeans` is CAKE's
-workload package rather than the flash-kmeans library; `main` guards against that too.)
+    source scripts/gpu/setup.sh                            # carried wheels (lark, flash-kmeans) + `pip install -e .`
+    python3 scripts/gpu_triton_lowering.py             # every stage, DESIGN.md's shapes (~10-15 minutes)
+    python3 scripts/gpu_triton_lowering.py --quick     # the CAKE cell and fk_fp16 only, fewer timing reps
 
 Stages (a stage that fails is recorded as data and the script goes on):
 
@@ -30,7 +27,6 @@ import functools
 import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDER = REPO / "experiments" / "flash_kmeans"
+FOLDER = REPO / "experiments" / "kmeans"
 ARCH = "sm_90a"
 DTYPES = ("float32", "float16", "bfloat16")
 GATE_TIMEOUT_S = 900.0
@@ -97,9 +93,9 @@ def stage_env() -> dict[str, Any]:
         props = torch.cuda.get_device_properties(0)
         info.update(device=props.name, sms=props.multi_processor_count,
                     capability=list(torch.cuda.get_device_capability(0)))
-    from cake.experiments.flash_kmeans.baselines import flash_kmeans_version
+    from cake.experiments.kmeans.baselines import flash_kmeans_version
 
-    info["flash_kmeans"] = flash_kmeans_version() or "missing (pip install the carried wheel; see experiments/gpu)"
+    info["flash_kmeans"] = flash_kmeans_version() or "missing (pip install the carried wheel; see scripts/gpu)"
     log("env: " + json.dumps(info))
     return info
 
@@ -206,11 +202,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--no-sweep", action="store_true", help="skip assign_plain at the sweep's best params")
     args = parser.parse_args()
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]  # see the module docstring
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CAKE_CACHE_DIR", str(args.out / "kernel-cache"))
-    from cake.experiments.flash_kmeans.workload import ASSIGN, PLAIN_SWEEP_BEST_PARAMS, UPDATE
+    from cake.experiments.kmeans.workload import ASSIGN, PLAIN_SWEEP_BEST_PARAMS, UPDATE
 
     results: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
     run_stage(results, "env", stage_env)

@@ -1,9 +1,8 @@
 # Sourced by the GPU session scripts: installs the carried wheels and CAKE (setup.sh), then defines `stage`.
 # `stage NAME LIMIT CMD...` runs CMD under a time limit, logs to $RES/NAME.log, appends "stage NAME rc=..
 # Ns" to $RES/stages.txt, and packs $RES into $OUT/results.tgz, so a stage that runs out of time loses only
-# itself. Scripts run as modules (`-m cake.experiments...`): run as files, `experiments/` would shadow the
-# flash_kmeans library with our workload package.
-source experiments/gpu/setup.sh
+# itself. Scripts run as files (`python3 scripts/NAME.py`); nothing in scripts/ shadows a library.
+source scripts/gpu/setup.sh
 RES=${RES:-/tmp/res}; mkdir -p "$RES"
 pack() { tar czf "$OUT/results.tgz" -C "$RES" . ; }
 stage() { local name=$1 limit=$2; shift 2; local t0; t0=$(date +%s)

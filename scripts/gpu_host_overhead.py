@@ -1,6 +1,6 @@
 """Where the host time of one CUDA-backend call goes: per-call host time and a cProfile of the call path.
 
-    python -m cake.experiments.gpu_host_overhead --out "$OUT" [--schedule experiments/flash_kmeans/assign_pingpong.cake]
+    python3 scripts/gpu_host_overhead.py --out "$OUT" [--schedule experiments/kmeans/assign_pingpong.cake]
 
 Runs the schedule at the CAKE cell (bf16) on the GPU. It measures three things per call, as medians:
 - host: the time for the call to return, with no synchronization;
@@ -32,7 +32,7 @@ PROFILED_CALLS = 50
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--schedule", default="experiments/flash_kmeans/assign_pingpong.cake")
+    parser.add_argument("--schedule", default="experiments/kmeans/assign_pingpong.cake")
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

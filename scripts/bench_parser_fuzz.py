@@ -1,6 +1,6 @@
 """Fuzz the parser: malformed input must only ever produce diagnostics.
 
-    python experiments/bench_parser_fuzz.py [--cases 10000] [--seed 0] [--json OUT]
+    python scripts/bench_parser_fuzz.py [--cases 10000] [--seed 0] [--json OUT]
 
 Cases are seeded mutations of every `.cake` file in the repository (token deletions, insertions, swaps,
 duplications, truncations, byte noise) plus random token soups and random unicode. Each case goes through

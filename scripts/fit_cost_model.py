@@ -1,10 +1,10 @@
 """Fit and validate the cost model's calibration on a committed GPU run (no GPU needed).
 
-    python -m cake.experiments.fit_cost_model                       # the first H200 run
-    python -m cake.experiments.fit_cost_model --no-write            # figures only
-    python -m cake.experiments.fit_cost_model --targets RUN_DIR/calibration_targets.jsonl ...
+    python3 scripts/fit_cost_model.py                       # the first H200 run
+    python3 scripts/fit_cost_model.py --no-write            # figures only
+    python3 scripts/fit_cost_model.py --targets RUN_DIR/calibration_targets.jsonl ...
 
-Reads `experiments/data/<run>/bench_cost_model.json` (written by `bench_cost_model.py` on the GPU), re-predicts
+Reads `results/<run>/bench_cost_model.json` (written by `bench_cost_model.py` on the GPU), re-predicts
 every timed schedule with the *current* model at the CAKE cell, and reports Spearman rho and top-k recall:
 
 - prior: the model with every factor 1.0;
@@ -19,7 +19,7 @@ held-out figures stay those of the committed data, ranked by factors that also s
 own prior / fitted figures are reported separately under "targets".
 
 Writes the in-sample calibration into `ir/data/cost_calibration.json` for (device, toolchain) and a summary
-to `experiments/data/<run>/cost_fit.json`. Fits that end at a bound are reported, never silently kept.
+to `results/<run>/cost_fit.json`. Fits that end at a bound are reported, never silently kept.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from cake.experiments.flash_kmeans import shapes
+from cake.experiments.kmeans import shapes
 from cake.ir.cost import predict
 from cake.ir.cost_calibration import (
     DATA_PATH,
@@ -50,8 +50,9 @@ from cake.ir.cost_calibration import (
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 
-HERE = Path(__file__).resolve().parent
-RUN = HERE / "data" / "h200-2026-11-30"
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "results" / "h200-2026-11-30"
+SCHEDULES = ROOT / "experiments" / "kmeans"
 DEVICE_NAMES = {"NVIDIA H200": "H200"}
 TOP_K = (5, 10)
 
@@ -69,7 +70,7 @@ def load_samples(run: Path) -> tuple[dict[str, Any], list[Sample]]:
             continue
         name = entry["schedule"]
         if name not in kernels:
-            kernels[name] = parse((HERE / "flash_kmeans" / name).read_text(), name)
+            kernels[name] = parse((SCHEDULES / name).read_text(), name)
         p = predict(kernels[name], dims=shapes.CAKE_CELL.dim_map, dtype=DType.BF16, params=entry["params"],
                     device=DEVICE_NAMES.get(report["device"], report["device"]), factors=Factors())
         samples.append(Sample(name, dict(entry["params"]), float(entry["measured_ms"]), p))
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         cal = Calibration(device, report["toolchain"], fit.factors, len(samples) + len(extra),
                           summary["prior"]["spearman"],
                           summary["in_sample"]["spearman"], "2026-11-30",
-                          f"fitted by experiments/fit_cost_model.py on {args.run.name}; {args.folds}-fold held-out "
+                          f"fitted by scripts/fit_cost_model.py on {args.run.name}; {args.folds}-fold held-out "
                           f"rho {cv['pooled_held_out']['spearman']:.3f} (pooled)"
                           + (f"; plus {len(extra)} calibration targets in every training fold" if extra else ""),
                           fit.at_bound)
