@@ -24,7 +24,7 @@ from cake.cli import main
 from cake.export import ExportError, export_package, from_files
 from cake.export.certify import certify, import_package
 
-FK = Path(__file__).resolve().parents[2] / "experiments" / "flash_kmeans"
+FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TRITON_PKG = "cake_test_export_triton"
 CUDA_PKG = "cake_test_export_cuda"
 
