@@ -265,3 +265,51 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["export", str(FK / "assign_plain.cake"), "-o", str(tmp_path / "o"), "--static", "D"]) == 2
     assert main(["certify", str(tmp_path)]) == 2
     assert "not an exported package" in capsys.readouterr().err
+
+
+def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA host path on the CPU with the driver replaced: grids, argument blocks (pointers refreshed per call,
+    strides and dims from the template), tensor maps cached per pointer, torch's stream."""
+    kernels, cuda = cuda_pkg._kernels, cuda_pkg._cuda
+    launched: list[tuple[Any, ...]] = []
+    encoded: list[int] = []
+
+    def fake_encode(tmap: Any, tensor: torch.Tensor) -> bytes:
+        encoded.append(tensor.data_ptr())
+        return struct.pack("<Q", tensor.data_ptr()) + bytes(120)
+
+    monkeypatch.setattr(cuda, "encode_tensor_map", fake_encode)
+    monkeypatch.setattr(cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda, "launch", lambda *a: launched.append((*a[:5], bytes(a[5]))) or 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
+    spec = variant.specs["T=bf16;D=64"]
+    module = type("M", (), {"functions": {c["kname"]: 1000 + i for i, c in enumerate(spec["codes"])}})
+    dims = {"B": 2, "N": 300, "K": 130, "D": 64}
+    x, c = _kmeans_inputs(torch.bfloat16, n=300, k=130, d=64)
+    call = kernels.CudaCall(variant, spec, module, dims, {"T": "bf16"}, torch.device("cpu"), [x.shape, c.shape])
+    ids = call(x, c)
+    assert ids.shape == (2, 300) and ids.dtype == torch.int32
+    norms, assign = launched
+    assert norms[:5] == (1000, (3, 2, 1), 128, spec["codes"][0]["smem_bytes"], 77)  # cdiv(K, 64) x B
+    assert assign[:5] == (1001, (4, 1, 1), 384, spec["codes"][1]["smem_bytes"], 77)  # persistent: min(tiles, SMs)
+    fields = {f["name"]: f for f in spec["codes"][1]["args"]}
+
+    def field(block: bytes, name: str) -> int:
+        f = fields[name]
+        return int(struct.unpack_from({"ptr": "<Q", "stride": "<q", "dim": "<i", "tmap": "<Q"}[f["kind"]], block,
+                                      f["offset"])[0])
+
+    tmap_x = next(n for n, f in fields.items() if f["kind"] == "tmap" and f["tensor"] == "x")
+    ptr_x = next(n for n, f in fields.items() if f["kind"] == "ptr" and f["tensor"] == "x")
+    dim_k = next(n for n, f in fields.items() if f["kind"] == "dim" and f["tensor"] == "K")
+    stride_x0 = next(n for n, f in fields.items() if f["kind"] == "stride" and f["tensor"] == "x" and f["axis"] == 0)
+    assert field(assign[5], ptr_x) == field(assign[5], tmap_x) == x.data_ptr()
+    assert field(assign[5], dim_k) == 130 and field(assign[5], stride_x0) == 300 * 64
+    x2 = x.clone()
+    call(x2, c)
+    assert field(launched[-1][5], ptr_x) == field(launched[-1][5], tmap_x) == x2.data_ptr()
+    assert field(launched[-1][5], stride_x0) == 300 * 64
+    call(x, c)  # the first pointer again: its tensor map comes from the cache
+    assert encoded.count(x.data_ptr()) == 1 and encoded.count(x2.data_ptr()) == 1

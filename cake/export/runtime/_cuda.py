@@ -29,6 +29,7 @@ TMA_DTYPE = {"i32": 3, "i64": 5, "f16": 6, "f32": 7, "bf16": 9}
 TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 TMA_L2_PROMOTION_256B = 3
 FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED = 8
+ERROR_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
                "i64": torch.int64, "bool": torch.bool}
 
@@ -75,7 +76,7 @@ def check(code: int, what: str) -> None:
         raise CudaLaunchError(f"{what}: {name.value.decode() if name.value else code}")
 
 
-def _primary_context(device_index: int) -> None:
+def make_context_current(device_index: int) -> None:
     """Make the device's primary context (the one torch uses) current on this thread."""
     lib = libcuda()
     torch.cuda.current_stream(device_index)  # initializes torch's context on the device
@@ -94,7 +95,7 @@ class Module:
     def __init__(self, cubin: bytes, launches: Sequence[Mapping[str, Any]], device_index: int):
         lib = libcuda()
         with torch.cuda.device(device_index):
-            _primary_context(device_index)
+            make_context_current(device_index)
             self._image = ctypes.create_string_buffer(cubin, len(cubin))  # the driver may keep a pointer
             self.handle = ctypes.c_void_p()
             check(lib.cuModuleLoadData(ctypes.byref(self.handle), self._image), "cuModuleLoadData")
@@ -178,9 +179,9 @@ def current_stream(device_index: int) -> int:
     return int(torch.cuda.current_stream(device_index).cuda_stream)
 
 
-def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, block: Any) -> None:
-    """cuLaunchKernel with one by-value argument block (`block`: a ctypes buffer, alive during the call)."""
+def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, block: Any) -> int:
+    """cuLaunchKernel with one by-value argument block (`block`: a ctypes buffer, alive during the call); the
+    driver's result code (the caller checks it: retrying once is its business)."""
     params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
-    code = libcuda().cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params, None)
-    if code != 0:
-        check(code, f"cuLaunchKernel grid={grid} block={threads} smem={smem}")
+    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params,
+                                        None))

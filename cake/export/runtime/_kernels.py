@@ -190,8 +190,15 @@ class CudaCall:
             self.launches.append((module.functions[code["kname"]], grid, int(code["threads"]),
                                   int(code["smem_bytes"]), packer, fields))
         self.dims = dict(dims)
+        self.templates: list[tuple[list[Any], list[tuple[int, str, Any]]]] | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
+        if torch.cuda.current_device() != self.index:
+            with torch.cuda.device(self.index):
+                return self._call(inputs)
+        return self._call(inputs)
+
+    def _call(self, inputs: Sequence[torch.Tensor]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
         views: dict[str, torch.Tensor] = {}
         for name, t in zip(self.variant.inputs, inputs, strict=True):
@@ -207,22 +214,42 @@ class CudaCall:
             buf = scratch_buffer(shape, self.extents.get(name), dtype, init, self.device)
             tensors[name] = buf[tuple(slice(0, n) for n in shape)]
             views[name] = buf
+        if self.templates is None:
+            self.templates = [self._template(fields, tensors) for *_, fields in self.launches]
+        tmaps = self.variant.tmaps
         stream = _cuda.current_stream(self.index)
-        for function, grid, threads, smem, packer, fields in self.launches:
-            values: list[Any] = []
-            for kind, tensor, axis, tma in fields:
-                if kind == "ptr":
-                    values.append(tensors[tensor].data_ptr())
-                elif kind == "stride":
-                    values.append(tensors[tensor].stride(axis))
-                elif kind == "dim":
-                    values.append(self.dims[tensor])
-                else:
-                    values.append(self.variant.tmaps.get(tma, views.get(tensor, tensors[tensor])))
+        # Strides and dims are fixed for this call signature (outputs and scratch are allocated the same way every
+        # call): only pointers and the tensor maps over them change.
+        for (function, grid, threads, smem, packer, _), (template, dynamic) in zip(
+                self.launches, self.templates, strict=True):
+            values = template.copy()
+            for slot, tensor, tma in dynamic:
+                values[slot] = tensors[tensor].data_ptr() if tma is None else tmaps.get(
+                    tma, views.get(tensor, tensors[tensor]))
             block = _cuda.ctypes.create_string_buffer(packer.size)
             packer.pack_into(block, 0, *values)
-            _cuda.launch(function, grid, threads, smem, stream, block)
+            code = _cuda.launch(function, grid, threads, smem, stream, block)
+            if code == _cuda.ERROR_INVALID_CONTEXT:  # a thread whose first CUDA work this is: adopt torch's context
+                _cuda.make_context_current(self.index)
+                code = _cuda.launch(function, grid, threads, smem, stream, block)
+            if code:
+                _cuda.check(code, f"cuLaunchKernel grid={grid} block={threads} smem={smem}")
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _template(self, fields: Sequence[tuple[str, Any, Any, Any]], tensors: Mapping[str, torch.Tensor]
+                  ) -> tuple[list[Any], list[tuple[int, str, Any]]]:
+        """The argument values that never change for this call signature, and the slots that do."""
+        template: list[Any] = []
+        dynamic: list[tuple[int, str, Any]] = []
+        for slot, (kind, tensor, axis, tma) in enumerate(fields):
+            if kind == "stride":
+                template.append(tensors[tensor].stride(axis))
+            elif kind == "dim":
+                template.append(self.dims[tensor])
+            else:
+                template.append(None)
+                dynamic.append((slot, tensor, tma if kind == "tmap" else None))
+        return template, dynamic
 
 
 def _needs_pad(shape: Sequence[int], box_extents: Sequence[int], esize: int) -> bool:
