@@ -341,7 +341,7 @@ def readme(name: str, namespace: str, ops: Mapping[str, Any], variants: Mapping[
         "reference** (warned once per reason, counted in `fallback_counts()`); the fallback is slow and not "
         "CUDA-graph capturable.",
         "* **Bad input** (wrong count, dtype, rank, devices that differ, dims that disagree) raises `TypeError` or "
-        "`ValueError` naming the tensor. CUDA kernels need contiguous inputs and say so (`ValueError`); Triton "
+        "`ValueError` naming the tensor. CUDA kernels copy a non-contiguous input to a contiguous one first; Triton "
         "kernels take any strides.",
         "* **CUDA kernels** launch from cubins compiled at export for the listed archs (a device with no cubin "
         "raises, naming the arch to export for), on torch's current stream, without host synchronization or "

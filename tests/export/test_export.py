@@ -194,11 +194,7 @@ def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
         ops.kmeans_update(x, torch.zeros(2, 97, dtype=torch.int32), c)
     with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
         triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
-    # The CUDA kernel takes contiguous inputs only: a clear error before anything reaches the driver.
-    variant = next(iter(cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets))[2][0]
-    xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
-    with pytest.raises(ValueError, match=r"`x` must be contiguous for the CUDA kernel"):
-        variant.route((xb.transpose(1, 2).contiguous().transpose(1, 2), cb), {"D": 64}, "bf16")
+    variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     assert "runs on CUDA devices only" in variant.accepts("bf16", {"D": 64}, torch.device("cpu"))
     assert "compiled for ['T=bf16;D=64', 'T=f16;D=64'], not T=bf16;D=128" in variant.accepts(
         "bf16", {"D": 128}, torch.device("cuda", 0))
@@ -313,3 +309,11 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     assert field(launched[-1][5], stride_x0) == 300 * 64
     call(x, c)  # the first pointer again: its tensor map comes from the cache
     assert encoded.count(x.data_ptr()) == 1 and encoded.count(x2.data_ptr()) == 1
+    # A layout the kernel does not take is copied to a contiguous tensor first (documented), never misread.
+    strided = x.transpose(1, 2).contiguous().transpose(1, 2)
+    monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
+    strided_call = variant.route((strided, c), dims, "bf16")
+    assert strided_call.copy == (True, False)
+    strided_call(strided, c)
+    assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)
+    assert field(launched[-1][5], stride_x0) == 300 * 64

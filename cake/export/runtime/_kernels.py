@@ -142,14 +142,13 @@ class CudaVariant:
 
     def route(self, inputs: Sequence[torch.Tensor], dims: Mapping[str, int], dtype: str | None) -> Any:
         dtypes = {var: str(dtype) for var in self.meta["dtype_choices"]}
-        for decl, t in zip(self.inputs, inputs, strict=True):
-            if not t.is_contiguous():
-                raise ValueError(f"`{decl}` must be contiguous for the CUDA kernel {self.vid} "
-                                 f"({self.meta['schedule']}); got strides {tuple(t.stride())} — call .contiguous()")
         spec = self.specs[self.spec_key(dtype, dims)]
         module, _ = self.module(spec, inputs[0].device)
         shapes = [tuple(t.shape) for t in inputs]
-        return CudaCall(self, spec, module, dims, dtypes, inputs[0].device, shapes)
+        call = CudaCall(self, spec, module, dims, dtypes, inputs[0].device, shapes)
+        # The kernels index contiguous rows: other layouts are copied first (torch's allocator; capturable).
+        call.copy = tuple(not t.is_contiguous() for t in inputs)
+        return call
 
 
 def _torch_dtype(name: str, dtypes: Mapping[str, str]) -> torch.dtype:
@@ -191,6 +190,7 @@ class CudaCall:
                                   int(code["smem_bytes"]), packer, fields))
         self.dims = dict(dims)
         self.templates: list[tuple[list[Any], list[tuple[int, str, Any]]]] | None = None
+        self.copy: tuple[bool, ...] = (False,) * len(shapes)  # inputs to make contiguous first
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         if torch.cuda.current_device() != self.index:
@@ -201,7 +201,9 @@ class CudaCall:
     def _call(self, inputs: Sequence[torch.Tensor]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
         views: dict[str, torch.Tensor] = {}
-        for name, t in zip(self.variant.inputs, inputs, strict=True):
+        for name, t, copy in zip(self.variant.inputs, inputs, self.copy, strict=True):
+            if copy:
+                t = t.contiguous()
             if name in self.pad:  # a TMA operand: padded when its shape needs it or its base is misaligned
                 t, views[name] = tma_ready(t, self.extents[name]) if (
                     self.pad[name] or t.data_ptr() % _cuda.TMA_ALIGN_BYTES) else (t, t)
