@@ -10,6 +10,7 @@ Past 600 lines because it is one table of per-expression emit rules; the arch-sp
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -33,6 +34,7 @@ from cake.ir.nodes import (
     Transpose,
     UnaryOp,
 )
+from cake.ir.types import broadcast
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, float_literal, ident
 from cake.lowering.cuda.context import LaunchCtx
@@ -150,16 +152,11 @@ class ExprGen:
         rank = max((a.rank for a in args), default=0)
         if rank == 0:
             return Scalar(dtype, (), render([a.at(Elem((), (), ())) for a in args]))
-        shape = [1] * rank
-        for a in args:
-            for i, extent in enumerate(a.shape):
-                axis = rank - a.rank + i
-                if extent != 1:
-                    if shape[axis] not in (1, extent):
-                        raise Unlowerable(Code.UNSUPPORTED, f"tiles of shapes {list(a.shape)} and {shape} do not "
-                                          "broadcast together")
-                    shape[axis] = extent
-        return Map(dtype, tuple(shape), tuple(args), render, op)
+        shape = broadcast([a.shape for a in args], lambda x: x == 1, operator.eq)
+        if shape is None:
+            raise Unlowerable(Code.UNSUPPORTED, f"tiles of shapes {' and '.join(str(list(a.shape)) for a in args)} "
+                              "do not broadcast together")
+        return Map(dtype, shape, tuple(args), render, op)
 
     def binop(self, expr: BinOp) -> Value:
         fused = self.fma(expr)
