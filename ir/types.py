@@ -85,9 +85,9 @@ def promote(a: Elem, b: Elem) -> Elem | None:
     """The element type of arithmetic on `a` and `b`; None when neither operand's type prevails.
 
     Weak scalars adopt the other operand's type (an integer tile meeting a float literal becomes f32); the
-    same type is kept; float beats integer; the wider integer wins; f32 beats a 16-bit float. Two different
-    16-bit floats, a dtype variable meeting a different type, or two unrelated types give None: the checker
-    reports that as E0103, a backend decides what its language does.
+    same type is kept; float beats integer; the wider integer wins; f32 beats a 16-bit float, and two
+    different 16-bit floats meet in f32. A dtype variable meeting another type gives None (its binding
+    decides): the checker reports that as E0103, a backend resolves it when the variable is bound.
     """
     if a is Weak.ANY or b is Weak.ANY:
         return b if a is Weak.ANY else a
@@ -103,7 +103,7 @@ def promote(a: Elem, b: Elem) -> Elem | None:
     if not (isinstance(a, n.DType) and isinstance(b, n.DType)):
         return None
     if a.is_float and b.is_float:
-        return n.DType.F32 if n.DType.F32 in (a, b) else None
+        return n.DType.F32  # f32 wins; two different 16-bit floats meet in f32
     if a.is_float or b.is_float:
         return a if a.is_float else b
     return a if _INT_RANK[a] >= _INT_RANK[b] else b

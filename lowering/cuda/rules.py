@@ -18,7 +18,7 @@ from cake.lowering.cuda.errors import Code, Unlowerable
 
 def promote(a: DType, b: DType) -> DType:
     """Result dtype of arithmetic on a and b: the IR's promotion (`cake.ir.types.promote`), computed in f32
-    when it is a float (low-precision floats are widened before arithmetic)."""
+    when it is a float (low-precision floats are widened before arithmetic, as tensor-core epilogues do)."""
     common = types.promote(a, b)
     return common if isinstance(common, DType) and not common.is_float else DType.F32
 

@@ -18,7 +18,7 @@ F32, F16, BF16, I32, I64, BOOL = (n.DType.F32, n.DType.F16, n.DType.BF16, n.DTyp
 
 
 @pytest.mark.parametrize(("a", "b", "want"), [
-    (F16, F16, F16), (F16, F32, F32), (F16, BF16, None), (I32, F16, F16), (I32, I64, I64), (BOOL, I32, I32),
+    (F16, F16, F16), (F16, F32, F32), (F16, BF16, F32), (I32, F16, F16), (I32, I64, I64), (BOOL, I32, I32),
     (Weak.INT, BF16, BF16), (Weak.FLOAT, I32, F32), (Weak.FLOAT, F16, F16), (Weak.INT, Weak.FLOAT, Weak.FLOAT),
     (Weak.ANY, I32, I32), (n.TypeVar("T"), n.TypeVar("T"), n.TypeVar("T")), (n.TypeVar("T"), F32, None),
     (Weak.FLOAT, n.TypeVar("T"), n.TypeVar("T")),
