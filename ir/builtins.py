@@ -5,7 +5,7 @@ A `Call` node names its function by string; the row `BUILTINS[name]` holds every
 * its **signature** — positional arity, allowed and required keywords, which arguments are element types;
 * its **kind** — elementwise (one result element per broadcast input element), reduction (collapses
   `axis=`; argmin/argmax give the first index of the extreme), scan (inclusive prefix along `axis=`, same
-  shape), index (builds index tiles: `arange`), scalar (compile-time integer arithmetic: `cdiv`);
+  shape), index (builds index tiles: `arange`, `tril`), scalar (compile-time integer arithmetic: `cdiv`);
 * its **typing rule** — `(Typer, call, argument types) -> result Type`, run by the typing pass
   (`cake.ir.typing`), which owns promotion and broadcasting and reports through the `Typer`;
 * its **cost** — CUDA-core operations per element for the cost model (`special`: the transcendental unit);
@@ -142,6 +142,12 @@ def _arange(t: Typer, call: n.Call, args: list[Type]) -> Type:
     return Type(n.DType.I32, (call.args[0],))
 
 
+def _tril(t: Typer, call: n.Call, args: list[Type]) -> Type:
+    _length(t, call, args[0])
+    t.keyword_scalar(call, "diagonal", "a tril diagonal")
+    return Type(n.DType.BOOL, (call.args[0], call.args[0]))
+
+
 def _scalar(t: Typer, call: n.Call, args: list[Type]) -> Type:
     return INDEX
 
@@ -172,6 +178,9 @@ BUILTINS: Mapping[str, Builtin] = _table(
             _AXIS, _AXIS, ops=2.0),
     Builtin("cumsum", BuiltinKind.SCAN, 1, 1, "inclusive prefix sum along axis", _scan, _AXIS, _AXIS, ops=2.0),
     Builtin("arange", BuiltinKind.INDEX, 1, 1, "arange(n): i32 vector 0 .. n-1", _arange),
+    Builtin("tril", BuiltinKind.INDEX, 1, 1,
+            "tril(n, diagonal=d): bool[n, n] mask, true where col <= row + d (d defaults to 0)", _tril,
+            frozenset({"diagonal"})),
     Builtin("cdiv", BuiltinKind.SCALAR, 2, 2, "cdiv(a, b): ceiling division of integers", _scalar, ops=0.0),
 )
 

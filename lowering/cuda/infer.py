@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
+from cake.ir.builtins import BUILTINS, BuiltinKind
 from cake.ir.nodes import (
     Assign,
     BinOp,
@@ -72,6 +73,13 @@ class _Classes:
 
     def hint(self, a: str, fam: Fam) -> None:
         self.hints.setdefault(self.find(a), set()).add(fam)
+
+
+def _elementwise(func: str) -> bool:
+    """Elementwise builtins relate their vector operands' layouts; reductions, scans (through shared memory)
+    and index builders do not."""
+    row = BUILTINS.get(func)
+    return row is not None and row.kind is BuiltinKind.ELEMENTWISE
 
 
 def _axis(call: Call) -> int | None:
@@ -186,7 +194,7 @@ class RoleInference:
             out += self._direct_vectors(expr.lhs) + self._direct_vectors(expr.rhs)
         elif isinstance(expr, UnaryOp):
             out += self._direct_vectors(expr.operand)
-        elif isinstance(expr, Call) and expr.func not in REDUCTIONS and expr.func != "arange":
+        elif isinstance(expr, Call) and _elementwise(expr.func):
             for a in expr.args:
                 out += self._direct_vectors(a)
         return out
