@@ -53,7 +53,7 @@ def _by_text(kernel: n.Kernel) -> dict[str, Type]:
 
 
 def test_table_types_every_expression_of_a_schedule() -> None:
-    kernel = parse((ROOT / "experiments/flash_kmeans/assign_plain.cake").read_text(), "assign_plain.cake")
+    kernel = parse((ROOT / "experiments/kmeans/assign_plain.cake").read_text(), "assign_plain.cake")
     types = _by_text(kernel)
     T = n.TypeVar("T")
     bn, bk, d = n.Name("BN"), n.Name("BK"), n.Name("D")
@@ -68,7 +68,7 @@ def test_table_types_every_expression_of_a_schedule() -> None:
 
 
 def test_table_records_memory_spaces() -> None:
-    kernel = parse((ROOT / "experiments/flash_kmeans/assign_pingpong.cake").read_text(), "assign_pingpong.cake")
+    kernel = parse((ROOT / "experiments/kmeans/assign_pingpong.cake").read_text(), "assign_pingpong.cake")
     typing = type_kernel(kernel)
     spaces = {typing.of(site.stmt.source).space for launch in kernel.launches for role in launch.roles  # type: ignore[union-attr]
               for site in an.walk_body(role.body) if isinstance(site.stmt, n.Copy)}
