@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
 from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
+from cake.ir.typing import Typing
 from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
 from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator, stage_layout
 
@@ -36,6 +37,7 @@ class LaunchCtx:
     kname: str  # the __global__ function's name
     smem: SmemAllocator
     named: NamedBarriers
+    typing: Typing  # the kernel's type table (cake.ir.typing)
     diags: list[Diagnostic] = field(default_factory=list)
     tmaps: dict[tuple[str, tuple[int, ...], int], TmaMap] = field(default_factory=dict)
     layouts: dict[str, FragLayout] = field(default_factory=dict)

@@ -68,7 +68,7 @@ class RoleGen(ExprGen):
     scope: dict[str, Value]
 
     def __init__(self, lc: LaunchCtx, slot: RoleSlot, w: Writer, dialect: object):
-        facts = RoleInference(lc.launch, slot.role.body).run()
+        facts = RoleInference(lc.launch, slot.role.body, lc.typing).run()
         super().__init__(lc, slot, w, facts)
         self.dialect = dialect
         self.phase_vars: dict[str, str] = {}
