@@ -344,10 +344,6 @@ class SmemLayout:
     barrier_offset_bytes: int
     total_bytes: int
 
-    @property
-    def buffer_bytes(self) -> int:
-        return sum(b.bytes for b in self.buffers)
-
 
 def _align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment

@@ -20,7 +20,6 @@ from cake.ir import analysis as an
 from cake.ir.nodes import (
     Arrive,
     Assign,
-    Atomic,
     Copy,
     CopyKind,
     ExpectTx,
@@ -30,12 +29,9 @@ from cake.ir.nodes import (
     Let,
     MbarrierDecl,
     MmaAsync,
-    NamedBarrierSync,
     Role,
     SmemDecl,
     Stmt,
-    Store,
-    Sync,
     UnitKind,
     Wait,
 )
@@ -168,9 +164,6 @@ class LaunchPlan:
     smem: SmemPlan
     uses_setmaxnreg: bool
 
-    def role_slot(self, name: str) -> RoleSlot:
-        return next(r for r in self.roles if r.name == name)
-
     def barrier(self, name: str) -> BarrierSlot | None:
         return next((b for b in self.barriers if b.name == name), None)
 
@@ -194,10 +187,6 @@ def is_issuer(role: Role) -> bool:
     body = role.body
     return bool(body) and all(_issuer_stmt(s) for s in body) and any(
         isinstance(site.stmt, (Copy, MmaAsync)) for site in an.walk_body(body))
-
-
-def _collective_only(stmt: Stmt) -> bool:
-    return isinstance(stmt, (Store, Atomic, Sync, NamedBarrierSync))
 
 
 # ---------------------------------------------------------------------------------------------- planning
