@@ -64,15 +64,25 @@ def arrival_count(ctx: CheckContext) -> Iterable[Finding]:
             continue
         for decl in launch.barriers:
             use = uses[decl.name]
-            for element, actual in enumerate(use.arrivals):
-                if actual and actual != use.declared_arrivals:
-                    where = f"[{element}]" if decl.count is not None and len(set(use.arrivals)) > 1 else ""
-                    yield finding(decl.arrivals, f"mbarrier `{decl.name}{where}`",
-                                  f"declared {use.declared_arrivals}, {actual} arrive per phase",
-                                  help=f"declare `arrivals {actual}`",
-                                  notes=(f"arriving instances: {', '.join(use.arrivers)}",),
-                                  barrier=decl.name + where, declared=use.declared_arrivals, actual=actual)
-                    break
+            yield from _arrival_mismatch(decl, use)
+
+
+def _arrival_mismatch(decl: n.MbarrierDecl, use: an.BarrierUse) -> Iterator[Finding]:
+    """The first element of the first phase sequence whose arrivals differ from the declared count."""
+    for j, arrivals in enumerate(use.sequences):
+        for element, actual in enumerate(arrivals):
+            if not actual or actual == use.declared_arrivals:
+                continue
+            where = f"[{element}]" if decl.count is not None and len(set(arrivals)) > 1 else ""
+            notes: tuple[str, ...] = (f"arriving instances: {', '.join(use.arrivers)}",)
+            if len(use.sequences) > 1:
+                notes += (f"in the {_nth(j)} of {len(use.sequences)} phase sequences on this barrier (one per "
+                          "loop over it)",)
+            yield finding(decl.arrivals, f"mbarrier `{decl.name}{where}`",
+                          f"declared {use.declared_arrivals}, {actual} arrive per phase",
+                          help=f"declare `arrivals {actual}`", notes=notes,
+                          barrier=decl.name + where, declared=use.declared_arrivals, actual=actual)
+            return
 
 
 @check("E0403", "transaction bytes mismatch",
@@ -97,19 +107,17 @@ def tx_bytes(ctx: CheckContext) -> Iterable[Finding]:
 
 
 def _tma_copies(sites: tuple[an.BarrierSite, ...], barrier: str) -> list[list[n.Copy]]:
-    """Per arriving instance and element class: the TMA copies one phase of the barrier receives."""
-    groups: dict[tuple[str, int, int | None], list[n.Copy]] = {}
-    for s in sites:
-        stmt = s.site.stmt
-        if s.barrier == barrier and isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA:
-            groups.setdefault((s.role, s.instance, s.element), []).append(stmt)
-    if not groups:
-        return []
-    # Instances hitting the same element class add up; distinct element classes are separate phases.
-    by_element: dict[int | None, list[n.Copy]] = {}
-    for (_role, _inst, element), copies in groups.items():
-        by_element.setdefault(element, []).extend(copies)
-    return list(by_element.values())
+    """Per element class and phase sequence: the TMA copies one phase of the barrier receives."""
+    # Instances hitting the same element class in the same sequence add up; distinct element classes, and
+    # sequential loops over the ring, are separate phases.
+    by_phase: dict[tuple[int | None, int], list[n.Copy]] = {}
+    for seqs in an.sequences_by_instance(sites, barrier, (an.SiteKind.SIGNAL,)).values():
+        for j, seq_sites in enumerate(seqs):
+            for s in seq_sites:
+                stmt = s.site.stmt
+                if isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA:
+                    by_phase.setdefault((s.element, j), []).append(stmt)
+    return list(by_phase.values())
 
 
 def _tx_mismatch(ctx: CheckContext, launch: n.Launch, decl: n.MbarrierDecl, copies: list[list[n.Copy]],

@@ -67,3 +67,52 @@ def test_the_phase_before_the_first_completion_is_a_race() -> None:
     [d] = _e0411(ONE_STEP.replace("wait done[0] phase 0", "wait done[0] phase 1"))
     assert "it needs phase 0 (parity 0), the first completion of `done` by main" in d.message
     assert "passes before the arrivals it guards" in d.message
+
+
+# ------------------------------------------------------------------------ two loops on one barrier ring
+
+X2 = Path(__file__).parents[2] / "experiments" / "flash_kmeans" / "assign_pingpong_x2.cake"
+
+
+def _one_ring() -> str:
+    """assign_pingpong_x2 with both centroid streams on one ring (`ca`): two sequential pipelined loops per
+    role on the same barriers and buffers."""
+    text = X2.read_text()
+    for line in ("  smem cb[STAGES]: T[BK, D] swizzle 128B\n", "  smem csqb[STAGES]: f32[BK]\n",
+                 "  mbarrier cb_full[STAGES] arrivals 1 tx BK*D*sizeof(T) + BK*4\n",
+                 "  mbarrier cb_empty[STAGES] arrivals 2 free\n"):
+        assert line in text
+        text = text.replace(line, "")
+    for old, new in (("cb_full", "ca_full"), ("cb_empty", "ca_empty"), ("cb[s]", "ca[s]"), ("csqb[s]", "csqa[s]")):
+        text = text.replace(old, new)
+    return text
+
+
+def test_two_loops_on_one_ring_are_two_phase_sequences() -> None:
+    text = _one_ring()
+    kernel = parse(text, "one_ring.cake")
+    assert [d.code for d in check(kernel, dims={"D": 128}) if d.is_error] == []
+    from cake.ir import analysis as an
+
+    launch = kernel.launches[1]
+    uses = an.barrier_accounting(launch, an.default_env(kernel, {"D": 128, "K": 1000}))
+    # STAGES = 2 elements; both consumers release each element once per phase, in each loop
+    assert uses["ca_empty"].sequences == ((2, 2), (2, 2))
+    box = 64 * 128 * 2 + 64 * 4  # BK x D f16 centroids + BK f32 norms
+    assert uses["ca_full"].sequences == ((1, 1), (1, 1)) and uses["ca_full"].tx_sequences == ((box, box), (box, box))
+
+
+def test_a_miscount_in_the_second_sequence_is_located() -> None:
+    text = _one_ring()
+    second = text.rindex("      arrive ca_empty[s]\n")
+    text = text[:second] + "      arrive ca_empty[s]\n" + text[second:]  # the second loop releases twice
+    [d] = [d for d in check(parse(text, "one_ring.cake"), dims={"D": 128}) if d.code == "E0402"]
+    assert d.message == "arrival count of `ca_empty`: declared 2, but 4 arrive per phase"
+    assert "in the second of 2 phase sequences on this barrier (one per loop over it)" in d.notes
+
+
+def test_two_loops_on_one_ring_lower_to_cuda() -> None:
+    from cake.lowering.runtime import lower
+
+    lowered = lower(parse(_one_ring(), "one_ring.cake"), "cuda", params={"BK": 64})
+    assert "ca_empty_phase" in lowered.source and "cb_empty" not in lowered.source
