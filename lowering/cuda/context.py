@@ -71,9 +71,6 @@ class LaunchCtx:
     def int_of(self, expr: object) -> int:
         return an.value(expr, self.env)  # type: ignore[arg-type]
 
-    def smem_offset(self, name: str) -> int:
-        return next(b.offset for b in self.plan.smem.buffers if b.name == name)
-
     def smem_layout_of(self, decl: SmemDecl) -> SmemTileLayout:
         return stage_layout(decl, self.env)
 

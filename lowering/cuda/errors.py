@@ -12,7 +12,6 @@ Codes (C = CUDA backend):
 | C0203 | a TMA copy whose box the hardware cannot move (box limits, alignment, shape vs destination) |
 | C0301 | a resource the launch needs exceeds the target (threads, named barriers, registers, TMEM) |
 | C0900 | nvcc or ptxas rejected the generated code (see compile.py) |
-| C0999 | internal error: the generator itself failed on a statement (a CAKE bug, reported with its span) |
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ class Code(enum.Enum):
     TX_BYTES = "C0202"
     TMA_BOX = "C0203"
     RESOURCE = "C0301"
-    INTERNAL = "C0999"
 
 
 class LoweringError(DiagnosticError):
