@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from cake.ir import analysis as an
 from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
 from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
+from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator, stage_layout
 
 from cake.arch import ArchSpec
@@ -40,6 +41,7 @@ class LaunchCtx:
     tmaps: dict[tuple[str, tuple[int, ...], int], TmaMap] = field(default_factory=dict)
     layouts: dict[str, FragLayout] = field(default_factory=dict)
     offset_fns: dict[str, str] = field(default_factory=dict)  # C function name -> definition
+    mma_wrappers: dict[str, Wrapper] = field(default_factory=dict)  # generated tensor-core wrappers called
     tmem_cols: int = 0
     tmem_offsets: dict[str, int] = field(default_factory=dict)
     tmem_slot_offset: int | None = None
