@@ -14,7 +14,6 @@ Sources (short names used below):
   [b200]  NVIDIA Blackwell (HGX B200) datasheet, dense figures per GPU.
   [cake]  Measured by us on the lent H200, 2026-11-30 (DESIGN.md "Measured on an H200").
   [kinds] Read on the lent H200 machine via torch.cuda.get_device_properties, 2026-10-28 (KINDS.md).
-  [drv]   CUDA driver API, cuTensorMapEncodeTiled and cudaFuncSetAttribute.
 
 The mma forms (`MmaForm`, one row per instruction shape) are the single source for the legality checks,
 the agents' form choices and the CUDA backend, which generates one wrapper per form it calls from the row.
@@ -144,7 +143,6 @@ class ArchSpec:
     features: frozenset[Feature]
     mma_forms: tuple[MmaForm, ...]  # the tensor-core instruction shapes the target has
     source: str
-    smem_per_block_default_bytes: int = 48 * 1024  # above this a kernel opts in (cudaFuncSetAttribute) [drv]
     # setmaxnreg takes a per-thread count in this range, in steps of register_allocation_granularity [ptx]
     setmaxnreg_min_registers: int = 24
     setmaxnreg_max_registers: int = 256

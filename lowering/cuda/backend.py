@@ -33,7 +33,7 @@ from cake.lowering.passes.bind_params import bind_params
 from cake.lowering.passes.check import check_for_backend
 from cake.lowering.pipeline import LowerContext, Pass
 
-from cake.arch import ARCHS
+from cake.arch import ARCHS, THREADS_PER_WARP
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
 from cake.errors import ShapeNotSupported
@@ -181,7 +181,7 @@ class CudaKernel:
 
     def __call__(self, *inputs: Any) -> Any:
         import torch
-        from cake.lowering.cuda.launch import TMA_STRIDE_ALIGN_BYTES, pack_args
+        from cake.lowering.cuda.launch import pack_args
 
         dims, dtypes = self.bind(inputs)
         device = inputs[0].device
@@ -197,7 +197,7 @@ class CudaKernel:
                 raise RuntimeError(f"`{decl.name}` is on {t.device}, `{self.inputs[0].name}` on {device}")
             t = t.contiguous()
             if decl.name in boxes:
-                t, tma_views[decl.name] = _tma_ready(t, boxes[decl.name], TMA_STRIDE_ALIGN_BYTES)
+                t, tma_views[decl.name] = _tma_ready(t, boxes[decl.name], arch_spec(self.arch).tma_alignment_bytes)
             tensors[decl.name] = t
         env = an.Env({**{p.name: p.default for p in self.kernel.params}, **dims}, spec.program.dtypes)
         outs = []
@@ -331,7 +331,7 @@ class CudaBackend:
 
     def emit(self, kernel: Kernel, ctx: LowerContext) -> EmitResult:
         program = generate(kernel, ctx.arch, file=ctx.filename)
-        launches = tuple(LaunchInfo(c.launch, c.kname, c.threads // 32, c.persistent, c.regs_cap)
+        launches = tuple(LaunchInfo(c.launch, c.kname, c.threads // THREADS_PER_WARP, c.persistent, c.regs_cap)
                          for c in program.launches)
         from cake.ir.printer import print_kernel
 

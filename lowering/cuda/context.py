@@ -24,6 +24,7 @@ class TmaMap:
     rank: int
     box: tuple[int, ...]  # innermost first
     swizzle_bytes: int
+    align_bytes: int  # the global base and row strides must be multiples of this (the target's TMA rule)
 
 
 @dataclass(slots=True)
@@ -95,5 +96,5 @@ class LaunchCtx:
         if key not in self.tmaps:
             fieldname = f"tmap_{tensor}" if not any(k[0] == tensor for k in self.tmaps) else \
                 f"tmap_{tensor}_{sum(1 for k in self.tmaps if k[0] == tensor)}"
-            self.tmaps[key] = TmaMap(fieldname, tensor, dtype, rank, box, swizzle)
+            self.tmaps[key] = TmaMap(fieldname, tensor, dtype, rank, box, swizzle, self.arch.tma_alignment_bytes)
         return self.tmaps[key]

@@ -17,7 +17,7 @@ from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, Ro
 from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
 from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
 
-from cake.arch import ArchSpec, Feature, MmaFamily, MmaForm
+from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm
 
 # wgmma / tcgen05 descriptor swizzle codes per swizzle width (bytes).
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
@@ -202,7 +202,7 @@ class Sm80:
         kdim = padded_k(a, b, kdim)
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
-        if layout.nregs != rows * cols // (gen.slot.warps * 32):
+        if layout.nregs != rows * cols // (gen.slot.warps * THREADS_PER_WARP):
             raise Unlowerable(Code.LAYOUT, "this mma's shape differs from the role's first mma")
         warp_m = "cake_wq" if layout.warps_n == 1 else f"(cake_wq / {layout.warps_n})"
         warp_n = "0" if layout.warps_n == 1 else f"(cake_wq % {layout.warps_n}) * {layout.warp_cols}"

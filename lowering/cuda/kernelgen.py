@@ -13,7 +13,6 @@ from cake.lowering.cuda.dialects import dialect_for
 from cake.lowering.cuda.errors import Code, Unlowerable, diag
 from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import (
-    MAX_NAMED_BARRIER_ID,
     NamedBarriers,
     SmemAllocator,
     entry_regs,
@@ -121,9 +120,9 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     _roles(lc, body, dialect)
     _epilogue(lc, body)
     found.extend(lc.diags)
-    if lc.named.next_id - 1 > MAX_NAMED_BARRIER_ID:
+    if lc.named.next_id - 1 > arch.max_named_barrier_id:
         found.append(diag(Code.RESOURCE, f"launch `{launch.name}` needs named barriers up to id "
-                          f"{lc.named.next_id - 1} > {MAX_NAMED_BARRIER_ID}", launch.span, file,
+                          f"{lc.named.next_id - 1} > {arch.max_named_barrier_id}", launch.span, file,
                           notes=tuple(lc.named.owners)))
     tmaps = list(lc.tmaps.values())
     fields, size = arg_fields(kernel, tmaps, env)

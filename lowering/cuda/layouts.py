@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cake.arch import THREADS_PER_WARP
+
 # 16-byte chunks are the unit the swizzle permutes; the pattern repeats every 8 rows of 128 B.
 SWIZZLE_CHUNK_BYTES = 16
 SWIZZLE_REPEAT_ROWS = 8
@@ -116,7 +118,7 @@ class RowPerThreadLayout:
             f"  static constexpr int kRegs = {self.cols}, kRows = 1, kCols = {self.cols};",
             "  __device__ static constexpr int row_slot(int) { return 0; }",
             "  __device__ static constexpr int col_slot(int r) { return r; }",
-            "  __device__ static int row(int, int warp, int lane) { return warp * 32 + lane; }",
+            f"  __device__ static int row(int, int warp, int lane) {{ return warp * {THREADS_PER_WARP} + lane; }}",
             "  __device__ static int col(int p, int, int) { return p; }",
             "};",
         ])

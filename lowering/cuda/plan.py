@@ -42,12 +42,10 @@ from cake.ir.nodes import (
 from cake.lowering.cuda.errors import Code, diag
 from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
-from cake.arch import ArchSpec, Feature
+from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP, ArchSpec, Feature
 from cake.diagnostics import Diagnostic
 
-WARPGROUP_THREADS = 128
-MAX_NAMED_BARRIER_ID = 15  # bar.sync ids 1..15; 0 is __syncthreads'
-SETMAXNREG_MIN, SETMAXNREG_MAX = 24, 256
+WARPGROUP_THREADS = THREADS_PER_WARP * WARPS_PER_WARPGROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +60,7 @@ class RoleSlot:
 
     @property
     def threads(self) -> int:
-        return self.warps * 32
+        return self.warps * THREADS_PER_WARP
 
     @property
     def name(self) -> str:
@@ -210,7 +208,7 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
     cursor = 0
     for role in launch.roles:
         replicas = an.role_replicas(role, env)
-        warps = an.role_threads_per_instance(role, env) // 32
+        warps = an.role_threads_per_instance(role, env) // THREADS_PER_WARP
         aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg
         if aligned and cursor % WARPGROUP_THREADS and roles:
             # Idle warps pad the previous role's region so this one starts on a warpgroup (wgmma, TMEM
@@ -220,15 +218,15 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
             roles[-1] = RoleSlot(prev.role, prev.replicas, prev.warps, prev.first_thread, prev.padded_threads + pad,
                                  prev.issuer, prev.regs)
             cursor += pad
-        threads = replicas * warps * 32
+        threads = replicas * warps * THREADS_PER_WARP
         padded = threads
         if uses_setmaxnreg and padded % WARPGROUP_THREADS:
             padded += WARPGROUP_THREADS - padded % WARPGROUP_THREADS
         regs = None if role.regs is None else an.value(role.regs, env)
-        if regs is not None and uses_setmaxnreg and not (SETMAXNREG_MIN <= regs <= SETMAXNREG_MAX and regs % 8 == 0):
+        if regs is not None and uses_setmaxnreg and regs not in arch.setmaxnreg_values:
             found.append(diag(Code.RESOURCE, f"role `{role.name}` asks for {regs} registers; setmaxnreg takes a "
-                              f"multiple of 8 in {SETMAXNREG_MIN}..{SETMAXNREG_MAX}", role.span, file,
-                              subject=role.name))
+                              f"multiple of {arch.register_allocation_granularity} in {arch.setmaxnreg_min_registers}"
+                              f"..{arch.setmaxnreg_max_registers}", role.span, file, subject=role.name))
         roles.append(RoleSlot(role, replicas, warps, cursor, padded, is_issuer(role), regs))
         cursor += padded
     if cursor > arch.threads_per_block_max:
@@ -297,5 +295,5 @@ def _signal_arrivals(signals: list[an.BarrierSite], slot: RoleSlot) -> int:
     stmts = [s.site.stmt for s in signals]
     if any(isinstance(st, Copy) and st.kind is CopyKind.CP_ASYNC for st in stmts):
         # cp.async.mbarrier.arrive.noinc: one arrival from every thread that issued copies.
-        return slot.warps * 32
+        return slot.warps * THREADS_PER_WARP
     return 1  # one arrive.expect_tx (TMA) or one tcgen05.commit per instance and phase

@@ -59,6 +59,8 @@ from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
 
+from cake.arch import THREADS_PER_WARP
+
 # What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary.
 GENERATOR_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError, TypeError,
                   ValueError, RecursionError)
@@ -87,7 +89,7 @@ class RoleGen(ExprGen):
             w.line(f"const int {self.inst} = (static_cast<int>(threadIdx.x) - {slot.first_thread}) / {self.threads};")
             self.scalars[role.replicas.var] = self.inst
         w.line("const int cake_lane = cake_lane_id();")
-        w.line("const int cake_rwarp = cake_rtid / 32;")
+        w.line(f"const int cake_rwarp = cake_rtid / {THREADS_PER_WARP};")
         w.line(f"const int cake_wq = {self.dialect.mma_warp('cake_rwarp')};  // warp index inside the mma group")  # type: ignore[attr-defined]
         w.line("(void)cake_rtid; (void)cake_lane; (void)cake_rwarp; (void)cake_wq;")
         for name, fams in self.facts.conflicts.items():
