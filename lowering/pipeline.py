@@ -10,20 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cake.ir.nodes import Kernel
+from cake.ir.nodes import DType, Kernel
 
 EMIT = "emit"  # the name `--dump-after` uses for a backend's final emit step
 
 
 @dataclass(frozen=True, slots=True)
 class LowerContext:
-    """What every pass may read besides the kernel: the backend, the target, the param assignment, and the
-    user's file name (for diagnostics)."""
+    """What every pass may read besides the kernel: the backend, the target, the param assignment, the
+    user's file name (for diagnostics), and — when a backend specializes for one call — the call's sizes of
+    `static` dims and its dtype-variable bindings (empty when lowering ahead of any call)."""
 
     backend: str
     arch: str
     params: Mapping[str, int] = field(default_factory=dict)
     filename: str = "<input>"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    dtypes: Mapping[str, DType] = field(default_factory=dict)
 
 
 PassFn = Callable[[Kernel, LowerContext], Kernel]

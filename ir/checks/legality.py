@@ -154,9 +154,12 @@ def form_shape(ctx: CheckContext) -> Iterable[Finding]:
        "the {dim} tile {tile} is not a multiple of `{form}`'s {dim} = {inst}",
        examples=[derive(PINGPONG, ("wgmma.m64n128k16", "wgmma.m64n256k16"))])
 def tile_divisible(ctx: CheckContext) -> Iterable[Finding]:
+    step = an.SMEM_COLUMN_STEP_ELEMENTS
     for info, form, _ in _mmas(ctx):
         for dim, extent, inst in (("M", info.m, form.m), ("N", info.n_, form.n), ("K", info.k, form.k)):
             tile = an.try_value(extent, ctx.env)
+            if tile is not None and dim == "K":
+                tile = -(-tile // step) * step  # operand rows are padded with zeros to whole k-steps
             if tile is not None and tile % inst:
                 yield finding(info.node, f"role `{info.role.name}`", f"{dim} tile {tile} % {inst} != 0",
                               help=f"pick a form whose {dim} divides {tile}, or a tile that is a multiple of {inst}",
@@ -220,6 +223,14 @@ def copy_available(ctx: CheckContext) -> Iterable[Finding]:
                                       needs=needs, arch=ctx.arch.name)
 
 
+def _box_row(dims: list[int | None]) -> int:
+    """Elements of one TMA box row: a 2-D tile's row is padded to whole k-steps (an.SMEM_COLUMN_STEP_ELEMENTS)."""
+    inner = dims[-1]
+    assert inner is not None
+    step = an.SMEM_COLUMN_STEP_ELEMENTS
+    return -(-inner // step) * step if len(dims) == 2 else inner
+
+
 @check("E0508", "TMA box out of limits", "TMA box of `{buffer}` {why}",
        examples=[derive(PINGPONG, ("smem csq[STAGES]: f32[BK]", "smem csq[STAGES]: f32[BK]\nsmem extra: f32[300]"),
                         ("mbarrier x_empty[2]", "mbarrier e arrivals 1 tx 1200\nmbarrier x_empty[2]"),
@@ -247,8 +258,8 @@ def tma_box(ctx: CheckContext) -> Iterable[Finding]:
                     big = [d for d in dims if d is not None and d > arch.tma_box_dim_max_elements]
                     if big:
                         why = f"has a dim of {big[0]} elements (limit {arch.tma_box_dim_max_elements})"
-                    elif dims and dims[-1] is not None and (dims[-1] * elem) % arch.tma_alignment_bytes:
-                        why = (f"has an inner extent of {dims[-1] * elem} bytes "
+                    elif dims and dims[-1] is not None and (_box_row(dims) * elem) % arch.tma_alignment_bytes:
+                        why = (f"has an inner extent of {_box_row(dims) * elem} bytes "
                                f"(must be a multiple of {arch.tma_alignment_bytes})")
                     if why:
                         yield finding(stmt, f"shared buffer `{decl.name}`", why,

@@ -23,6 +23,7 @@ from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
 UMMA_SWIZZLE = {128: 2, 64: 4, 32: 6}
 K_STEP_BYTES = 32  # one k16 step of 2-byte elements
+TMEM_LOAD_TAIL_COLUMNS = 16  # tcgen05.ld 32x32b.x16 reads the last 16 columns of an odd-multiple-of-16 row
 A_FRAG_REG_BUDGET = 64  # registers a thread may spend holding a loop-invariant mma.sync A operand
 
 
@@ -501,8 +502,9 @@ class Sm100a(Sm90a):
         if rows != 128 or gen.slot.warps != 4:
             raise Unlowerable(Code.LAYOUT, "a TMEM accumulator of 128 rows is read by one warpgroup (warp w reads "
                               "lanes 32w..32w+31)", help="declare the reading role `warpgroups 1`")
-        if cols % 32:
-            raise Unlowerable(Code.LAYOUT, f"TMEM loads move 32 columns at a time; {cols} is not a multiple")
+        if cols % TMEM_LOAD_TAIL_COLUMNS:
+            raise Unlowerable(Code.LAYOUT, f"TMEM loads move 32 (or a tail of {TMEM_LOAD_TAIL_COLUMNS}) columns at "
+                              f"a time; {cols} is not a multiple of {TMEM_LOAD_TAIL_COLUMNS}")
         cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
         gen.lc.layouts.setdefault(cname, RowPerThreadLayout(cname, cols, "tcgen05.ld 32x32b"))
         return gen.lc.layouts[cname]
@@ -513,9 +515,12 @@ class Sm100a(Sm90a):
         w = gen.w
         w.comment(f"{name} = tensor memory rows 32*warp + lane, {cols} columns from column {col}")
         w.line(f"float {name}[{cols}];")
+        lane = f"cake_tmem_base + (static_cast<uint32_t>(cake_wq * {THREADS_PER_WARP}) << 16) + {col}"
         w.line("#pragma unroll")
         w.line(f"for (int cake_c = 0; cake_c < {cols // 32}; ++cake_c) cake_tmem_load_32(&{name}[cake_c * 32], "
-               f"cake_tmem_base + (static_cast<uint32_t>(cake_wq * 32) << 16) + {col} + cake_c * 32);")
+               f"{lane} + cake_c * 32);")
+        if cols % 32:
+            w.line(f"cake_tmem_load_16(&{name}[{cols // 32 * 32}], {lane} + {cols // 32 * 32});")
         w.line("cake_tmem_load_wait();")
         return Frag(DType.F32, (rows, cols), name, layout)
 

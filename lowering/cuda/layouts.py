@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cake.ir import analysis as an
+
 from cake.arch import THREADS_PER_WARP
 
 # 16-byte chunks are the unit the swizzle permutes; the pattern repeats every 8 rows of 128 B.
@@ -189,7 +191,7 @@ class SmemTileLayout:
                 f"__device__ __forceinline__ uint32_t {name}(int r, int c) {{ {body} }}")
 
 
-MMA_K_STEP = 16  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple
+MMA_K_STEP = an.SMEM_COLUMN_STEP_ELEMENTS  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple
 
 
 def round_up(value: int, multiple: int) -> int:

@@ -8,8 +8,9 @@
   the checker budgets); the init count of each element is derived from who arrives per phase: an issuer
   role instance arrives once, a collective role instance once per warp (after `__syncwarp`), and all TMA
   copies of one instance that signal a phase share one `arrive.expect_tx`.
-* Commitments checked here: declared arrivals vs the roles' arrivals (C0201), declared transaction bytes vs
-  the TMA boxes that signal the barrier (C0202, in codegen where the boxes are derived).
+* Invariants re-checked here: declared arrivals vs the roles' arrivals, and (in codegen, where the boxes are
+  derived) declared transaction bytes vs the copies. The checker refuses both first (E0402, E0403), so a
+  mismatch here is a `CheckerGap` (a bug in CAKE), never a diagnostic.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from cake.ir.nodes import (
     UnitKind,
     Wait,
 )
-from cake.lowering.cuda.errors import Code, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, diag
 from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
 from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP, ArchSpec, Feature
@@ -223,10 +224,8 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
         if uses_setmaxnreg and padded % WARPGROUP_THREADS:
             padded += WARPGROUP_THREADS - padded % WARPGROUP_THREADS
         regs = None if role.regs is None else an.value(role.regs, env)
-        if regs is not None and uses_setmaxnreg and regs not in arch.setmaxnreg_values:
-            found.append(diag(Code.RESOURCE, f"role `{role.name}` asks for {regs} registers; setmaxnreg takes a "
-                              f"multiple of {arch.register_allocation_granularity} in {arch.setmaxnreg_min_registers}"
-                              f"..{arch.setmaxnreg_max_registers}", role.span, file, subject=role.name))
+        if regs is not None and uses_setmaxnreg and regs not in arch.setmaxnreg_values:  # E0303 refuses it first
+            raise CheckerGap(f"role `{role.name}` asking setmaxnreg for {regs} registers", role.span)
         roles.append(RoleSlot(role, replicas, warps, cursor, padded, is_issuer(role), regs))
         cursor += padded
     if cursor > arch.threads_per_block_max:
@@ -276,12 +275,9 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
         use = accounting[decl.name]
         declared = an.value(decl.arrivals, env)
         for e, got in enumerate(use.arrivals):
-            if got and got != declared:
-                found.append(diag(
-                    Code.ARRIVALS, f"mbarrier `{decl.name}[{e}]` declares {declared} arrival(s) per phase but "
-                    f"the roles make {got} ({', '.join(use.arrivers)})", decl.span, file, subject=decl.name,
-                    label=f"{got} arrivals per phase", help=f"declare `arrivals {got}`"))
-                break
+            if got and got != declared:  # E0402 refuses this before codegen (same accounting)
+                raise CheckerGap(f"mbarrier `{decl.name}[{e}]` declaring {declared} arrival(s) per phase while the "
+                                 f"roles make {got}", decl.span)
         out.append(BarrierSlot(decl, count, offset, tuple(max(1, c) for c in init), declared,
                                an.try_value(decl.tx, env)))
         offset += count * an.MBARRIER_BYTES

@@ -51,7 +51,7 @@ from cake.ir.nodes import (
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx
-from cake.lowering.cuda.errors import Code, Unlowerable, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, Unlowerable, diag
 from cake.lowering.cuda.exprs import ExprGen
 from cake.lowering.cuda.infer import RoleInference
 from cake.lowering.cuda.layouts import MmaFragLayout
@@ -207,12 +207,9 @@ class RoleGen(ExprGen):
             return
         explicit = any(isinstance(s.stmt, ExpectTx) and an.ref_name(s.stmt.barrier) == name
                        for s in an.walk_body(self.slot.role.body))
-        if not explicit and total != bar.declared_tx:
-            self.lc.diags.append(diag(
-                Code.TX_BYTES, f"the TMA copies signalling `{name}` move {total:,} bytes per phase, but the "
-                f"barrier declares tx {bar.declared_tx:,}", run[0].span, self.lc.file, subject=name,
-                label=f"{total:,} bytes of tiles", help=f"declare `tx {total}` or change the copies",
-                notes=("the generated arrive.expect_tx counts whole TMA boxes, zero-filled padding included",)))
+        if not explicit and total != bar.declared_tx:  # E0403 refuses this before codegen
+            raise CheckerGap(f"`{name}` declaring tx {bar.declared_tx:,} while its TMA copies move {total:,} bytes",
+                             run[0].span)
 
     # ------------------------------------------------------------------------------------- statements
 

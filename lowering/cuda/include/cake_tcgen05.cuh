@@ -60,6 +60,18 @@ CAKE_DEVICE void cake_tmem_load_32(float* r, uint32_t taddr) {
 #pragma unroll
   for (int j = 0; j < 32; ++j) r[j] = __uint_as_float(v[j]);
 }
+// 16 consecutive columns (x16): the tail of a row whose width is an odd multiple of 16 (tcgen05 N = 16, 48, ...).
+CAKE_DEVICE void cake_tmem_load_16(float* r, uint32_t taddr) {
+  uint32_t v[16];
+  asm volatile(
+      "tcgen05.ld.sync.aligned.32x32b.x16.b32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+      "%15}, [%16];\n"
+      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]), "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7]),
+        "=r"(v[8]), "=r"(v[9]), "=r"(v[10]), "=r"(v[11]), "=r"(v[12]), "=r"(v[13]), "=r"(v[14]), "=r"(v[15])
+      : "r"(taddr));
+#pragma unroll
+  for (int j = 0; j < 16; ++j) r[j] = __uint_as_float(v[j]);
+}
 // Zeroes 32 consecutive columns of this thread's lane (tensor memory holds garbage after allocation).
 CAKE_DEVICE void cake_tmem_store_zero_32(uint32_t taddr) {
   const uint32_t z = 0u;
