@@ -33,13 +33,15 @@ from pathlib import Path
 from cake.experiments.schedules import shipped_schedule_paths
 from cake.ir import analysis as an
 from cake.ir import nodes as n
-from cake.ir.check import check
 from cake.ir.parser import parse
+from cake.lowering.cuda.backend import PASSES
 from cake.lowering.cuda.compile import CompileError, compile_cubin
 from cake.lowering.cuda.errors import LoweringError
 from cake.lowering.cuda.program import DEFAULT_STATIC_DIM, generate
+from cake.lowering.pipeline import LowerContext, run_passes
 
 from cake.arch import ARCHS, MmaFamily
+from cake.diagnostics import Diagnostic, DiagnosticError
 
 TARGETS = ("sm_80", "sm_90a", "sm_100a")
 ROOT = Path(__file__).resolve().parent
@@ -132,7 +134,7 @@ def variants(rel: str, text: str) -> Iterator[Variant]:
 
 
 def all_variants() -> list[Variant]:
-    out = []
+    out: list[Variant] = []
     for path in shipped_schedule_paths():
         text = path.read_text()
         rel = path.relative_to(ROOT.parent).as_posix()
@@ -146,12 +148,16 @@ def static_dims(kernel: n.Kernel) -> dict[str, int]:
 
 
 def judge(variant: Variant, *, compile_it: bool, cache_root: Path | None = None) -> Outcome:
-    """Check (CUDA backend, static dims bound), lower, and (when `compile_it`) compile one variant."""
+    """Run the CUDA pipeline's passes (the checker with static dims bound, as a call specializes), lower, and
+    (when `compile_it`) compile one variant."""
     kernel = variant.kernel()
     arch = kernel.target
     out = Outcome(variant.schedule, variant.label, arch, "accepted")
-    errors = [d for d in check(kernel, arch=arch, backend="cuda", dims=static_dims(kernel), file=variant.schedule)
-              if d.is_error]
+    try:
+        kernel = run_passes(kernel, PASSES, LowerContext("cuda", arch, {}, variant.schedule, dims=static_dims(kernel)))
+        errors: list[Diagnostic] = []
+    except DiagnosticError as error:
+        errors = [d for d in error.diagnostics if d.is_error]
     if errors:
         out.codes = sorted({d.code for d in errors})
         unlocated = [d for d in errors if d.span is None]
