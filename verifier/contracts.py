@@ -56,6 +56,9 @@ class DimSpec:
     default_gpu: int
     boundary_candidates: tuple[int, ...]  # 1, primes, non-multiples of 16/32/64/128, thin and long
     long_value: int | None = None  # a long reduction for ORD-01 / PRC-02 when this is the reduction dim
+    # A long reduction that a kernel holding the whole reduction on chip still accepts (a head-dim-like D):
+    # ORD-01 and PRC-02 judge it beside `long_value`, so a kernel refusing `long_value` is still judged.
+    long_on_chip: int | None = None
 
     def default(self, device: str) -> int:
         return self.default_small if device == "cpu" else self.default_gpu
@@ -92,6 +95,12 @@ class Contract:
     scores: Callable[..., Tensor] | None = None  # ARGMIN outputs: fp64 scores [..., choices]
     structure: Callable[[list[Tensor | None], torch.Generator], None] | None = None  # op-aware inputs
     tensor_core: bool = False  # the roofline floor may use tensor-core rates
+    # Extra shapes CMP-01 runs under the GPU profile only (too big for the interpreter), e.g. a persistent
+    # grid that gets several tiles per CTA. Each is judged on a sample of `row_dim` (see sampling.py).
+    gpu_cases: tuple[tuple[tuple[str, int], ...], ...] = ()
+    # Outputs at index i of this dim depend only on inputs at index i (a point, a row): a large case may be
+    # judged on a sample of indices, with the fp64 reference computed on that sample only.
+    row_dim: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def dim(self, name: str) -> DimSpec:
@@ -196,6 +205,11 @@ _MATMUL = Contract(
     reduction_dim="K", output_checks=(OutputCheck.CLOSE,), tensor_core=True,
 )
 
+# A persistent grid with several tiles per CTA: at BN=128, B * cdiv(N, 128) = 1080 tiles, ~8 per CTA on the
+# H200's 132 SMs (> 2 x SMs also for a 2*BN-point ping-pong tile or BN=256); N = 539*128 + 9 leaves a tail tile.
+# Judged on sampled points (sampling.py): the fp64 reference costs ~1/32 of the full B*N*K*D.
+KMEANS_PERSISTENT_DIMS: tuple[tuple[str, int], ...] = (("B", 2), ("D", 128), ("K", 256), ("N", 69_001))
+
 _KMEANS_ASSIGN = Contract(
     name="kmeans_assign",
     inputs=(TensorSpec("x", ("B", "N", "D")), TensorSpec("c", ("B", "K", "D"))),
@@ -203,7 +217,8 @@ _KMEANS_ASSIGN = Contract(
     # GPU defaults are a verification shape, not the benchmark cell: the fp64 reference costs B*N*K*D on
     # the host for each case (the CAKE cell would be 2.7e11 multiply-adds per case).
     dims=(DimSpec("B", 2, 2, (1, 3)), DimSpec("N", 23, 4096, (1, 7, 31, 65, 129)),
-          DimSpec("K", 9, 256, (1, 2, 3, 17, 65)), DimSpec("D", 8, 128, (1, 3, 17, 33), long_value=1031)),
+          DimSpec("K", 9, 256, (1, 2, 3, 17, 65)),
+          DimSpec("D", 8, 128, (1, 3, 17, 33), long_value=1031, long_on_chip=128)),
     dtypes=FLOAT_DTYPES, reference=ref.kmeans_assign,
     tolerance=ToleranceModel(reduction=lambda d: d["D"], scale=ref.kmeans_assign_scale),
     semantics=("ids[b, n] = argmin_k |x[b, n] - c[b, k]|^2; ids may be int32 or int64",
@@ -213,7 +228,7 @@ _KMEANS_ASSIGN = Contract(
     has_backward=False, flops=lambda d: 2.0 * d["B"] * d["N"] * d["K"] * d["D"],
     bytes=lambda d, t: d["B"] * (d["N"] * d["D"] + d["K"] * d["D"]) * float(_size(t)) + d["B"] * d["N"] * 4.0,
     reduction_dim="D", output_checks=(OutputCheck.ARGMIN,), scores=ref.kmeans_distances,
-    structure=ref.kmeans_assign_structure, tensor_core=True,
+    structure=ref.kmeans_assign_structure, tensor_core=True, gpu_cases=(KMEANS_PERSISTENT_DIMS,), row_dim="N",
 )
 
 _KMEANS_UPDATE = Contract(
