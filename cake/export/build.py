@@ -226,7 +226,7 @@ def _elem_name(elem: Any) -> str:
 
 def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[str, Any], reference: str
              ) -> dict[str, Any]:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
     inputs = [{"name": t.name, "dims": list(t.dims), "dtype": t.dtype_rule} for t in contract.inputs]
@@ -257,7 +257,7 @@ def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[st
 
 def _copy_reference(op: str, pkg: Path, copied: dict[str, str]) -> tuple[str, str]:
     """The contract's reference module, copied verbatim (it must import only torch, math, __future__)."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     fn = get_contract(op).reference
     source = inspect.getsourcefile(fn)

@@ -70,7 +70,7 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
             gates: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Run the battery on every op of the package at `path`; append and return the rows."""
     from cake.verifier.battery import run_battery
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     pkg = package_dir(path)
     manifest = json.loads((pkg / "manifest.json").read_text())
