@@ -276,7 +276,13 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
 
     monkeypatch.setattr(cuda, "encode_tensor_map", fake_encode)
     monkeypatch.setattr(cuda, "current_stream", lambda index: 77)
-    monkeypatch.setattr(cuda, "launch", lambda *a: launched.append((*a[:5], bytes(a[5]))) or 0)
+    blocks = {}
+
+    def fake_launch(function: int, *rest: Any) -> int:
+        launched.append((function, *rest[:4], bytes(blocks[function])))
+        return 0
+
+    monkeypatch.setattr(cuda, "launch", fake_launch)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
@@ -285,6 +291,7 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     dims = {"B": 2, "N": 300, "K": 130, "D": 64}
     x, c = _kmeans_inputs(torch.bfloat16, n=300, k=130, d=64)
     call = kernels.CudaCall(variant, spec, module, dims, {"T": "bf16"}, torch.device("cpu"), [x.shape, c.shape])
+    blocks.update({launch[0]: launch[6] for launch in call.launches})
     ids = call(x, c)
     assert ids.shape == (2, 300) and ids.dtype == torch.int32
     norms, assign = launched
@@ -313,6 +320,7 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     strided = x.transpose(1, 2).contiguous().transpose(1, 2)
     monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
     strided_call = variant.route((strided, c), dims, "bf16")
+    blocks.update({launch[0]: launch[6] for launch in strided_call.launches})
     assert strided_call.copy == (True, False)
     strided_call(strided, c)
     assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)

@@ -154,23 +154,6 @@ def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.S
     return packer, tuple(order)
 
 
-class TensorMaps:
-    """Encoded tensor maps per (map, pointer, shape, strides); encoding is the expensive part. A map is keyed by
-    its manifest entry's identity: two specializations may share a field name but not a box or dtype."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[Any, ...], bytes] = {}
-
-    def get(self, tmap: Mapping[str, Any], tensor: torch.Tensor) -> bytes:
-        key = (id(tmap), tensor.data_ptr(), tensor.shape, tensor.stride())
-        hit = self.entries.get(key)
-        if hit is None:
-            if len(self.entries) >= TMAP_CACHE_MAX:
-                self.entries.clear()
-            hit = self.entries[key] = encode_tensor_map(tmap, tensor)
-        return hit
-
-
 def current_stream(device_index: int) -> int:
     """torch's current stream on the device as a raw handle (vLLM captures graphs on its own stream)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -179,9 +162,13 @@ def current_stream(device_index: int) -> int:
     return int(torch.cuda.current_stream(device_index).cuda_stream)
 
 
-def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, block: Any) -> int:
-    """cuLaunchKernel with one by-value argument block (`block`: a ctypes buffer, alive during the call); the
-    driver's result code (the caller checks it: retrying once is its business)."""
-    params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
-    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params,
-                                        None))
+def kernel_params(block: Any) -> Any:
+    """The `void**` cuLaunchKernel takes for one by-value argument block (keep `block` alive with it)."""
+    return (ctypes.c_void_p * 1)(ctypes.addressof(block))
+
+
+def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: Any) -> int:
+    """cuLaunchKernel with `params` from `kernel_params`; the driver's result code (the caller checks it:
+    retrying once is its business). The driver copies the argument block before it returns."""
+    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream,
+                                                  params, None))
