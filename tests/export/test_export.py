@@ -243,6 +243,19 @@ def test_tampered_kernel_source_refuses_import(triton_export: Path, tmp_path: Pa
     assert "CAKE_EXPORT_ALLOW_MODIFIED=1" in str(err.value)
 
 
+def test_allow_modified_registers_with_a_warning(triton_export: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / TRITON_PKG
+    shutil.copytree(triton_export / TRITON_PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = copy / "manifest.json"  # a namespace of its own, so the copy's ops do not clash with the original's
+    manifest.write_text(manifest.read_text().replace(f'"namespace": "{TRITON_PKG}"', '"namespace": "cake_test_modified"'))
+    monkeypatch.setenv("CAKE_EXPORT_ALLOW_MODIFIED", "1")
+    with pytest.warns(UserWarning, match=r"registering modified code .*manifest\.json: sha256"):
+        _load_as("cake_test_modified", copy)
+    x, c = _kmeans_inputs()
+    assert torch.ops.cake_test_modified.kmeans_assign(x, c).shape == (2, 97)
+
+
 def test_plugin_registration_is_reentrant(triton_pkg: ModuleType) -> None:
     plugins = importlib.import_module(f"{TRITON_PKG}._plugins")
     plugins.register()
