@@ -1,8 +1,8 @@
 """`cake certify PKG`: run the contract gates on an exported package's kernels on this machine and append a
 row per op to its certificate.
 
-The battery calls each op's dispatcher exactly as a user's call would be routed (bucket, variant), except that
-a call the package would send to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
+The battery calls each registered op (`torch.ops.<namespace>.<op>`) as a user would, except that a call the
+package would route to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
 — the certificate speaks for the kernels, not for the reference. On the CPU the Triton kernels run under the
 interpreter (`TRITON_INTERPRET=1`, set for the duration; triton must not be imported before). The battery runs
 in this process.
@@ -69,6 +69,8 @@ def _interpreter(on: bool) -> Iterator[None]:
 def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, seed: int = 0,
             gates: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Run the battery on every op of the package at `path`; append and return the rows."""
+    import torch
+
     from cake.verifier.battery import run_battery
     from cake.verifier.contracts import get_contract
 
@@ -86,11 +88,13 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
         module = import_package(pkg)
         fallback = module._ops.Fallback
         for name, op in module.PACKAGE.ops.items():
-            def kernel(*inputs: Any, op: Any = op) -> Any:
+            registered = getattr(getattr(torch.ops, module.PACKAGE.namespace), name)
+
+            def kernel(*inputs: Any, op: Any = op, registered: Any = registered) -> Any:
                 call = op.route(inputs)
                 if isinstance(call, fallback):
                     raise ShapeNotSupported(f"the package sends this call to the reference: {call.reason}")
-                return call(*inputs)
+                return registered(*inputs)  # the registered op, as a user calls it
 
             verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
                                   all_gates=True, interpreter=device == "cpu", gates=gates)
