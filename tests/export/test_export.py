@@ -195,9 +195,11 @@ def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
     with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
         triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
-    assert "runs on CUDA devices only" in variant.accepts("bf16", {"D": 64}, torch.device("cpu"))
+    xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
+    assert "runs on CUDA devices only" in variant.accepts((xb, cb), "bf16", torch.device("cpu"))
+    x128, c128 = _kmeans_inputs(torch.bfloat16, d=128)
     assert "compiled for ['T=bf16;D=64', 'T=f16;D=64'], not T=bf16;D=128" in variant.accepts(
-        "bf16", {"D": 128}, torch.device("cuda", 0))
+        (x128, c128), "bf16", torch.device("cuda", 0))
 
 
 def test_cuda_argument_blocks_match_the_generated_structs(cuda_export: Path, cuda_pkg: ModuleType) -> None:
@@ -332,7 +334,7 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     # A layout the kernel does not take is copied to a contiguous tensor first (documented), never misread.
     strided = x.transpose(1, 2).contiguous().transpose(1, 2)
     monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
-    strided_call = variant.route((strided, c), dims, "bf16")
+    strided_call = variant.route((strided, c), "bf16")
     blocks.update({launch[0]: launch[6] for launch in strided_call.launches})
     assert strided_call.copy == (True, False)
     strided_call(strided, c)

@@ -51,7 +51,7 @@ def libcuda() -> Any:
                 lib = ctypes.CDLL("libcuda.so.1")
             except OSError as error:
                 raise CudaLaunchError(f"cannot load the CUDA driver (libcuda.so.1): {error}") from None
-            vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int
+            vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
             lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
             lib.cuLaunchKernel.restype = i32
             lib.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
@@ -64,7 +64,10 @@ def libcuda() -> Any:
             lib.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
             lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), i32]
             lib.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
-            del u64
+            lib.cuInit.argtypes = [u32]
+            code = lib.cuInit(0)  # idempotent; torch's runtime has usually done it
+            if code != 0:
+                raise CudaLaunchError(f"cuInit failed with CUresult {code}")
             _lib = lib
     return _lib
 

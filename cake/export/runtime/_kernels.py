@@ -59,7 +59,7 @@ class TritonVariant:
         self.module_name = f"{package}._kernels.{vid}"
         self._host: Callable[..., Any] | None = None
 
-    def accepts(self, dtype: str | None, dims: Mapping[str, int], device: torch.device) -> str | None:
+    def accepts(self, inputs: Sequence[torch.Tensor], dtype: str | None, device: torch.device) -> str | None:
         """None when the variant runs this call, else why not."""
         for var, choices in self.dtypes.items():
             if dtype not in choices:
@@ -84,7 +84,7 @@ class TritonVariant:
             self._host = getattr(module, str(self.meta["entry"]))
         return self._host
 
-    def route(self, inputs: Sequence[torch.Tensor], dims: Mapping[str, int], dtype: str | None) -> Any:
+    def route(self, inputs: Sequence[torch.Tensor], dtype: str | None) -> Any:
         return self.host()
 
 
@@ -100,6 +100,7 @@ class CudaVariant:
         self.static_names = tuple(cuda["static_dims"])
         self.inputs = tuple(cuda["inputs"])
         self.input_dtypes = tuple(cuda["input_dtypes"])
+        self.input_dims = tuple(tuple(names) for names in cuda["input_dims"])
         self.specs = {spec["key"]: spec for spec in cuda["specs"]}
         self.outputs = [(o["name"], [compile_expr(e, self.dim_names) for e in o["shape"]], o["dtype"])
                         for o in cuda["outputs"]]
@@ -109,15 +110,20 @@ class CudaVariant:
                       for g in cuda["launches"]}
         self.modules: dict[tuple[str, int], _cuda.Module] = {}
 
+    def bind(self, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+        """The schedule's dims from the inputs' shapes (the op has checked that they agree)."""
+        return {name: int(t.shape[axis]) for names, t in zip(self.input_dims, inputs, strict=True)
+                for axis, name in enumerate(names) if name is not None}
+
     def spec_key(self, dtype: str | None, dims: Mapping[str, int]) -> str:
         parts = [f"{k}={dtype}" for k in sorted(self.meta["dtype_choices"])]
         parts += [f"{k}={dims[k]}" for k in self.static_names]
         return ";".join(parts)
 
-    def accepts(self, dtype: str | None, dims: Mapping[str, int], device: torch.device) -> str | None:
+    def accepts(self, inputs: Sequence[torch.Tensor], dtype: str | None, device: torch.device) -> str | None:
         if device.type != "cuda":
             return f"{self.vid} ({self.meta['schedule']}) runs on CUDA devices only"
-        key = self.spec_key(dtype, dims)
+        key = self.spec_key(dtype, self.bind(inputs))
         if key not in self.specs:
             return f"{self.vid} ({self.meta['schedule']}) was compiled for {sorted(self.specs)}, not {key}"
         return None
@@ -140,7 +146,8 @@ class CudaVariant:
             loaded = self.modules[(spec["key"], index)] = _cuda.Module(cubin, spec["codes"], index)
         return loaded, arch
 
-    def route(self, inputs: Sequence[torch.Tensor], dims: Mapping[str, int], dtype: str | None) -> Any:
+    def route(self, inputs: Sequence[torch.Tensor], dtype: str | None) -> Any:
+        dims = self.bind(inputs)
         dtypes = {var: str(dtype) for var in self.meta["dtype_choices"]}
         spec = self.specs[self.spec_key(dtype, dims)]
         module, _ = self.module(spec, inputs[0].device)

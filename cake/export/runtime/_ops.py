@@ -134,9 +134,9 @@ class ExportedOp:
         bucket, _, variants = min(self.buckets, key=lambda b: sum((point[d] - c) ** 2 for d, c in b[1].items()))
         why = []
         for variant in variants:
-            refusal = variant.accepts(ir_dtype, dims, device)
+            refusal = variant.accepts(inputs, ir_dtype, device)
             if refusal is None:
-                return variant.route(inputs, dims, ir_dtype)  # type: ignore[no-any-return]
+                return variant.route(inputs, ir_dtype)  # type: ignore[no-any-return]
             why.append(refusal)
         return Fallback(self, f"no kernel of bucket {bucket} runs it: " + "; ".join(why))
 
