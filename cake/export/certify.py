@@ -15,7 +15,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -50,6 +50,30 @@ def import_package(path: Path) -> ModuleType:
         raise ExportError(f"`import {pkg.name}` resolves to {module.__file__}, not {pkg}: another copy is imported "
                           "or installed")
     return module
+
+
+def worst_resources(manifest: Mapping[str, Any], op: str, device: str) -> dict[str, Any] | None:
+    """The largest ptxas figures over the op's cubins that run on this device (RES-02), or None (no CUDA)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    archs = [f"sm_{major}{minor}a", f"sm_{major}{minor}"] + (["sm_80"] if major == 8 else [])
+    vids = sorted({v for b in manifest["ops"][op]["buckets"] for v in b["variants"]})
+    found = []
+    for vid in vids:
+        for spec in manifest["variants"][vid].get("cuda", {}).get("specs", []):
+            arch = next((a for a in archs if a in spec.get("resources", {})), None)
+            if arch is not None:
+                found.append(spec["resources"][arch])
+    if not found:
+        return None
+    worst = dict(found[0])
+    for report in found[1:]:
+        for key in ("registers_per_thread", "smem_bytes", "tmem_columns", "spill_bytes"):
+            worst[key] = max(worst[key], report[key])
+    return worst
 
 
 @contextlib.contextmanager
@@ -97,7 +121,8 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
                 return registered(*inputs)  # the registered op, as a user calls it
 
             verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
-                                  all_gates=True, interpreter=device == "cpu", gates=gates)
+                                  all_gates=True, interpreter=device == "cpu", gates=gates,
+                                  resource_report=worst_resources(manifest, name, device))
             summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device), seed=seed)
             rows.append({"op": name, "date": cert.now(), "device": cert.device_name(device), "seed": seed,
                          "gates_requested": list(gates) if gates else "all", "toolchain": cert.toolchain(),

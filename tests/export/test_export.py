@@ -340,3 +340,16 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     strided_call(strided, c)
     assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)
     assert field(launched[-1][5], stride_x0) == 300 * 64
+
+
+def test_certify_reports_ptxas_resources_for_the_device(cuda_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cake.export.certify import worst_resources
+
+    manifest = json.loads((cuda_export / CUDA_PKG / "manifest.json").read_text())
+    assert worst_resources(manifest, "kmeans_assign", "cpu") is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    report = worst_resources(manifest, "kmeans_assign", "cuda")
+    assert report is not None and report["arch"] == "sm_90a"
+    assert 0 < report["registers_per_thread"] <= 255 and report["smem_bytes"] > 48 * 1024  # the ping-pong's stages
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 0))
+    assert worst_resources(manifest, "kmeans_assign", "cuda") is None  # no cubin for sm_100
