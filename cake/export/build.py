@@ -185,7 +185,7 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
         except LoweringError as error:
             result.skipped.append(f"{kernel.name} [{key}]: " + "; ".join(d.message for d in error.diagnostics))
             continue
-        cubins = {}
+        cubins, resources = {}, {}
         for arch, target in targets.items():
             smem = {c.kname: c.smem_bytes for c in program.launches}
             tmem = {c.kname: c.tmem_columns for c in program.launches}
@@ -203,12 +203,13 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
             (pkg / rel).write_bytes(compiled.cubin)
             files[rel] = cert.sha256_text_bytes(compiled.cubin)
             cubins[target] = rel
+            resources[target] = compiled.report.gate_mapping()  # ptxas's figures, for RES-02 in `cake certify`
         if not cubins:
             continue
         (pkg / f"{stem}.cu").write_text(program.source)
         files[f"{stem}.cu"] = cert.sha256_text(program.source)
         specs.append({"key": key, "dtypes": {k: v.value for k, v in dtypes.items()}, "statics": static_dims,
-                      "source": f"{stem}.cu", "cubins": cubins, "codes": launch_codes(program),
+                      "source": f"{stem}.cu", "cubins": cubins, "resources": resources, "codes": launch_codes(program),
                       "tma_extents": tma_extents(program)})
     if not specs:
         raise ExportError(f"`{kernel.name}`: no specialization compiled:\n  " + "\n  ".join(result.skipped))
