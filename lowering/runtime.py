@@ -34,6 +34,9 @@ from cake.lowering.pipeline import LowerContext, run_passes
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, render_all
 
+# The verifier names its schedule loader by this string (it never imports the lowering); `cake verify
+# --schedule`, `cake bench` and the evaluator all use it, so their verdict cache keys agree.
+SCHEDULE_LOADER = f"{__name__}:load_schedule"
 BACKEND_ENV = "CAKE_BACKEND"
 ARCH_ENV = "CAKE_ARCH"
 DEFAULT_BACKEND = "triton"
@@ -141,20 +144,21 @@ def schedule_op(path: str) -> str:
     return read_schedule(path)[0].op
 
 
-def load_schedule(path: str) -> LoadedKernel:
-    """Lower the schedule at `path` with its default params and load it (the verifier's loader)."""
-    return load_schedule_with_params(path, "{}")
+def load_schedule(path: str, *, backend: str | None = None, arch: str | None = None,
+                  params: str | None = None) -> LoadedKernel:
+    """Lower the schedule at `path` and load it (the verifier's loader: `SCHEDULE_LOADER`).
 
-
-def load_schedule_with_params(path: str, params_json: str) -> LoadedKernel:
-    """Like `load_schedule`, with a param assignment given as a JSON object (`{"BN": 64}`)."""
-    params = json.loads(params_json)
-    if not isinstance(params, dict) or not all(isinstance(v, int) for v in params.values()):
-        raise ValueError(f"params must be a JSON object of integers, got {params_json!r}")
+    `backend`, `arch` and `params` (a JSON object of integers, `{"BN": 64}`; default: the schedule's own
+    defaults) are what a `KernelRef`'s options carry, so a worker builds exactly the kernel it was named.
+    Unset backend/arch fall back to $CAKE_BACKEND/$CAKE_ARCH — for a user's shell (`CAKE_BACKEND=cuda cake
+    verify ...`), never set by CAKE itself — and then to the backend's defaults."""
+    assignment = json.loads(params or "{}")
+    if not isinstance(assignment, dict) or not all(isinstance(v, int) for v in assignment.values()):
+        raise ValueError(f"params must be a JSON object of integers, got {params!r}")
     kernel, text = read_schedule(path)
-    backend = os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    backend = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
     try:
-        lowered = lower(kernel, backend, params=params, arch=os.environ.get(ARCH_ENV) or None,
+        lowered = lower(kernel, backend, params=assignment, arch=arch or os.environ.get(ARCH_ENV) or None,
                         filename=str(path), source_text=text)
     except DiagnosticError as error:
         raise ScheduleError(error.diagnostics, text) from None

@@ -131,7 +131,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cake.store import NotARunError, RunExistsError, RunStore
+    from cake.runs.store import NotARunError, RunExistsError, RunStore
 
     if args.resume is not None:
         try:
@@ -158,6 +158,7 @@ def _evolve(store: Any, resumed: bool) -> int:
     from cake.agents.distiller import LearnedRules
     from cake.agents.loop import EvolutionLoop, LoopSettings
     from cake.cli.evolve_progress import RichProgress
+    from cake.evaluation.executors import LocalPoolExecutor
 
     console = Console(highlight=False, soft_wrap=True)
     config = store.config
@@ -177,14 +178,17 @@ def _evolve(store: Any, resumed: bool) -> int:
     console.print(toolchain.describe())
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
+    executor = LocalPoolExecutor(toolchain.evaluator, toolchain.devices())  # one slot per GPU, or N CPU workers
     try:
         with progress:
-            result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress,
+            result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress, executor=executor,
                                    after_turn=lambda turn: learned.after_turn(store, turn)).run()
     except KeyboardInterrupt:
         # Every finished evaluation is already committed; the one in flight is redone on resume.
         console.print(f"interrupted; continue with: cake evolve --resume {store.root}")
         return INTERRUPTED
+    finally:
+        executor.close()
     if result.skipped_evaluations:
         console.print(f"resume: {result.skipped_evaluations} finished evaluations kept, none repeated")
     console.print(f"stopped: {result.stop.value}")

@@ -13,7 +13,7 @@ from cake.agents.population import Archive, Member
 from conftest import SEED
 from fake_toolchain import FakeToolchain, Interrupted
 
-from cake.store import CandidateStatus, RunStore
+from cake.runs.store import CandidateStatus, RunStore
 
 SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
 
@@ -78,3 +78,37 @@ def test_map_elites_keeps_one_elite_per_cell_and_selects_reproducibly() -> None:
     assert len(archive) == 2 and [m.id for m in archive.elites()] == [2, 3]
     picks = [m.id for m in archive.select(random.Random(0), 10)]
     assert picks == [m.id for m in archive.select(random.Random(0), 10)] and set(picks) <= {2, 3}
+
+
+class _OutOfOrder:
+    """The fake evaluation, slower for earlier candidates: a pool finishes them out of submission order."""
+
+    def __init__(self, toolchain: FakeToolchain):
+        self.toolchain = toolchain
+
+    def evaluate(self, job, device):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.02 * (job.candidate_id % 3))
+        return self.toolchain.evaluate(job, device)
+
+
+def test_in_process_and_local_pool_executors_give_the_same_candidates(tmp_path: Path) -> None:
+    from cake.evaluation.executors import InProcessExecutor, LocalPoolExecutor
+
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=3, seed=5)
+    sequences = []
+    for name in ("in_process", "pool"):
+        store = RunStore.create(tmp_path / name, {"loop": settings.to_json()})
+        toolchain = FakeToolchain(SEED)
+        evaluator = _OutOfOrder(toolchain)
+        executor = InProcessExecutor(evaluator) if name == "in_process" else \
+            LocalPoolExecutor(evaluator, ("cpu", "cpu", "cpu"))
+        try:
+            EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED], executor=executor).run()
+        finally:
+            executor.close()
+        sequences.append([(c.id, *s, c.fitness) for c, s in zip(store.candidates(), _sequence(store), strict=True)])
+        if name == "pool":
+            assert sorted(toolchain.evaluated) != toolchain.evaluated  # evaluations did finish out of order
+    assert sequences[0] == sequences[1] and len(sequences[0]) > 10
