@@ -21,7 +21,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cake.stats import Speedup
 
 from cake.verifier.registry import ENTRY_POINT_GROUP, WorkloadContracts
 
@@ -116,6 +119,9 @@ class Baseline:
     description: str
     load: Callable[[], Prepared]
     package: str | None = None  # the pip requirement, e.g. "flash-kmeans==0.3.1"; None for torch
+    # A CAKE reference timed alongside (e.g. the IR seed lowered by CAKE's own emitter): shown, never one of
+    # the baselines a speedup is over.
+    reference: bool = False
 
     def status(self) -> str:
         """'available', or the reason it is not (without running anything on a device)."""
@@ -188,7 +194,9 @@ class Fitness:
 
     At each shape in `shapes`, the candidate and every baseline in `against` are timed interleaved by
     `cake.verifier.timing` (cold L2, rotated inputs, medians). The score is the geometric mean over the
-    shapes of (fastest available baseline's median) / (candidate's median): > 1 beats the best baseline.
+    shapes of (fastest baseline's median) / (candidate's median): > 1 beats the best baseline. Every
+    baseline in `against` must have a time at every shape: one that is missing or failed its check makes the
+    speedup undefined (`speedup` says why) and the score None — never a speedup over the ones that ran.
     A candidate that has not passed the contract gates, or fails the re-check after timing, has no score
     (None) — it is never ranked, not ranked last.
     """
@@ -197,17 +205,28 @@ class Fitness:
     shapes: tuple[str, ...]
     against: tuple[str, ...]
 
+    def speedup(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]],
+                problems: Mapping[str, str] | None = None) -> Speedup:
+        """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; `problems[name]` says why a
+        contestant has no time (it then appears in the undefined speedup's reason)."""
+        from cake.stats import Speedup, speedup_over_best
+
+        if not self.shapes:
+            return Speedup.missing(self.against, "the fitness names no shapes")
+        per_shape = [speedup_over_best(candidate_ms.get(shape), {b: baseline_ms.get(b, {}).get(shape) for b in self.against},
+                                       self.against, candidate_problem=(problems or {}).get("candidate"),
+                                       problems=problems)
+                     for shape in self.shapes]
+        for shape, s in zip(self.shapes, per_shape, strict=True):
+            if s.value is None:
+                return Speedup.missing(self.against, f"at {shape}: {s.undefined}")
+        values = [s.value for s in per_shape if s.value is not None]
+        best = per_shape[0].best_baseline if len(per_shape) == 1 else "best per shape"
+        return Speedup(math.exp(sum(math.log(v) for v in values) / len(values)), tuple(self.against), best)
+
     def score(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]]) -> float | None:
-        """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; missing baselines are skipped."""
-        ratios = []
-        for shape in self.shapes:
-            if shape not in candidate_ms:
-                return None
-            times = [baseline_ms[b][shape] for b in self.against if shape in baseline_ms.get(b, {})]
-            if not times:
-                return None
-            ratios.append(min(times) / candidate_ms[shape])
-        return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
+        """The speedup's value; None when it is undefined (a baseline or the candidate has no time)."""
+        return self.speedup(candidate_ms, baseline_ms).value
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ order) and returns its `out` tensors (one tensor, or a tuple). Dtype variables a
 tensors at each call; dims from their shapes. Compiler errors raised at call time become `KernelCompileError`
 (a `DiagnosticError` and a `RuntimeError`) located at the schedule line that produced the failing code.
 
-The verifier's worker loads schedules by name through `load_schedule(path)` and asks for their op with
-`schedule_op(path)`; `load_schedule_with_params(path, params_json)` lets the evolve loop pass a param
-assignment. `$CAKE_BACKEND` (default `triton`) and `$CAKE_ARCH` (default: the schedule's target) choose the
-backend and target for those loaders, since a loader reference carries only the path.
+The verifier's worker loads schedules by name (`SCHEDULE_LOADER`: `load_schedule(path, backend=, arch=,
+params=)`, the options a `KernelRef` carries) and asks for their op with `schedule_op(path)`. A backend or
+arch left unset falls back to `$CAKE_BACKEND` (default `triton`) and `$CAKE_ARCH` (default: the schedule's
+target), for a user's shell; CAKE itself always names them.
 """
 
 from __future__ import annotations

@@ -119,6 +119,9 @@ def print_reports(reports: Sequence[ShapeReport], title: str) -> None:
     for report in reports:
         for m in report.measurements:
             status = m.failure or ("[bold red]IMPLAUSIBLE: below the roofline floor[/]" if m.implausible else "ok")
+            speedup = m.extra.get("speedup")
+            if isinstance(speedup, dict) and speedup.get("undefined"):
+                status = f"{status}; speedup undefined: {speedup['undefined']}"
             spread = f"{_f(m.p10_ms, '.3f')}-{_f(m.p90_ms, '.3f')}" if m.median_ms is not None else "-"
             table.add_row(f"{report.shape.name} ({report.shape.describe()})", m.name, _f(m.median_ms, ".4f"), spread,
                           _f(m.tflops, ".1f"), _f(m.gbytes_per_s, ".0f"),

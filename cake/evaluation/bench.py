@@ -9,13 +9,13 @@ text parsed from a command's output.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
     from cake.experiments.workload import OpSpec, Prepared, Shape
-    from cake.verifier.timing import Clock, Measurement, TimingConfig, Verification
+    from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
     from cake.verifier.worker_protocol import KernelRef
 
 
@@ -41,20 +41,24 @@ class ShapeReport:
 @dataclass(frozen=True, slots=True)
 class BenchTimes:
     """Medians in ms of the contestants that were timed, passed their checks and were plausible:
-    `candidate[shape]` and `baselines[name][shape]`; `refused` says why the candidate was not timed."""
+    `candidate[shape]` and `baselines[name][shape]`; `problems[name]` says why a contestant ("candidate" or a
+    baseline) has no median (an undefined speedup names them); `refused` why the candidate was not timed."""
 
     candidate: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
     refused: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"candidate": self.candidate, "baselines": self.baselines, "refused": self.refused}
+        return {"candidate": self.candidate, "baselines": self.baselines, "problems": self.problems,
+                "refused": self.refused}
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> BenchTimes:
         return BenchTimes({str(k): float(v) for k, v in dict(data["candidate"]).items()},
                           {str(b): {str(k): float(v) for k, v in dict(t).items()}
                            for b, t in dict(data["baselines"]).items()},
+                          {str(k): str(v) for k, v in dict(data.get("problems") or {}).items()},
                           None if data.get("refused") is None else str(data["refused"]))
 
 
@@ -77,7 +81,12 @@ class BenchRun:
             return BenchTimes(refused="; ".join(f"{d}: {v.detail}" for d, v in self.refused))
         times = BenchTimes()
         for report in self.reports:
+            for name, why in report.unavailable:
+                times.problems[name] = f"not available: {why}"
             for m in report.measurements:
+                name = "candidate" if m.candidate else m.name
+                if m.failure or m.implausible:
+                    times.problems[name] = m.failure or "implausibly fast (below the roofline floor)"
                 if m.median_ms is None or m.failure or m.implausible:
                     continue
                 if m.candidate:
@@ -109,6 +118,7 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
                 *, device: str = "cuda", seed: int = 0, pool: int | None = None,
                 unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
     """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
+    from cake.stats import speedup_over_best
     from cake.verifier.registry import get_contract
     from cake.verifier.timing import (
         Contestant,
@@ -127,11 +137,38 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
     contestants = [Contestant(name, fn, verification=v) for name, fn, v in candidates]
     contestants += [Contestant(name, p.run, p.prepared, candidate=False) for name, p in baselines]
     samples = measure(contestants, sets, clock, spot_check(contract, dtype, dict(spec.spot_sample), seed), config)
-    baseline_medians = [s.median_ms for s in samples if not s.candidate and s.ok]
-    reference = min(baseline_medians) if baseline_medians else None
-    measurements = tuple(summarize(s, contract, dims, dtype, device_spec, reference if s.candidate else None)
-                         for s in samples)
-    return ShapeReport(shape, measurements, tuple(unavailable))
+    against, baseline_ms, problems = speedup_inputs(spec, samples, unavailable)
+    measurements = []
+    for s in samples:
+        if not s.candidate:
+            measurements.append(summarize(s, contract, dims, dtype, device_spec))
+            continue
+        speedup = speedup_over_best(s.median_ms if s.ok else None, baseline_ms, against,
+                                    candidate_problem=s.failure, problems=problems)
+        best = baseline_ms[speedup.best_baseline] if speedup.best_baseline else None
+        m = summarize(s, contract, dims, dtype, device_spec, best)
+        measurements.append(replace(m, extra={**m.extra, "speedup": speedup.to_json()}))
+    return ShapeReport(shape, tuple(measurements), tuple(unavailable))
+
+
+def speedup_inputs(spec: OpSpec, samples: Sequence[Samples], unavailable: Sequence[tuple[str, str]]
+                   ) -> tuple[list[str], dict[str, float | None], dict[str, str]]:
+    """(the baselines a speedup is over, their medians, why each one without a time has none). A workload's
+    references are timed alongside but are not baselines; a baseline that could not load or failed its check
+    stays among them without a time, so the speedup is undefined rather than over the others."""
+    def is_reference(name: str) -> bool:
+        try:
+            return spec.baseline(name).reference
+        except KeyError:
+            return False
+
+    against = [s.name for s in samples if not s.candidate and not is_reference(s.name)]
+    against += [name for name, _ in unavailable if name not in against and not is_reference(name)
+                and any(b.name == name for b in spec.baselines)]
+    baseline_ms = {s.name: (s.median_ms if s.ok else None) for s in samples if not s.candidate}
+    problems = {s.name: s.failure or "not timed" for s in samples if not s.candidate and not s.ok}
+    problems.update({name: f"not available: {why}" for name, why in unavailable})
+    return against, baseline_ms, problems
 
 
 def verdict_verification(verdict: Any) -> Verification:

@@ -163,11 +163,13 @@ class ScheduleEvaluator:
                                error=f"bench: {problem}"[:ERROR_CHARS])
         from cake.experiments.workload import get_workload
 
-        fitness = get_workload(self.workload).fitness.score(outcome.candidate, outcome.baselines)
+        speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
+        fitness = speedup.value
         best_baseline = min((t[self.shape] for t in outcome.baselines.values() if self.shape in t), default=None)
         timings = {"candidate_ms": outcome.candidate.get(self.shape),
                    **{f"{b}_ms": t.get(self.shape) for b, t in outcome.baselines.items()}}
-        error = None if fitness is not None else f"bench gave no time: {outcome.refused or problem}"[:ERROR_CHARS]
+        error = None if fitness is not None else \
+            f"speedup undefined: {outcome.refused or speedup.undefined}: {problem}"[:ERROR_CHARS]
         return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=outcome.candidate.get(self.shape), baseline_ms=best_baseline, fitness=fitness,

@@ -62,6 +62,22 @@ def load_flash_kmeans_assign() -> Prepared:
     return Prepared(run=run, prepare=_norms)
 
 
+def load_triton_assign() -> Prepared:
+    """The hand-written fused Triton assign (`triton_assign.py`) at its per-shape tuned config (the sweep's
+    table; the untuned default where the table has no entry, as `TunedAssign.last_choice` records)."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        raise BaselineUnavailable("the hand-written Triton assign needs a CUDA device (or TRITON_INTERPRET=1)")
+    try:
+        from cake.experiments.kmeans import triton_assign
+    except ImportError as missing:
+        raise BaselineUnavailable(f"triton is not importable here ({missing})") from None
+    return Prepared(run=triton_assign.TunedAssign(triton_assign.read_table()), prepare=triton_assign.prepare)
+
+
 def torch_assign_mm(x: Any, c: Any) -> Any:
     """argmin_k |c_k|^2 - 2 x.c_k with an fp32 batched matrix product (|x|^2 does not change the argmin)."""
     import torch
@@ -146,6 +162,9 @@ def load_torch_lloyd() -> Prepared:
 ASSIGN_BASELINES: tuple[Baseline, ...] = (
     Baseline("flash_kmeans", "flash-kmeans 0.3.1 euclid_assign_triton(x, c, x_sq, c_sq=c_sq), norms precomputed",
              load_flash_kmeans_assign, FLASH_KMEANS_REQUIREMENT),
+    Baseline("triton_assign", "a hand-written fused Triton assign (tl.dot + running argmin, ||c||^2 precomputed) at "
+             "its per-shape best config of a tile/warp/stage sweep (experiments/kmeans/triton_assign.py)",
+             load_triton_assign),
     Baseline("torch_mm", "torch: fp32 baddbmm(|c|^2, x, c^T, alpha=-2).argmin(-1)", _load_plain(torch_assign_mm)),
     Baseline("torch_cdist", "torch: cdist(x, c).argmin(-1) in fp32", _load_plain(torch_assign_cdist)),
 )

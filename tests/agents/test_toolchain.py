@@ -21,15 +21,27 @@ def _m(name: str, median: float | None, candidate: bool = False, failure: str | 
 
 
 def _run(*measurements: Measurement) -> BenchRun:
-    return BenchRun("kmeans_assign", "k", "H200", (ShapeReport(CAKE_CELL, measurements, (("torch_mm", "skip"),)),))
+    unavailable = () if any(m.name == "torch_mm" for m in measurements) else (("torch_mm", "not requested"),)
+    return BenchRun("kmeans_assign", "k", "H200", (ShapeReport(CAKE_CELL, measurements, unavailable),))
 
 
 def test_bench_times_become_the_workload_score_and_survive_json() -> None:
-    times = _run(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("plain_sweep_best", 1.4)).times()
+    times = _run(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("triton_assign", 1.4),
+                 _m("torch_mm", 24.0), _m("plain_sweep_best", 1.3)).times()
     assert times.candidate == {"cake_cell": 1.25}
-    assert times.baselines == {"flash_kmeans": {"cake_cell": 1.564}, "plain_sweep_best": {"cake_cell": 1.4}}
-    assert BenchTimes.from_json(json.loads(json.dumps(times.to_json()))) == times
-    assert WORKLOAD.fitness.score(times.candidate, times.baselines) == 1.4 / 1.25  # against the better baseline
+    assert times.baselines["flash_kmeans"] == {"cake_cell": 1.564} and times.baselines["triton_assign"] == {"cake_cell": 1.4}
+    assert BenchTimes.from_json(json.loads(json.dumps(times.to_json()))) == times  # what crosses the process boundary
+    # against the best baseline; plain_sweep_best is a CAKE reference, not one of them
+    assert WORKLOAD.fitness.score(times.candidate, times.baselines) == 1.4 / 1.25
+
+
+def test_a_failed_or_missing_baseline_makes_the_score_undefined_with_its_reason() -> None:
+    times = _run(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564),
+                 _m("triton_assign", None, failure="wrong before timing (input set 0): ids differ")).times()
+    speedup = WORKLOAD.fitness.speedup(times.candidate, times.baselines, times.problems)
+    assert speedup.value is None and WORKLOAD.fitness.score(times.candidate, times.baselines) is None
+    assert "baseline triton_assign: wrong before timing" in str(speedup.undefined)
+    assert "baseline torch_mm: not available: not requested" in str(speedup.undefined)
 
 
 def test_a_refused_wrong_or_implausible_candidate_has_no_score() -> None:

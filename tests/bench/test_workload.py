@@ -31,7 +31,8 @@ def test_registry_finds_workloads_by_name_and_by_op() -> None:
 
 def test_flash_kmeans_ops_seeds_and_references() -> None:
     assign, update = FK.op("kmeans_assign"), FK.op("kmeans_update")
-    assert FK.primary is assign and FK.fitness.against == ("flash_kmeans", "plain_sweep_best")
+    assert FK.primary is assign and FK.fitness.against == ("triton_assign", "flash_kmeans", "torch_mm")
+    assert assign.baseline("plain_sweep_best").reference  # a CAKE reference, not one of the baselines
     assert [p.name for p in assign.seed_paths()] == ["assign_plain.cake"]
     assert [p.name for p in update.seed_paths()] == ["update_atomic.cake"]
     refs = {p.name for p in assign.reference_paths()}
@@ -112,6 +113,24 @@ def test_fitness_is_the_geomean_of_speedups_over_the_best_baseline() -> None:
     score = fit.score({"s1": 1.0, "s2": 2.0}, {"fk": {"s1": 2.0, "s2": 2.0}, "sweep": {"s1": 1.5, "s2": 8.0}})
     assert score == pytest.approx((1.5 * 1.0) ** 0.5)
     assert fit.score({"s1": 1.0}, {"fk": {"s1": 2.0, "s2": 2.0}}) is None  # unmeasured shape: no score
+
+
+def test_a_missing_baseline_makes_the_fitness_undefined_not_a_speedup_over_the_others() -> None:
+    fit = Fitness("kmeans_assign", ("s1",), ("fk", "hand", "torch"))
+    full = {"fk": {"s1": 2.0}, "hand": {"s1": 1.5}, "torch": {"s1": 20.0}}
+    assert fit.speedup({"s1": 1.0}, full).value == pytest.approx(1.5)
+    lacking = {"fk": {"s1": 2.0}, "torch": {"s1": 20.0}}
+    speedup = fit.speedup({"s1": 1.0}, lacking, {"hand": "not available: needs a CUDA device"})
+    assert speedup.value is None and fit.score({"s1": 1.0}, lacking) is None
+    assert speedup.undefined == "at s1: baseline hand: not available: needs a CUDA device"
+
+
+def test_the_hand_written_triton_baseline_says_why_it_cannot_run_here(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(BaselineUnavailable, match="CUDA device"):
+        FK.op("kmeans_assign").baseline("triton_assign").load()
 
 
 def test_starter_workload_binds_known_contracts_with_working_baselines() -> None:
