@@ -125,6 +125,13 @@ class Typing:
         shape = self.shape(node)
         return None if shape is None else len(shape)
 
+    def tile_type(self, node: n.Expr | n.Let) -> n.TileType | None:
+        """The node's type as a declared tile type (element type and shape), when both are known."""
+        ty = self.types.get(id(node))
+        if ty is None or ty.shape is None or not isinstance(ty.elem, (n.DType, n.TypeVar)):
+            return None
+        return n.TileType(ty.elem, ty.shape)
+
     def problems_of(self, code: str) -> tuple[Problem, ...]:
         return tuple(p for p in self.problems if p.code == code)
 
