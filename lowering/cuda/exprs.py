@@ -58,6 +58,8 @@ from cake.lowering.cuda.values import (
 )
 from cake.lowering.cuda.writer import Writer
 
+from cake.arch import THREADS_PER_WARP
+
 # Row padding of generator-staged mma operands: 16 bytes shifts each row by four banks, so ldmatrix's eight
 # row addresses hit distinct banks.
 STAGING_PAD_BYTES = 16
@@ -602,7 +604,7 @@ class ExprGen:
         with self.w.block(f"for (int cake_o = cake_rwarp; cake_o < {n_out}; cake_o += {warps})"):
             ident_v = rule.identity(DType.F32 if src.dtype.is_float else src.dtype)
             self.w.line(f"{acc_t} cake_a = {ident_v};" + (" int cake_ai = 0;" if rule.better else ""))
-            with self.w.block(f"for (int cake_j = cake_lane; cake_j < {n_red}; cake_j += 32)"):
+            with self.w.block(f"for (int cake_j = cake_lane; cake_j < {n_red}; cake_j += {THREADS_PER_WARP})"):
                 e = Elem.generic("cake_o", "cake_j") if axis == 1 else Elem.generic("cake_j", "cake_o")
                 v = rules.convert(src.at(e), src.dtype, DType.F32 if src.dtype.is_float else src.dtype)
                 if rule.better:
