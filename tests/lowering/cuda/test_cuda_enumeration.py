@@ -21,7 +21,7 @@ from cuda_cases import HAVE_NVCC, NO_NVCC
 SAMPLE = 6  # nvcc compiles in CI: about 1-3 s each on two cores
 SEED = int(os.environ.get("CAKE_ENUMERATION_SEED", "0"))
 FULL = os.environ.get("CAKE_FULL_ENUMERATION") == "1"
-ISSUE_CASE = ("experiments/flash_kmeans/assign_pingpong.cake", "wgmma.m64n96k16 BK=96")
+ISSUE_CASE = ("experiments/kmeans/assign_pingpong.cake", "wgmma.m64n96k16 BK=96")
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +41,9 @@ def _failures(outcomes: list[Outcome]) -> list[str]:
 def test_the_enumeration_covers_domains_dtypes_and_widths(variants: list[Variant]) -> None:
     labels = {(v.schedule, v.label) for v in variants}
     assert ISSUE_CASE in labels
-    assert ("experiments/flash_kmeans/assign_pingpong.cake", "wgmma.m64n32k16") in labels  # evolve's proposal
-    assert ("experiments/flash_kmeans/assign_tcgen05.cake", "tcgen05.m128n48k16 BK=48") in labels
-    assert ("experiments/flash_kmeans/assign_cp_async.cake", "STAGES=5") in labels
+    assert ("experiments/kmeans/assign_pingpong.cake", "wgmma.m64n32k16") in labels  # evolve's proposal
+    assert ("experiments/kmeans/assign_tcgen05.cake", "tcgen05.m128n48k16 BK=48") in labels
+    assert ("experiments/kmeans/assign_cp_async.cake", "STAGES=5") in labels
     assert {v.schedule.split("/")[-1] for v in variants} >= {"assign_pingpong.cake", "assign_cp_async.cake",
                                                             "assign_tcgen05.cake", "assign_plain.cake"}
 
