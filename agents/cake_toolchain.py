@@ -35,6 +35,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
+from cake.errors import INTERNAL_EXIT_CODE, is_internal
 from cake.store import CandidateStatus, Evaluation, FitnessKind
 
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
@@ -160,7 +161,7 @@ class CakeToolchain:
         try:
             verdict = self._verify(job.path, "cpu", CPU_DTYPES)
         except KernelLoadError as error:
-            return _evaluation(CandidateStatus.ERROR, "cpu", started, error=str(error)[:4000])
+            return _evaluation(_load_failure(str(error)), "cpu", started, error=str(error)[:4000])
         verdict_json = json.loads(verdict.to_json())
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
@@ -203,6 +204,8 @@ class CakeToolchain:
                                    error=f"bench timed out after {self.settings.bench_timeout_s:g} s")
             data = json.loads(out.read_text()) if out.is_file() else None
         tail = "\n".join(output.strip().splitlines()[-15:])
+        if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):
+            return _evaluation(CandidateStatus.INTERNAL, device, started, error=f"bench: {tail}"[:4000])
         if proc.returncode == 2:  # usage: the schedule could not be lowered or loaded
             return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {tail}"[:4000])
         verdict = self._cached_verdict(job.path, dtype)
@@ -260,6 +263,11 @@ def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
         for name, why in (report.get("unavailable") or {}).items():
             problems[str(name)] = f"not available: {why}"
     return problems
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

@@ -16,8 +16,9 @@ from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import CP_ASYNC, PINGPONG, PLAIN, TCGEN05, derive
-from cake.ir.checks.infer import Elem, Kind, MmaInfo
 from cake.ir.checks.registry import Finding, check, finding
+from cake.ir.types import Elem
+from cake.ir.typing import Kind, MmaInfo
 
 from cake.arch import ARCHS, ArchSpec, Feature, Issuer, MmaFamily, MmaForm, OperandMemory, mma_forms_of
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
 from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
+from cake.ir.typing import Typing
 from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
 from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator, stage_layout
@@ -38,6 +39,7 @@ class LaunchCtx:
     kname: str  # the __global__ function's name
     smem: SmemAllocator
     named: NamedBarriers
+    typing: Typing  # the kernel's type table (cake.ir.typing)
     diags: list[Diagnostic] = field(default_factory=list)
     tmaps: dict[tuple[str, tuple[int, ...], int], TmaMap] = field(default_factory=dict)
     layouts: dict[str, FragLayout] = field(default_factory=dict)
@@ -71,9 +73,6 @@ class LaunchCtx:
 
     def int_of(self, expr: object) -> int:
         return an.value(expr, self.env)  # type: ignore[arg-type]
-
-    def smem_offset(self, name: str) -> int:
-        return next(b.offset for b in self.plan.smem.buffers if b.name == name)
 
     def smem_layout_of(self, decl: SmemDecl) -> SmemTileLayout:
         return stage_layout(decl, self.env)

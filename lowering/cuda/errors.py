@@ -11,7 +11,6 @@ Codes (C = CUDA backend):
 | C0203 | a TMA copy whose box the hardware cannot move (box limits, alignment, shape vs destination) |
 | C0301 | a resource the launch needs exceeds the target (threads, named barriers, registers, TMEM) |
 | C0900 | nvcc or ptxas rejected the generated code (see compile.py) |
-| C0999 | internal error: the generator itself failed on a statement (a CAKE bug, reported with its span) |
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import enum
 
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
+from cake.errors import InternalError
 
 
 class Code(enum.Enum):
@@ -27,18 +27,16 @@ class Code(enum.Enum):
     LAYOUT = "C0102"
     TMA_BOX = "C0203"
     RESOURCE = "C0301"
-    INTERNAL = "C0999"
 
 
-class CheckerGap(Exception):
+class CheckerGap(InternalError):
     """Codegen found a commitment inconsistent (arrivals, transaction bytes, a setmaxnreg budget) that the
     checker proves before codegen runs (E0402, E0403, E0303). Reaching this means the checker accepted it:
     a bug in CAKE, never a diagnostic about the schedule."""
 
     def __init__(self, what: str, span: Span | None):
         where = f" (schedule line {span.line}:{span.column})" if span is not None else ""
-        super().__init__(f"internal error in CAKE: the checker accepted {what}{where}; please report this "
-                         "with the schedule text")
+        super().__init__("CUDA generator", f"the checker accepted {what}{where}")
 
 
 class LoweringError(DiagnosticError):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cake.ir import analysis as an
 from cake.ir.nodes import GridKind, Kernel, Launch, MmaAsync, NamedBarrierSync
+from cake.ir.typing import type_kernel
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx, TmaMap
 from cake.lowering.cuda.dialects import dialect_for
@@ -100,7 +101,7 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
                 user_ids.append(bid)
     kname = f"{ident(kernel.name)}_{ident(launch.name)}"
     lc = LaunchCtx(kernel, launch, plan, arch, env, file, kname,
-                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1))
+                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1), type_kernel(kernel))
     tmem = an.tmem_usage(launch, env)
     col = 0
     for t in launch.tmem:

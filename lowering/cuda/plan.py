@@ -21,7 +21,6 @@ from cake.ir import analysis as an
 from cake.ir.nodes import (
     Arrive,
     Assign,
-    Atomic,
     Copy,
     CopyKind,
     ExpectTx,
@@ -31,12 +30,9 @@ from cake.ir.nodes import (
     Let,
     MbarrierDecl,
     MmaAsync,
-    NamedBarrierSync,
     Role,
     SmemDecl,
     Stmt,
-    Store,
-    Sync,
     UnitKind,
     Wait,
 )
@@ -167,9 +163,6 @@ class LaunchPlan:
     smem: SmemPlan
     uses_setmaxnreg: bool
 
-    def role_slot(self, name: str) -> RoleSlot:
-        return next(r for r in self.roles if r.name == name)
-
     def barrier(self, name: str) -> BarrierSlot | None:
         return next((b for b in self.barriers if b.name == name), None)
 
@@ -193,10 +186,6 @@ def is_issuer(role: Role) -> bool:
     body = role.body
     return bool(body) and all(_issuer_stmt(s) for s in body) and any(
         isinstance(site.stmt, (Copy, MmaAsync)) for site in an.walk_body(body))
-
-
-def _collective_only(stmt: Stmt) -> bool:
-    return isinstance(stmt, (Store, Atomic, Sync, NamedBarrierSync))
 
 
 # ---------------------------------------------------------------------------------------------- planning
@@ -260,11 +249,11 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
     for decl in launch.barriers:
         count = 1 if decl.count is None else an.value(decl.count, env)
         init = [0] * count
-        by_instance: dict[tuple[str, int], list[an.BarrierSite]] = {}
-        for s in sites:
-            if s.barrier == decl.name and s.kind in (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL):
-                by_instance.setdefault((s.role, s.instance), []).append(s)
-        for (role, _instance), inst_sites in by_instance.items():
+        # Every phase sequence of the barrier (one per loop over it) has the checker's arrival count, so the
+        # first one's thread-level arrivals are the init count.
+        by_instance = an.sequences_by_instance(sites, decl.name, (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL))
+        for (role, _instance), seqs in by_instance.items():
+            inst_sites = seqs[0]
             slot = slot_of[role]
             per_arrive = 1 if slot.issuer else slot.warps
             for e in range(count):
@@ -274,7 +263,7 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
                 init[e] += arrives * per_arrive + _signal_arrivals(signals, slot)
         use = accounting[decl.name]
         declared = an.value(decl.arrivals, env)
-        for e, got in enumerate(use.arrivals):
+        for e, got in ((e, got) for seq in use.sequences for e, got in enumerate(seq)):
             if got and got != declared:  # E0402 refuses this before codegen (same accounting)
                 raise CheckerGap(f"mbarrier `{decl.name}[{e}]` declaring {declared} arrival(s) per phase while the "
                                  f"roles make {got}", decl.span)

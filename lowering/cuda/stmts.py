@@ -60,8 +60,10 @@ from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, S
 from cake.lowering.cuda.writer import Writer
 
 from cake.arch import THREADS_PER_WARP
+from cake.errors import InternalError
 
-# What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary.
+# What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary and
+# re-raised as an InternalError (the pipeline adds the kernel text when it passes through `guarded`).
 GENERATOR_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError, TypeError,
                   ValueError, RecursionError)
 
@@ -70,7 +72,7 @@ class RoleGen(ExprGen):
     scope: dict[str, Value]
 
     def __init__(self, lc: LaunchCtx, slot: RoleSlot, w: Writer, dialect: object):
-        facts = RoleInference(lc.launch, slot.role.body).run()
+        facts = RoleInference(lc.launch, slot.role.body, lc.typing).run()
         super().__init__(lc, slot, w, facts)
         self.dialect = dialect
         self.phase_vars: dict[str, str] = {}
@@ -168,10 +170,9 @@ class RoleGen(ExprGen):
                 self.stmt(stmt)
             except Unlowerable as error:
                 self.report(error, stmt.span)
-            except GENERATOR_BUGS as error:  # a bug in this generator: say so, located, never a traceback
-                self.report(Unlowerable(Code.INTERNAL, f"internal error in the CUDA generator while lowering this "
-                                        f"statement ({type(error).__name__}: {error}); this is a CAKE bug, not a "
-                                        "schedule error"), stmt.span)
+            except GENERATOR_BUGS as error:  # a bug in this generator: an internal error, never a refusal
+                line = f" at line {stmt.span.line}" if stmt.span is not None else ""
+                raise InternalError(f"CUDA generator, `{type(stmt).__name__}` statement{line}", error) from error
 
     def stmt(self, st: Stmt) -> None:
         handler = getattr(self, f"s_{type(st).__name__.lower()}", None)
