@@ -5,7 +5,7 @@ and compiled by nvcc for that arch. Never "the checker accepted it but it does n
 
 CI: every variant is checked and lowered (no compiler needed); a seeded sample of the accepted ones (plus the
 `BK = 96` / `wgmma.m64n96k16` case of the issue) is compiled with nvcc. The whole enumeration compiles every
-accepted variant: the slow test here, or `python experiments/bench_compile_enumeration.py`.
+accepted variant: the slow test here, or `python scripts/bench_compile_enumeration.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
-from cake.experiments.bench_compile_enumeration import Outcome, Variant, all_variants, judge
+from bench_compile_enumeration import Outcome, Variant, all_variants, judge
 from cuda_cases import HAVE_NVCC, NO_NVCC
 
 SAMPLE = 6  # nvcc compiles in CI: about 1-3 s each on two cores
@@ -72,7 +72,7 @@ def test_a_seeded_sample_of_accepted_variants_compiles(variants: list[Variant], 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_NVCC, reason=NO_NVCC)
 @pytest.mark.skipif(not FULL, reason="the full enumeration compiles every accepted variant (~140 nvcc runs, minutes): "
-                    "set CAKE_FULL_ENUMERATION=1, or run experiments/bench_compile_enumeration.py")
+                    "set CAKE_FULL_ENUMERATION=1, or run scripts/bench_compile_enumeration.py")
 def test_every_accepted_variant_compiles(variants: list[Variant], lowered: list[Outcome], tmp_path: Path) -> None:
     outcomes = [judge(v, compile_it=True, cache_root=tmp_path) if o.verdict == "accepted" else o
                 for v, o in zip(variants, lowered, strict=True)]
