@@ -216,11 +216,13 @@ class CakeToolchain:
         if not verdict.passed:
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json, tokens=tokens)
         candidate_ms, baseline_ms = bench_medians(data or {}, self.shape.name)
-        fitness = self.workload.fitness.score(candidate_ms, baseline_ms)
+        speedup = self.workload.fitness.speedup(candidate_ms, baseline_ms, bench_problems(data or {}, self.shape.name))
+        fitness = speedup.value
         best_baseline = min((t[self.shape.name] for t in baseline_ms.values() if self.shape.name in t), default=None)
         timings = {"candidate_ms": candidate_ms.get(self.shape.name),
                    **{f"{b}_ms": t.get(self.shape.name) for b, t in baseline_ms.items()}}
-        problem = None if fitness is not None else f"bench gave no time (exit {proc.returncode}): {tail}"[:4000]
+        problem = None if fitness is not None else \
+            f"speedup undefined: {speedup.undefined} (bench exit {proc.returncode}): {tail}"[:4000]
         return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=candidate_ms.get(self.shape.name), baseline_ms=best_baseline, fitness=fitness,
@@ -248,6 +250,24 @@ def bench_medians(data: Mapping[str, Any], shape: str) -> tuple[dict[str, float]
 def _load_failure(message: str) -> CandidateStatus:
     """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
     return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
+
+
+def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
+    """Why each contestant of `cake bench --json` at `shape` has no median: its check failure, an implausible
+    time, or a baseline that was not available (the undefined speedup names them)."""
+    problems: dict[str, str] = {}
+    for report in data.get("shapes", ()):
+        if report.get("shape", {}).get("name") != shape:
+            continue
+        for m in report.get("measurements", ()):
+            name = "candidate" if m.get("candidate") else str(m.get("name"))
+            if m.get("failure"):
+                problems[name] = str(m["failure"])
+            elif m.get("implausible"):
+                problems[name] = "implausibly fast (below the roofline floor)"
+        for name, why in (report.get("unavailable") or {}).items():
+            problems[str(name)] = f"not available: {why}"
+    return problems
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

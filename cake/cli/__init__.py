@@ -28,6 +28,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "report",
     "distill",
     "rules",
+    "export",
 )
 
 

@@ -79,7 +79,7 @@ def test_shipped_schedule_checks_clean(path: Path) -> None:
 
 
 def test_shipped_pingpong_budget_is_proven_once_D_is_bound() -> None:
-    path = REPO / "experiments" / "flash_kmeans" / "assign_pingpong.cake"
+    path = REPO / "experiments" / "kmeans" / "assign_pingpong.cake"
     unbound = check_text(path.read_text(), path.name)
     assert [(d.code, d.severity) for d in unbound] == [("E0301", Severity.NOTE)]
     assert check_text(path.read_text(), path.name, dims={"D": 128}) == ()

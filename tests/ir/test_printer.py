@@ -46,7 +46,7 @@ def test_expression_text(node: n.Expr, text: str) -> None:
 
 
 def test_single_main_launch_prints_bare_and_named_launches_wrapped() -> None:
-    plain = parse((ROOT / "experiments/flash_kmeans/assign_plain.cake").read_text())
+    plain = parse((ROOT / "experiments/kmeans/assign_plain.cake").read_text())
     assert "launch" not in print_kernel(plain)
     renamed = n.Kernel(plain.name, plain.op, plain.target, plain.dtype_vars, plain.params, plain.dims,
                        plain.tensors, plain.scratch, (n.Launch("only", *_fields(plain.launches[0])),))
@@ -95,7 +95,7 @@ def test_format_source_keeps_comments_and_is_idempotent() -> None:
 
 
 def test_fmt_command(tmp_path, capsys) -> None:
-    source = ROOT / "experiments/flash_kmeans/assign_pingpong.cake"
+    source = ROOT / "experiments/kmeans/assign_pingpong.cake"
     assert main(["fmt", str(source)]) == 0
     out = capsys.readouterr().out
     assert parse(out) == parse(source.read_text())

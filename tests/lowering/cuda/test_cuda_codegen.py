@@ -12,9 +12,9 @@ from cuda_cases import CUDA_REFUSED, GOLDEN, program, read
 
 from cake.diagnostics import DiagnosticError, render
 
-PINGPONG = "experiments/flash_kmeans/assign_pingpong.cake"
-CP_ASYNC = "experiments/flash_kmeans/assign_cp_async.cake"
-TCGEN05 = "experiments/flash_kmeans/assign_tcgen05.cake"
+PINGPONG = "experiments/kmeans/assign_pingpong.cake"
+CP_ASYNC = "experiments/kmeans/assign_cp_async.cake"
+TCGEN05 = "experiments/kmeans/assign_tcgen05.cake"
 
 
 def normalized(source: str) -> str:
@@ -97,7 +97,7 @@ def test_tx_bytes_disagreeing_with_the_boxes() -> None:
     assert d.help == "declare `tx 33280` or change the copies"
     rendered = render(d, text)
     assert "assign_pingpong.cake:43:7" in rendered and "/work" not in rendered.replace(
-        "experiments/flash_kmeans", "")
+        "experiments/kmeans", "")
 
 
 def test_arrivals_disagreeing_with_the_roles() -> None:
@@ -152,7 +152,7 @@ def test_too_large_static_d_is_refused_with_the_budget() -> None:
 def test_rows_shared_by_warps_merge_through_shared_memory() -> None:
     """BN = 32 over 8 warps: warps split the columns (2 x 4 warps); row results merge across them in column
     order, and only one warp of each row group stores."""
-    text = (GOLDEN.parents[3] / "experiments/flash_kmeans/assign_plain.cake").read_text()
+    text = (GOLDEN.parents[3] / "experiments/kmeans/assign_plain.cake").read_text()
     kernel = parse(text.replace("param BN = 128", "param BN = 32").replace("param WARPS = 4", "param WARPS = 8"), "p")
     src = generate(kernel, "sm_80").source
     assert "4 warps share each row: merge their partial results through shared memory" in src
