@@ -13,10 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cake.agents.features import main_launch
-from cake.agents.ir_edit import domain_values, drop_unused_params, map_stmts, walk, with_launch
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.analysis import domain_values
 from cake.ir.checks.legality import FORMS
+from cake.ir.transforms import apply
+from cake.ir.transforms.drop_unused_params import drop_unused_params
+from cake.ir.visit import map_stmts, with_launch
+from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature, UnknownArchError
 from cake.arch import arch as arch_spec
@@ -110,7 +114,7 @@ def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Ke
     out = narrow_dtypes(with_launch(kernel, launch, replace(launch, roles=tuple(roles))), narrowed)
     if out is None:
         return None
-    return refit_forms(_widen_wgmma_tiles(_wgmma_row_domains(drop_unused_params(out))))
+    return refit_forms(_widen_wgmma_tiles(_wgmma_row_domains(apply(drop_unused_params, out))))
 
 
 def _wgmma_row_domains(kernel: n.Kernel) -> n.Kernel:

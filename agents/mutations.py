@@ -31,9 +31,12 @@ from cake.agents.hopper import (
     refit_forms,
     wgmma_partners,
 )
-from cake.agents.ir_edit import domain_values, map_stmts, walk, with_launch, with_role
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.analysis import domain_values
+from cake.ir.transforms.bind_params import bind_params
+from cake.ir.visit import map_stmts, with_launch, with_role
+from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature
 
@@ -56,8 +59,7 @@ K16_FORMS = frozenset({"mma_sync.m16n8k16"})  # fixed forms whose k16 shape take
 def with_param_default(kernel: n.Kernel, name: str, value: int) -> n.Kernel:
     """`kernel` with param `name` defaulting to `value`; committed wgmma forms follow the tiles they cover
     (`refit_forms`), so a tile move does not leave an instruction that no longer divides its tile."""
-    params = tuple(replace(p, default=value) if p.name == name else p for p in kernel.params)
-    return refit_forms(replace(kernel, params=params))
+    return refit_forms(bind_params(kernel, {name: value}))
 
 
 def _step(values: tuple[int, ...], current: int, rng: random.Random) -> int | None:

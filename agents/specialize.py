@@ -36,18 +36,14 @@ from cake.agents.hopper import (
     issues_mma,
     issues_wgmma,
 )
-from cake.agents.ir_edit import (
-    drop_unused_params,
-    fresh,
-    mentions,
-    substitute_body,
-    walk,
-    with_launch,
-)
 from cake.agents.mutations import Mutation, Operator
 from cake.agents.precompute import precompute
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.transforms import apply
+from cake.ir.transforms.drop_unused_params import drop_unused_params
+from cake.ir.visit import fresh, mentions, substitute_body, with_launch
+from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature
 
@@ -177,7 +173,7 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         producer = n.Role(PRODUCER, None, role.unit, n.IntLit(1), None, tuple(producer_body))
     new = replace(launch, smem=(*launch.smem, *smem), barriers=(*launch.barriers, *barriers),
                   roles=(producer, consumer))
-    out = deepen_pipelines(drop_unused_params(with_launch(kernel, launch, new)))
+    out = deepen_pipelines(apply(drop_unused_params, with_launch(kernel, launch, new)))
     what = ""
     if has_feature(kernel, Feature.WGMMA):
         committed = commit_wgmma(out)
