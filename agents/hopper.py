@@ -18,7 +18,9 @@ from cake.ir import nodes as n
 from cake.ir.analysis import domain_values
 from cake.ir.checks.legality import FORMS
 from cake.ir.transforms import apply
+from cake.ir.transforms.as_warpgroups import regrouped
 from cake.ir.transforms.drop_unused_params import drop_unused_params
+from cake.ir.transforms.refit_forms import refit_forms, wgmma_n
 from cake.ir.visit import map_stmts, with_launch
 from cake.ir.visit import walk_stmts as walk
 
@@ -29,8 +31,6 @@ REGISTERS = (24, 32, 40, 56, 64, 80, 96, 128, 152, 168, 184, 200, 216, 232, 240)
 # The instruction shapes are the checker's table (PTX's), read here rather than restated.
 _WGMMA = FORMS["wgmma"]
 WGMMA_M = _WGMMA.m[0]
-WGMMA_N_MAX = _WGMMA.n_max
-WGMMA_N_STEP = _WGMMA.n_step
 WGMMA_K = 16  # the k16 forms: 16-bit operands
 WGMMA_DTYPES = tuple(d for d, k in _WGMMA.k_by_dtype.items() if k == WGMMA_K)
 WGMMA_N_PREFERRED = 128  # the column tile a committed wgmma is widened toward (the ping-pong kernels' n128)
@@ -42,14 +42,6 @@ def has_feature(kernel: n.Kernel, feature: Feature) -> bool:
         return arch_spec(kernel.target).has(feature)
     except UnknownArchError:
         return False
-
-
-def wgmma_n(columns: int) -> int | None:
-    """The widest wgmma N that tiles `columns` (one instruction per 64-row block when columns <= 256)."""
-    for width in range(min(columns, WGMMA_N_MAX) // WGMMA_N_STEP * WGMMA_N_STEP, 0, -WGMMA_N_STEP):
-        if columns % width == 0:
-            return width
-    return None
 
 
 def mma_sites(launch: n.Launch) -> list[n.Let]:
@@ -106,7 +98,7 @@ def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Ke
         body = map_stmts(role.body, lambda s: replace(s, value=replace(s.value, form=forms[id(s)]))  # type: ignore[arg-type, attr-defined]
                           if id(s) in forms else s)
         if body != role.body:
-            grouped = as_warpgroups(kernel, role)
+            grouped = regrouped(role, analysis.default_env(kernel))
             if grouped is None:
                 return None
             role = replace(grouped, body=body)
@@ -114,7 +106,7 @@ def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Ke
     out = narrow_dtypes(with_launch(kernel, launch, replace(launch, roles=tuple(roles))), narrowed)
     if out is None:
         return None
-    return refit_forms(_widen_wgmma_tiles(_wgmma_row_domains(apply(drop_unused_params, out))))
+    return apply(refit_forms, _widen_wgmma_tiles(_wgmma_row_domains(apply(drop_unused_params, out))))
 
 
 def _wgmma_row_domains(kernel: n.Kernel) -> n.Kernel:
@@ -165,37 +157,6 @@ def deepen_pipelines(kernel: n.Kernel) -> n.Kernel:
                 kernel = replace(kernel, params=tuple(replace(p, default=deeper[-1]) if p is param else p
                                                       for p in kernel.params))
     return kernel
-
-
-def refit_forms(kernel: n.Kernel) -> n.Kernel:
-    """Committed wgmma forms re-fitted to their tiles at the current defaults (widest N that tiles them)."""
-    launch = main_launch(kernel)
-    env = analysis.default_env(kernel)
-    forms: dict[int, str] = {}
-    for let in mma_sites(launch):
-        form = let.value.form  # type: ignore[attr-defined]
-        if not form.startswith("wgmma.") or let.type is None:
-            continue
-        cols = analysis.try_value(let.type.shape[-1], env)
-        width = wgmma_n(cols) if cols is not None else None
-        fitted = f"wgmma.m{WGMMA_M}n{width}k{WGMMA_K}"
-        if width is not None and fitted != form:
-            forms[id(let)] = fitted
-    if not forms:
-        return kernel
-    roles = tuple(replace(r, body=map_stmts(r.body, lambda s: replace(s, value=replace(s.value, form=forms[id(s)]))  # type: ignore[arg-type, attr-defined]
-                                             if id(s) in forms else s)) for r in launch.roles)
-    return with_launch(kernel, launch, replace(launch, roles=roles))
-
-
-def as_warpgroups(kernel: n.Kernel, role: n.Role) -> n.Role | None:
-    """The role regrouped into warpgroups (None when its warp count at the defaults is not a multiple of 4)."""
-    if role.unit is n.UnitKind.WARPGROUPS:
-        return role
-    warps = analysis.try_value(role.units, analysis.default_env(kernel))
-    if warps is None or warps % 4:
-        return None
-    return replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(warps // 4))
 
 
 def issues_mma(role: n.Role) -> bool:
