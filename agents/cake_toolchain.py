@@ -247,11 +247,6 @@ def bench_medians(data: Mapping[str, Any], shape: str) -> tuple[dict[str, float]
     return candidate, baselines
 
 
-def _load_failure(message: str) -> CandidateStatus:
-    """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
-    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
-
-
 def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
     """Why each contestant of `cake bench --json` at `shape` has no median: its check failure, an implausible
     time, or a baseline that was not available (the undefined speedup names them)."""
@@ -268,6 +263,11 @@ def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
         for name, why in (report.get("unavailable") or {}).items():
             problems[str(name)] = f"not available: {why}"
     return problems
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

@@ -59,6 +59,7 @@ from cake.ir.visit import stmt_exprs as stmt_exprs
 from cake.ir.visit import walk_body as walk_body
 from cake.ir.visit import walk_expr as walk_expr
 
+import cake.arch as arch_facts
 from cake.arch import ArchSpec
 
 # Layout facts of the CUDA backend's shared-memory allocator (the same on every target):
@@ -68,8 +69,11 @@ SWIZZLE_ATOM_ROWS = 8  # a swizzled buffer starts on a whole swizzle atom: 8 row
 # launch requests this much more and aligns its base itself (the CUDA backend's prologue does).
 SMEM_BASE_ALIGN_BYTES = 1024
 MBARRIER_BYTES = 8  # one mbarrier object is a 64-bit word in shared memory
-THREADS_PER_WARP = 32
-WARPS_PER_WARPGROUP = 4
+# The columns of a 2-D shared tile are padded to whole k16 steps, and the copies that land the tile zero the
+# padding: an mma may contract over any K, and a TMA box row is the padded row.
+SMEM_COLUMN_STEP_ELEMENTS = 16
+THREADS_PER_WARP = arch_facts.THREADS_PER_WARP  # re-exported: the checks read them as an.*
+WARPS_PER_WARPGROUP = arch_facts.WARPS_PER_WARPGROUP
 TMEM_MIN_ALLOC_COLUMNS = 32  # tcgen05.alloc: a power of two, at least 32 columns
 TMEM_LANES = 128
 # Expansion caps: per-instance and per-element analyses stop (as if unbound) past these, so a schedule

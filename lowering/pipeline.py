@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from cake.ir.nodes import Kernel
+from cake.ir.nodes import DType, Kernel
 
 from cake.errors import InternalError
 
@@ -25,13 +25,16 @@ PASS_BUGS = (ArithmeticError, AssertionError, AttributeError, LookupError, Recur
 
 @dataclass(frozen=True, slots=True)
 class LowerContext:
-    """What every pass may read besides the kernel: the backend, the target, the param assignment, and the
-    user's file name (for diagnostics)."""
+    """What every pass may read besides the kernel: the backend, the target, the param assignment, the
+    user's file name (for diagnostics), and — when a backend specializes for one call — the call's sizes of
+    `static` dims and its dtype-variable bindings (empty when lowering ahead of any call)."""
 
     backend: str
     arch: str
     params: Mapping[str, int] = field(default_factory=dict)
     filename: str = "<input>"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    dtypes: Mapping[str, DType] = field(default_factory=dict)
 
 
 PassFn = Callable[[Kernel, LowerContext], Kernel]

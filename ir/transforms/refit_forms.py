@@ -2,7 +2,7 @@
 
 A param move that resizes an accumulator (`BK` 128 -> 64 under `let dot: f32[BN, BK] = mma(...)`) would leave
 `via wgmma.m64n128k16` on a tile that instruction no longer divides. This pass gives every wgmma the widest N
-of the instruction table (`cake.ir.checks.legality.FORMS`) that tiles its columns; forms whose columns do not
+of the mma table (`cake.arch.mma_forms_of`) that tiles its columns; forms whose columns do not
 evaluate at the defaults, or that no width tiles, are left for the checker to judge.
 """
 
@@ -12,19 +12,18 @@ from dataclasses import replace
 
 from cake.ir import analysis
 from cake.ir import nodes as n
-from cake.ir.checks.legality import FORMS
 from cake.ir.visit import transform
 
-_WGMMA = FORMS["wgmma"]
-WGMMA_M = _WGMMA.m[0]
+from cake.arch import MmaFamily, mma_forms_of
+
+_WGMMA = mma_forms_of(MmaFamily.WGMMA)
+WGMMA_M = _WGMMA[0].m
+WGMMA_WIDTHS = tuple(sorted({f.n for f in _WGMMA}))  # every N the table lists
 
 
 def wgmma_n(columns: int) -> int | None:
-    """The widest wgmma N that tiles `columns` (one instruction per 64-row block when columns <= N max)."""
-    for width in range(min(columns, _WGMMA.n_max) // _WGMMA.n_step * _WGMMA.n_step, 0, -_WGMMA.n_step):
-        if columns % width == 0:
-            return width
-    return None
+    """The widest wgmma N of the table that tiles `columns` (one instruction per 64-row block)."""
+    return next((width for width in reversed(WGMMA_WIDTHS) if columns % width == 0), None)
 
 
 def refit_forms(kernel: n.Kernel) -> n.Kernel | None:

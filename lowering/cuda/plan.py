@@ -8,8 +8,9 @@
   the checker budgets); the init count of each element is derived from who arrives per phase: an issuer
   role instance arrives once, a collective role instance once per warp (after `__syncwarp`), and all TMA
   copies of one instance that signal a phase share one `arrive.expect_tx`.
-* Commitments checked here: declared arrivals vs the roles' arrivals (C0201), declared transaction bytes vs
-  the TMA boxes that signal the barrier (C0202, in codegen where the boxes are derived).
+* Invariants re-checked here: declared arrivals vs the roles' arrivals, and (in codegen, where the boxes are
+  derived) declared transaction bytes vs the copies. The checker refuses both first (E0402, E0403), so a
+  mismatch here is a `CheckerGap` (a bug in CAKE), never a diagnostic.
 """
 
 from __future__ import annotations
@@ -35,15 +36,13 @@ from cake.ir.nodes import (
     UnitKind,
     Wait,
 )
-from cake.lowering.cuda.errors import Code, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, diag
 from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
-from cake.arch import ArchSpec, Feature
+from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP, ArchSpec, Feature
 from cake.diagnostics import Diagnostic
 
-WARPGROUP_THREADS = 128
-MAX_NAMED_BARRIER_ID = 15  # bar.sync ids 1..15; 0 is __syncthreads'
-SETMAXNREG_MIN, SETMAXNREG_MAX = 24, 256
+WARPGROUP_THREADS = THREADS_PER_WARP * WARPS_PER_WARPGROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +57,7 @@ class RoleSlot:
 
     @property
     def threads(self) -> int:
-        return self.warps * 32
+        return self.warps * THREADS_PER_WARP
 
     @property
     def name(self) -> str:
@@ -199,7 +198,7 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
     cursor = 0
     for role in launch.roles:
         replicas = an.role_replicas(role, env)
-        warps = an.role_threads_per_instance(role, env) // 32
+        warps = an.role_threads_per_instance(role, env) // THREADS_PER_WARP
         aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg
         if aligned and cursor % WARPGROUP_THREADS and roles:
             # Idle warps pad the previous role's region so this one starts on a warpgroup (wgmma, TMEM
@@ -209,15 +208,13 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
             roles[-1] = RoleSlot(prev.role, prev.replicas, prev.warps, prev.first_thread, prev.padded_threads + pad,
                                  prev.issuer, prev.regs)
             cursor += pad
-        threads = replicas * warps * 32
+        threads = replicas * warps * THREADS_PER_WARP
         padded = threads
         if uses_setmaxnreg and padded % WARPGROUP_THREADS:
             padded += WARPGROUP_THREADS - padded % WARPGROUP_THREADS
         regs = None if role.regs is None else an.value(role.regs, env)
-        if regs is not None and uses_setmaxnreg and not (SETMAXNREG_MIN <= regs <= SETMAXNREG_MAX and regs % 8 == 0):
-            found.append(diag(Code.RESOURCE, f"role `{role.name}` asks for {regs} registers; setmaxnreg takes a "
-                              f"multiple of 8 in {SETMAXNREG_MIN}..{SETMAXNREG_MAX}", role.span, file,
-                              subject=role.name))
+        if regs is not None and uses_setmaxnreg and regs not in arch.setmaxnreg_values:  # E0303 refuses it first
+            raise CheckerGap(f"role `{role.name}` asking setmaxnreg for {regs} registers", role.span)
         roles.append(RoleSlot(role, replicas, warps, cursor, padded, is_issuer(role), regs))
         cursor += padded
     if cursor > arch.threads_per_block_max:
@@ -267,12 +264,9 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
         use = accounting[decl.name]
         declared = an.value(decl.arrivals, env)
         for e, got in ((e, got) for seq in use.sequences for e, got in enumerate(seq)):
-            if got and got != declared:
-                found.append(diag(
-                    Code.ARRIVALS, f"mbarrier `{decl.name}[{e}]` declares {declared} arrival(s) per phase but "
-                    f"the roles make {got} ({', '.join(use.arrivers)})", decl.span, file, subject=decl.name,
-                    label=f"{got} arrivals per phase", help=f"declare `arrivals {got}`"))
-                break
+            if got and got != declared:  # E0402 refuses this before codegen (same accounting)
+                raise CheckerGap(f"mbarrier `{decl.name}[{e}]` declaring {declared} arrival(s) per phase while the "
+                                 f"roles make {got}", decl.span)
         out.append(BarrierSlot(decl, count, offset, tuple(max(1, c) for c in init), declared,
                                an.try_value(decl.tx, env)))
         offset += count * an.MBARRIER_BYTES
@@ -286,5 +280,5 @@ def _signal_arrivals(signals: list[an.BarrierSite], slot: RoleSlot) -> int:
     stmts = [s.site.stmt for s in signals]
     if any(isinstance(st, Copy) and st.kind is CopyKind.CP_ASYNC for st in stmts):
         # cp.async.mbarrier.arrive.noinc: one arrival from every thread that issued copies.
-        return slot.warps * 32
+        return slot.warps * THREADS_PER_WARP
     return 1  # one arrive.expect_tx (TMA) or one tcgen05.commit per instance and phase

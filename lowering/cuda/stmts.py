@@ -51,7 +51,7 @@ from cake.ir.nodes import (
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx
-from cake.lowering.cuda.errors import Code, Unlowerable, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, Unlowerable, diag
 from cake.lowering.cuda.exprs import ExprGen
 from cake.lowering.cuda.infer import RoleInference
 from cake.lowering.cuda.layouts import MmaFragLayout
@@ -59,6 +59,7 @@ from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
 
+from cake.arch import THREADS_PER_WARP
 from cake.errors import InternalError
 
 # What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary and
@@ -71,7 +72,7 @@ class RoleGen(ExprGen):
     scope: dict[str, Value]
 
     def __init__(self, lc: LaunchCtx, slot: RoleSlot, w: Writer, dialect: object):
-        facts = RoleInference(lc.launch, slot.role.body).run()
+        facts = RoleInference(lc.launch, slot.role.body, lc.typing).run()
         super().__init__(lc, slot, w, facts)
         self.dialect = dialect
         self.phase_vars: dict[str, str] = {}
@@ -90,7 +91,7 @@ class RoleGen(ExprGen):
             w.line(f"const int {self.inst} = (static_cast<int>(threadIdx.x) - {slot.first_thread}) / {self.threads};")
             self.scalars[role.replicas.var] = self.inst
         w.line("const int cake_lane = cake_lane_id();")
-        w.line("const int cake_rwarp = cake_rtid / 32;")
+        w.line(f"const int cake_rwarp = cake_rtid / {THREADS_PER_WARP};")
         w.line(f"const int cake_wq = {self.dialect.mma_warp('cake_rwarp')};  // warp index inside the mma group")  # type: ignore[attr-defined]
         w.line("(void)cake_rtid; (void)cake_lane; (void)cake_rwarp; (void)cake_wq;")
         for name, fams in self.facts.conflicts.items():
@@ -207,12 +208,9 @@ class RoleGen(ExprGen):
             return
         explicit = any(isinstance(s.stmt, ExpectTx) and an.ref_name(s.stmt.barrier) == name
                        for s in an.walk_body(self.slot.role.body))
-        if not explicit and total != bar.declared_tx:
-            self.lc.diags.append(diag(
-                Code.TX_BYTES, f"the TMA copies signalling `{name}` move {total:,} bytes per phase, but the "
-                f"barrier declares tx {bar.declared_tx:,}", run[0].span, self.lc.file, subject=name,
-                label=f"{total:,} bytes of tiles", help=f"declare `tx {total}` or change the copies",
-                notes=("the generated arrive.expect_tx counts whole TMA boxes, zero-filled padding included",)))
+        if not explicit and total != bar.declared_tx:  # E0403 refuses this before codegen
+            raise CheckerGap(f"`{name}` declaring tx {bar.declared_tx:,} while its TMA copies move {total:,} bytes",
+                             run[0].span)
 
     # ------------------------------------------------------------------------------------- statements
 
