@@ -1,4 +1,8 @@
-"""Calibrate the tolerance table on correct controls: `python -m cake.verifier.calibrate [--out PATH]`.
+"""Calibrate the tolerance table on correct controls: `python -m cake.verifier.calibrate [--device cuda] [--out PATH]`.
+
+`--device cuda` runs the torch and compiled Triton controls on the GPU at the GPU shapes and writes
+`data/tolerances_cuda.json` beside the CPU table (the sequential controls emulate a GPU loop on the CPU and stay
+there). The verifier judges with the larger coefficient of the two tables on every device (tolerance.py).
 
 For every starter op, dtype and control (torch; sequential fp32 loops, which err as a plain tiled GPU
 kernel does at long reductions; and Triton under the interpreter when TRITON_INTERPRET=1),
@@ -25,7 +29,8 @@ from cake.verifier.expected import to_reference_inputs
 from cake.verifier.gates import get_gate
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.kernels_reference import SEQUENTIAL_CONTROLS, TORCH_CONTROLS, triton_controls
-from cake.verifier.tolerance import TABLE_PATH, dtype_name
+from cake.verifier.sampling import case_rows, take_rows
+from cake.verifier.tolerance import GPU_TABLE_PATH, TABLE_PATH, dtype_name
 from torch import Tensor
 
 CALIBRATION_GATES = ("CMP-01", "CMP-03", "ORD-01", "PRC-01", "PRC-02", "EXC-02")
@@ -39,14 +44,20 @@ DEFAULT_COEFFICIENT = 2.0  # ops not calibrated yet (a new workload's contract b
 
 
 def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...], outputs: tuple[Tensor, ...]) -> float:
-    """Max over elements of |error| / model-unit (coefficient 1) for one case; finite elements only."""
+    """Max over elements of |error| / model-unit (coefficient 1) for one case; finite elements only. The
+    reference runs where the inputs are (fp64 on the GPU for GPU cases); a sampled case is judged on its rows."""
+    rows = case_rows(contract, case)
+    if rows is not None:
+        assert contract.row_dim is not None
+        inputs = tuple(take_rows(contract.inputs, inputs, contract.row_dim, rows))
+        outputs = tuple(t for t in take_rows(contract.outputs, outputs, contract.row_dim, rows) if t is not None)
     inputs64 = to_reference_inputs(inputs)
     refs = contract.reference(*inputs64)
     out_dtypes = contract.output_dtypes(list(inputs), case.dtype)
     units = contract.tolerance.unit(case.dim_map, inputs64, refs, case.dtype, out_dtypes)
     worst = 0.0
     for i, check in enumerate(contract.output_checks):
-        got = outputs[i].detach().cpu()
+        got = outputs[i].detach().to(refs[i].device)
         if check is OutputCheck.ARGMIN:
             assert contract.scores is not None
             scores = contract.scores(*inputs64).nan_to_num(nan=float("inf"))
@@ -60,26 +71,29 @@ def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...
     return worst
 
 
-def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool) -> list[float]:
-    ctx = make_context(contract, kernel, dtypes=[dtype], interpreter=interpreter)
+def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool,
+           device: str = "cpu") -> list[float]:
+    ctx = make_context(contract, kernel, device=device, dtypes=[dtype], interpreter=interpreter)
     found = []
     for gate_id in CALIBRATION_GATES:
         gate = get_gate(gate_id)
         if dtype not in gate.dtypes(ctx) or gate.applies(ctx) is not None:
             continue
         for case in gate.plan(ctx, dtype):
-            inputs = materialize(contract, case, "cpu")
+            inputs = materialize(contract, case, device)
             result = kernel(*inputs)
             outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
             found.append(worst_ratio(contract, case, inputs, outputs))  # type: ignore[arg-type]
     return found
 
 
-def calibrate(include_triton: bool) -> dict[str, object]:
-    controls: list[tuple[str, dict[str, Callable[..., Tensor]], bool]] = [
-        ("torch", TORCH_CONTROLS, False), ("sequential", SEQUENTIAL_CONTROLS, False)]
+def calibrate(include_triton: bool, device: str = "cpu") -> dict[str, object]:
+    gpu = device.startswith("cuda")
+    controls: list[tuple[str, dict[str, Callable[..., Tensor]], bool]] = [("torch", TORCH_CONTROLS, False)]
+    if not gpu:  # the sequential controls emulate a GPU loop on the CPU (CPU tensors inside)
+        controls.append(("sequential", SEQUENTIAL_CONTROLS, False))
     if include_triton:
-        controls.append(("triton", triton_controls(), True))
+        controls.append(("triton", triton_controls(), not gpu))
     ops: dict[str, dict[str, object]] = {}
     for name, contract in CONTRACTS.items():
         ops[name] = {}
@@ -89,7 +103,7 @@ def calibrate(include_triton: bool) -> dict[str, object]:
             for source, table, interpreted in controls:
                 if interpreted and dtype == torch.bfloat16:
                     continue  # the interpreter computes bf16 as integers: not a control there
-                found += ratios(contract, table[name], dtype, interpreted)
+                found += ratios(contract, table[name], dtype, interpreted, device)
                 sources.append(source)
             p95 = float(torch.tensor(found).quantile(0.95)) if found else 0.0
             worst = max(found, default=0.0)
@@ -100,18 +114,34 @@ def calibrate(include_triton: bool) -> dict[str, object]:
             }
     return {
         "method": f"coefficient = max({P95_MARGIN} x p95, {MAX_MARGIN} x max, {MIN_COEFFICIENT}) of error / model unit over correct "
-                  f"controls on the CPU; gates {', '.join(CALIBRATION_GATES)}; seed 0",
+                  f"controls on {_where(device)}; gates {', '.join(CALIBRATION_GATES)}; seed 0",
+        "device": _where(device),
         "default_coefficient": DEFAULT_COEFFICIENT, "min_coefficient": MIN_COEFFICIENT, "ops": ops,
     }
 
 
+def _where(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"the GPU ({torch.cuda.get_device_name(torch.device(device))}) at the GPU shapes"
+    return "the CPU"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cake.verifier.calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=TABLE_PATH)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the controls run (cuda: GPU shapes, compiled Triton)")
+    parser.add_argument("--out", type=Path, help=f"default {TABLE_PATH.name} (cpu), {GPU_TABLE_PATH.name} (cuda)")
     parser.add_argument("--no-triton", action="store_true", help="calibrate on the torch controls only")
     args = parser.parse_args(argv)
-    include_triton = not args.no_triton and (os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available())
-    data = calibrate(include_triton)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
+    out = args.out or (GPU_TABLE_PATH if args.device == "cuda" else TABLE_PATH)
+    if args.device == "cuda":
+        include_triton = not args.no_triton
+    else:
+        include_triton = not args.no_triton and os.environ.get("TRITON_INTERPRET") == "1"
+    data = calibrate(include_triton, args.device)
+    args.out = out
     args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     print(f"wrote {args.out}")
     return 0

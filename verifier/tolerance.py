@@ -13,8 +13,10 @@ For one output element with fp64 reference value r, the allowed absolute error i
   zeros and subnormal results compare sanely.
 
 `coefficient` is calibrated on correct controls (1.5 x the p95 of error / model, see calibrate.py) and
-read from `data/tolerances.json`, the only place tolerance numbers live. An (op, dtype) missing from the
-table uses the table's `default_coefficient`.
+read from `data/tolerances.json` (CPU controls) and `data/tolerances_cuda.json` (GPU controls, when committed),
+the only places tolerance numbers live. Each (op, dtype) takes the larger coefficient of the two on every
+device: what a correct GPU control needs a correct kernel deserves anywhere, and a verdict must not depend
+on the device that judges it. An (op, dtype) missing from both uses the default coefficient.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 from torch import Tensor
 
 TABLE_PATH = Path(__file__).parent / "data" / "tolerances.json"
+GPU_TABLE_PATH = Path(__file__).parent / "data" / "tolerances_cuda.json"
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
     torch.int32: "int32", torch.int64: "int64",
@@ -56,11 +59,27 @@ class ToleranceTable:
         return self.coefficients.get(op, {}).get(dtype_name(dtype), self.default_coefficient)
 
 
-@functools.cache
-def load_table(path: Path = TABLE_PATH) -> ToleranceTable:
+def _read(path: Path) -> ToleranceTable:
     data = json.loads(path.read_text())
     coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
     return ToleranceTable(float(data["default_coefficient"]), coefficients)
+
+
+def merge_tables(tables: list[ToleranceTable]) -> ToleranceTable:
+    """Per (op, dtype) the largest coefficient any table gives; the largest default."""
+    merged: dict[str, dict[str, float]] = {}
+    for table in tables:
+        for op, per in table.coefficients.items():
+            for dtype, value in per.items():
+                merged.setdefault(op, {})[dtype] = max(value, merged.get(op, {}).get(dtype, value))
+    return ToleranceTable(max(t.default_coefficient for t in tables), merged)
+
+
+@functools.cache
+def load_table(path: Path = TABLE_PATH, gpu_path: Path | None = GPU_TABLE_PATH) -> ToleranceTable:
+    """The CPU table merged with the GPU table when that file exists."""
+    tables = [_read(path)] + ([_read(gpu_path)] if gpu_path is not None and gpu_path.is_file() else [])
+    return merge_tables(tables)
 
 
 def eps(dtype: torch.dtype) -> float:
