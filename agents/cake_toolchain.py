@@ -6,12 +6,16 @@
   schedule loaded by `cake.lowering.runtime`; on the CPU under Triton's interpreter at the contract's
   small shapes. Then the fitness:
 
-  - with a GPU (`FitnessKind.MEASURED`): `cake bench` in a subprocess times the candidate interleaved
-    with the workload's baselines at the fitness shapes, and the workload's `Fitness.score` turns the
-    medians into a speedup over the best baseline;
+  - with a GPU (`FitnessKind.MEASURED`): `cake bench` in a subprocess verifies the candidate at the fitness
+    dtype and times it interleaved with the workload's baselines at the fitness shapes, and the workload's
+    `Fitness.score` turns the medians into a speedup over the best baseline; the candidate is then verified in
+    every other dtype its schedule declares (`declared_dtypes`), failing it when one fails;
   - without one (`FitnessKind.MODEL`): the cost model's predicted speedup over the seed schedule (the
     best predicted seed) at the fitness shape. This is a model prediction, not a timing, and every
     output of the run says so.
+
+`confirm` (called by the loop for a candidate that would become the best): the gates again under
+`MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ from cake.store import CandidateStatus, Evaluation, FitnessKind
 CPU_DTYPES = ("float32",)
 BENCH_MAX_SECONDS = 20.0  # wall-clock guard per shape for the interleaved sampling
 _DTYPES = {"fp32": n.DType.F32, "fp16": n.DType.F16, "bf16": n.DType.BF16}
+_DTYPE_NAMES = {n.DType.F32: "float32", n.DType.F16: "float16", n.DType.BF16: "bfloat16"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +144,46 @@ class CakeToolchain:
                                 seed=self.settings.seed, all_gates=False, timeout_s=self.settings.gate_timeout_s,
                                 cache=cache)
 
+    def declared_dtypes(self, path: Path) -> tuple[str, ...]:
+        """The contract dtypes the schedule declares (`dtype T in {...}`), fitness dtype first; the fitness
+        dtype alone when the schedule declares no type variable."""
+        from cake.verifier.contracts import get_contract
+        from cake.verifier.tolerance import dtype_name
+
+        fitness = str(self.shape.torch_dtype).removeprefix("torch.")
+        known = {dtype_name(d) for d in get_contract(self.op).dtypes}
+        kernel = parse(path.read_text(), path.name)
+        declared = [_DTYPE_NAMES[c] for v in kernel.dtype_vars for c in v.choices if c in _DTYPE_NAMES]
+        return tuple(dict.fromkeys([fitness] + [d for d in declared if d in known]))
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        from cake.verifier.multiseed import MULTI_SEEDS, verify_seeds_in_worker
+        from cake.verifier.verdict_cache import VerdictCache
+        from cake.verifier.worker import KernelLoadError
+        from cake.verifier.worker_protocol import KernelRef
+
+        from cake.cli.verify import SCHEDULE_LOADER
+
+        dtypes = CPU_DTYPES if device == "cpu" else self.declared_dtypes(job.path)
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
+        seeds = tuple(dict.fromkeys((self.settings.seed, *MULTI_SEEDS)))
+        try:
+            result = verify_seeds_in_worker(self.op, KernelRef.loader(SCHEDULE_LOADER, str(job.path)), seeds=seeds,
+                                            device=device, dtypes=dtypes, all_gates=False,
+                                            timeout_s=self.settings.gate_timeout_s, cache=cache)
+        except KernelLoadError as error:
+            return replace(evaluation, status=CandidateStatus.ERROR, error=f"confirm: {error}"[:4000])
+        verdict = dict(evaluation.verdict or {})
+        verdict["confirmed"] = {"seeds": list(result.seeds), "dtypes": list(dtypes), "summary": result.summary()}
+        if result.passed:
+            return replace(evaluation, verdict=verdict)
+        failing = result.first_failure
+        assert failing is not None
+        return replace(evaluation, status=CandidateStatus.FAILED, verdict={**json.loads(failing.to_json()),
+                                                                           "confirmed": verdict["confirmed"]},
+                       replay_tokens=result.replay_tokens(), fitness=None,
+                       error=f"not confirmed as best: {result.summary()} ({', '.join(dtypes)})")
+
     def _cached_verdict(self, path: Path, dtype: str, device: str = "cuda") -> Any:
         """The verdict `cake bench` stored for this schedule at `dtype` (its key is `verify_in_worker`'s for the
         bench's arguments), or None. Nothing runs here: a miss is reported, not re-verified."""
@@ -212,6 +257,13 @@ class CakeToolchain:
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json, tokens=tokens)
+        others = [d for d in self.declared_dtypes(job.path) if d != dtype]
+        if others:  # the bench verified the fitness dtype; the schedule serves these too
+            more = self._verify(job.path, device, others)
+            if not more.passed:
+                return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(more.to_json()),
+                                   tokens=tuple(g.replay_token for g in more.gates if g.replay_token),
+                                   error=f"fails in {', '.join(others)} (passed {dtype})")
         candidate_ms, baseline_ms = bench_medians(data or {}, self.shape.name)
         fitness = self.workload.fitness.score(candidate_ms, baseline_ms)
         best_baseline = min((t[self.shape.name] for t in baseline_ms.values() if self.shape.name in t), default=None)

@@ -7,7 +7,9 @@ Turn 0 evaluates the workload's plain seed schedules (a clean start). Every late
 3. checks each statically — rejections are stored with their diagnostics and counted by ID;
 4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
 5. writes the whole turn in one transaction;
-6. evaluates the queue on one worker per device, each evaluation committed on its own.
+6. evaluates the queue on one worker per device, each evaluation committed on its own; a candidate that would
+   become the best is first confirmed (`Toolchain.confirm`: the gates under several seeds in every dtype its
+   schedule declares) and stored as FAILED when that does not hold.
 
 Resuming a run replays this from the store: finished turns are skipped, a turn that was proposed but not
 finished evaluates only what is still queued, and a turn that was never written is proposed again from the
@@ -342,7 +344,7 @@ class EvolutionLoop:
         complete = True
         devices = list(self.toolchain.devices())
         free = list(devices)
-        pending: dict[Future[Evaluation], tuple[CandidateRow, str]] = {}
+        pending: dict[Future[Evaluation], tuple[CandidateRow, str, EvalJob]] = {}
         with ThreadPoolExecutor(max_workers=len(devices)) as pool:
             while queue or pending:
                 if queue and self._wall_spent():
@@ -351,14 +353,23 @@ class EvolutionLoop:
                     row, device = queue.pop(0), free.pop(0)
                     job = EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
                                   row.predicted_ms)
-                    pending[pool.submit(self.toolchain.evaluate, job, device)] = (row, device)
+                    pending[pool.submit(self.toolchain.evaluate, job, device)] = (row, device, job)
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    row, device = pending.pop(future)
+                    row, device, job = pending.pop(future)
+                    evaluation = future.result()
+                    if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
+                        evaluation = self.toolchain.confirm(job, device, evaluation)
                     free.append(device)
-                    self.store.record_evaluation(row.id, future.result())
+                    self.store.record_evaluation(row.id, evaluation)
                     self.progress.evaluated(self.store.candidate(row.id))
         return complete
+
+    def _would_be_best(self, evaluation: Evaluation) -> bool:
+        if evaluation.status is not CandidateStatus.PASSED or evaluation.fitness is None:
+            return False
+        best = self.best()
+        return best is None or best.fitness is None or evaluation.fitness > best.fitness
 
     # ------------------------------------------------------------------------------------ results
 

@@ -35,8 +35,8 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("ACC-INPUT-DTYPE", "*", "*", "float32"): "fp32 inputs: the input dtype is fp32, so the mutant is the control",
     ("ACC-INPUT-DTYPE", "softmax", "torch", "*"): _TORCH_UPCASTS.format(what="softmax"),
     ("ACC-INPUT-DTYPE", "row_sum", "torch", "*"): _TORCH_UPCASTS.format(what="sum"),
-    ("ACC-INPUT-DTYPE", "matmul", "torch", "*"): _TORCH_UPCASTS.format(what="matmul (CPU GEMM; cuBLAS computes fp16 "
-                                                                        "GEMMs in fp32 too)"),
+    ("ACC-INPUT-DTYPE", "matmul", "torch", "*"): _TORCH_UPCASTS.format(what="GEMM (the CPU's passes PRC-02 at K=4099; "
+                                                                        "cuBLAS's default compute type is fp32)"),
     ("MASK-RED-LONG", "row_sum", "*", "*"): "the extra element is read as 0, the identity of a sum",
     ("MASK-RED-LONG", "matmul", "*", "*"): "the extra product is 0 x 0: a sum's identity",
     ("MASK-RED-LONG", "kmeans_assign", "*", "*"):

@@ -51,3 +51,19 @@ def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_pat
     assert toolchain._cached_verdict(SEED, "float32", device="cpu") is None
     verdict = toolchain._verify(SEED, "cpu", ["float32"])  # what `cake bench` does, on the CPU
     assert toolchain._cached_verdict(SEED, "float32", device="cpu") == verdict
+
+
+def test_declared_dtypes_cover_the_schedules_type_variable(monkeypatch) -> None:
+    from pathlib import Path
+
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+
+    for name in ("CAKE_BACKEND", "CAKE_ARCH"):
+        monkeypatch.setenv(name, "")
+    toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                              settings=EvalSettings(device="cpu", backend="triton", seed=0))
+    folder = Path(SEED).parent
+    fitness = str(toolchain.shape.torch_dtype).removeprefix("torch.")
+    pingpong = toolchain.declared_dtypes(folder / "assign_pingpong.cake")
+    assert pingpong[0] == fitness and set(pingpong) == {"bfloat16", "float16"}
+    assert set(toolchain.declared_dtypes(folder / "assign_plain.cake")) == {"float32", "float16", "bfloat16"}
