@@ -1,7 +1,7 @@
 """Row-sampled judging for cases too large to check in full on the host (a persistent grid's many tiles).
 
 A contract with a `row_dim` promises that outputs at index i of that dim depend only on inputs at index i
-(a kmeans point, a softmax row). A case marked `sampled` is then judged on the indices `sample_rows` picks:
+(a point to assign, a softmax row). A case marked `sampled` is then judged on the indices `sample_rows` picks:
 one in every `SAMPLE_BLOCK` consecutive indices (a seeded offset, the same in every block) plus the first
 and the last. Every tile of at least `SAMPLE_BLOCK` rows holds a judged row whatever the kernel's tile size,
 so a dropped tile, a persistent CTA that skips its refill or a missing tail is caught; the fp64 reference

@@ -15,12 +15,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import torch
 from cake.verifier.battery import run_battery
-from cake.verifier.contracts import CONTRACTS, Contract, get_contract
+from cake.verifier.contracts import Contract
 from cake.verifier.gates import GATE_ORDER
-from cake.verifier.kernels_reference import SEQUENTIAL_CONTROLS, TORCH_CONTROLS, triton_controls
 from cake.verifier.mutants import OPERATORS, MutationClass, mutants_of
+from cake.verifier.registry import CONTRACTS, get_contract, get_controls
 from cake.verifier.results import Verdict
 from cake.verifier.tolerance import dtype_name
 
@@ -123,13 +122,15 @@ def equivalence(operator: str, op: str, control: str, dtypes: Sequence[str]) -> 
     return "; ".join(dict.fromkeys(notes))
 
 
-def controls_for(source: str) -> dict[str, Callable[..., torch.Tensor]]:
+def control_for(source: str, op: str) -> Callable[..., object] | None:
+    """The op's control of this kind (torch, sequential, triton), or None when its workload registered none."""
+    controls = get_controls(op)
     if source == "torch":
-        return TORCH_CONTROLS
+        return controls.torch
     if source == "sequential":
-        return SEQUENTIAL_CONTROLS
+        return controls.sequential
     if source == "triton":
-        return triton_controls()
+        return controls.triton_kernel()
     raise ValueError(f"unknown control source `{source}`; known: {', '.join(CONTROL_SOURCES)}")
 
 
@@ -159,10 +160,11 @@ def run_self_test(ops: Sequence[str] | None = None, *, device: str = "cpu", dtyp
     report = SelfTestReport(device, tuple(dtypes))
     for source in sources or default_sources(device):
         interpreter = source == "triton" and device == "cpu"
-        table = controls_for(source)
         for name in names:
             contract = get_contract(name)
-            control = table[name]
+            control = control_for(source, name)
+            if control is None:
+                continue
             wanted = [d for d in dtypes if not (interpreter and d == "bfloat16")]
             battery = functools.partial(_battery, contract, device=device, dtypes=wanted, seed=seed,
                                         interpreter=interpreter, gates=gates)

@@ -13,10 +13,14 @@ For one output element with fp64 reference value r, the allowed absolute error i
   zeros and subnormal results compare sanely.
 
 `coefficient` is calibrated on correct controls (1.5 x the p95 of error / model, see calibrate.py) and
-read from `data/tolerances.json` (CPU controls) and `data/tolerances_cuda.json` (GPU controls, when committed),
-the only places tolerance numbers live. Each (op, dtype) takes the larger coefficient of the two on every
-device: what a correct GPU control needs a correct kernel deserves anywhere, and a verdict must not depend
-on the device that judges it. An (op, dtype) missing from both uses the default coefficient.
+read from the op's tolerance table (`ToleranceModel.table`: a JSON file its workload ships beside its
+contracts, written by calibrate.py), the only place tolerance numbers live. An op without a table, or an
+(op, dtype) missing from it, uses DEFAULT_COEFFICIENT (the table's `default_coefficient`).
+
+Beside each table may sit its GPU twin (`gpu_table_path`: `tolerances_cuda.json`, written by `calibrate
+--device cuda` from GPU controls). Each (op, dtype) takes the larger coefficient of the two on every device:
+what a correct GPU control needs a correct kernel deserves anywhere, and a verdict must not depend on the
+device that judges it.
 """
 
 from __future__ import annotations
@@ -31,8 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-TABLE_PATH = Path(__file__).parent / "data" / "tolerances.json"
-GPU_TABLE_PATH = Path(__file__).parent / "data" / "tolerances_cuda.json"
+DEFAULT_COEFFICIENT = 2.0  # ops not calibrated yet (a new workload's contract before its first calibration)
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
     torch.int32: "int32", torch.int64: "int64",
@@ -59,6 +62,11 @@ class ToleranceTable:
         return self.coefficients.get(op, {}).get(dtype_name(dtype), self.default_coefficient)
 
 
+def gpu_table_path(path: Path) -> Path:
+    """Where `calibrate --device cuda` writes the GPU twin of the table at `path`."""
+    return path.with_name(f"{path.stem}_cuda{path.suffix}")
+
+
 def _read(path: Path) -> ToleranceTable:
     data = json.loads(path.read_text())
     coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
@@ -76,10 +84,16 @@ def merge_tables(tables: list[ToleranceTable]) -> ToleranceTable:
 
 
 @functools.cache
-def load_table(path: Path = TABLE_PATH, gpu_path: Path | None = GPU_TABLE_PATH) -> ToleranceTable:
-    """The CPU table merged with the GPU table when that file exists."""
-    tables = [_read(path)] + ([_read(gpu_path)] if gpu_path is not None and gpu_path.is_file() else [])
-    return merge_tables(tables)
+def load_table(path: Path | None) -> ToleranceTable:
+    """The calibrated table at `path` merged with its GPU twin when that exists; None (an uncalibrated op)
+    gives the default coefficient for all."""
+    if path is None:
+        return ToleranceTable(DEFAULT_COEFFICIENT, {})
+    if not path.is_file():
+        raise FileNotFoundError(f"tolerance table {path} does not exist; write it with "
+                                "`python -m cake.verifier.calibrate --op OP`, or set ToleranceModel(table=None)")
+    gpu = gpu_table_path(path)
+    return merge_tables([_read(path)] + ([_read(gpu)] if gpu.is_file() else []))
 
 
 def eps(dtype: torch.dtype) -> float:
@@ -95,11 +109,16 @@ def tiny(dtype: torch.dtype) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ToleranceModel:
-    """Per-op part of the model: which dim is the reduction, and the magnitude of the summed terms."""
+    """Per-op part of the model: which dim is the reduction, the magnitude of the summed terms, and where
+    the op's calibrated coefficients live (None: not calibrated, DEFAULT_COEFFICIENT)."""
 
     reduction: Callable[[Mapping[str, int]], int]
     scale: Callable[..., tuple[Tensor, ...]]
     accumulator: torch.dtype = torch.float32
+    table: Path | None = None
+
+    def coefficient(self, op: str, dtype: torch.dtype) -> float:
+        return load_table(self.table).coefficient(op, dtype)
 
     def unit(self, dims: Mapping[str, int], inputs64: list[Tensor | None], refs: tuple[Tensor, ...],
              in_dtype: torch.dtype, out_dtypes: tuple[torch.dtype, ...], worst_case: bool = False) -> tuple[Tensor, ...]:
@@ -120,6 +139,6 @@ class ToleranceModel:
     def bound(self, op: str, dtype: torch.dtype, dims: Mapping[str, int], inputs64: list[Tensor | None],
               refs: tuple[Tensor, ...], out_dtypes: tuple[torch.dtype, ...],
               table: ToleranceTable | None = None, worst_case: bool = False) -> tuple[Tensor, ...]:
-        coefficient = (table or load_table()).coefficient(op, dtype)
+        coefficient = table.coefficient(op, dtype) if table else self.coefficient(op, dtype)
         units = self.unit(dims, inputs64, refs, dtype, out_dtypes, worst_case)
         return tuple(coefficient * u for u in units)

@@ -9,19 +9,18 @@ from dataclasses import replace
 import pytest
 import torch
 from cake.verifier.battery import make_context, run_gate
-from cake.verifier.contracts import get_contract
 from cake.verifier.expected import expected_for_case
 from cake.verifier.gates import DimsProfile, GateStatus, get_gate
 from cake.verifier.gates.base import check_against_reference
 from cake.verifier.inputs import Layout, ValueFamily, make_case
-from cake.verifier.kernels_reference import TORCH_CONTROLS
+from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.sampling import SAMPLE_BLOCK, sample_rows
 
 from cake.arch import DEVICES
 from cake.errors import ShapeNotSupported
 
 ASSIGN = get_contract("kmeans_assign")
-CONTROL = TORCH_CONTROLS["kmeans_assign"]
+CONTROL = get_controls("kmeans_assign").torch
 
 
 def fp16_accumulator_assign(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from cake.verifier.contracts import get_contract
-from cake.verifier.kernels_reference import TORCH_CONTROLS
 from cake.verifier.multiseed import MULTI_SEEDS, SeededVerdicts, run_battery_seeds, verify_seeds_in_worker
+from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.worker_protocol import KernelRef
 
 ROW_SUM = get_contract("row_sum")
@@ -27,7 +26,7 @@ def wrong_at_13(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_every_seed_is_recorded_and_a_correct_control_passes_each() -> None:
-    result = run_battery_seeds(ROW_SUM, TORCH_CONTROLS["row_sum"], dtypes=["float32"], gates=GATES)
+    result = run_battery_seeds(ROW_SUM, get_controls("row_sum").torch, dtypes=["float32"], gates=GATES)
     assert result.seeds == MULTI_SEEDS and len(result.verdicts) == len(MULTI_SEEDS) >= 3
     assert result.passed and result.failing_seeds == () and result.first_failure is None
     assert result.summary() == "passed under seeds 0, 1, 2"

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cake.verifier.contracts import get_contract
-from cake.verifier.kernels_reference import SEQUENTIAL_CONTROLS, TORCH_CONTROLS
 from cake.verifier.mutants import OPERATORS, MutationClass, mutants_of
+from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.selftest import format_report, run_self_test
+
+
+def TORCH(op: str):  # noqa: N802 - reads like the constant it replaces
+    return get_controls(op).torch
+
 
 SUBSET = ("TAIL-DROP", "STRIDE-IGNORE", "CACHE-BUFFER", "INPUT-WRITTEN", "NAN-GUARD-REMOVED", "MASK-RED-LONG",
           "ACC-INPUT-DTYPE", "SIDE-STREAM")
@@ -21,17 +25,17 @@ def test_every_class_of_the_issue_has_an_operator() -> None:
 
 
 def test_interior_operators_apply_only_where_the_control_makes_the_call() -> None:
-    made = {op.op_id: mutant for op, mutant, _ in mutants_of(get_contract("softmax"), SEQUENTIAL_CONTROLS["softmax"],
+    made = {op.op_id: mutant for op, mutant, _ in mutants_of(get_contract("softmax"), get_controls("softmax").sequential,
                                                               device="cpu")}
     assert made["NO-MAX-SUB"] is not None  # the sequential softmax subtracts the row max itself
     torch_made = {op.op_id: (mutant, why) for op, mutant, why in
-                  mutants_of(get_contract("softmax"), TORCH_CONTROLS["softmax"], device="cpu")}
+                  mutants_of(get_contract("softmax"), TORCH("softmax"), device="cpu")}
     assert torch_made["NO-MAX-SUB"][0] is None and "no call" in torch_made["NO-MAX-SUB"][1]
     assert torch_made["SIDE-STREAM"][0] is None and "GPU only" in torch_made["SIDE-STREAM"][1]
-    rms = {op.op_id: m for op, m, _ in mutants_of(get_contract("rmsnorm"), TORCH_CONTROLS["rmsnorm"], device="cpu")}
+    rms = {op.op_id: m for op, m, _ in mutants_of(get_contract("rmsnorm"), TORCH("rmsnorm"), device="cpu")}
     x, w = torch.randn(4, 8) * 1e-4, torch.ones(8)
     x[0] = 0.0
-    assert torch.isnan(rms["NO-EPS"](x, w)[0]).all() and not torch.isnan(TORCH_CONTROLS["rmsnorm"](x, w)).any()
+    assert torch.isnan(rms["NO-EPS"](x, w)[0]).all() and not torch.isnan(TORCH("rmsnorm")(x, w)).any()
 
 
 @pytest.mark.parametrize("op", ["row_sum", "kmeans_assign"])

@@ -58,7 +58,7 @@ class ResourceReport:
 
 class DimsProfile(enum.Enum):
     """Which default shapes a battery uses. Normally the device's own; profiling the GPU-size battery on
-    the CPU (experiments/bench_verifier.py --dims gpu) picks GPU on the CPU. Replay tokens name the device
+    the CPU (scripts/bench_verifier.py --dims gpu) picks GPU on the CPU. Replay tokens name the device
     only, so a battery run under another device's profile is for measurement, not for replay."""
 
     SMALL = "small"  # DimSpec.default_small, cases capped at CPU_MAX_ELEMENTS

@@ -57,7 +57,7 @@ def _ord01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
 ORD_01 = register(Gate("ORD-01", "long reductions stay within the eps*sqrt(N)*scale rounding bound",
                        _ord01_plan, check_against_reference,
                        notes=("values: |got - ref| <= coefficient x (eps_out|ref| + eps_fp32 sqrt(N) scale)",
-                              "an argmin output (kmeans_assign): the chosen index's fp64 distance exceeds the row "
+                              "an argmin output (a nearest-centroid assign): the chosen index's fp64 distance exceeds the row "
                               "minimum by at most the rounding bound on the distance gap, coefficient x eps_fp32 x "
                               "sqrt(D) x (|x|^2 + max|c|^2); at D = long_value and at D = long_on_chip (128), "
                               "which a kernel holding the point tile in shared memory accepts")))

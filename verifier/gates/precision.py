@@ -42,7 +42,7 @@ PRC_02 = register(Gate("PRC-02", "fp16 inputs keep an fp32 accumulator (long pos
                        check_against_reference, DtypePolicy.FP16, applies=_prc02_applies,
                        notes=("under the Triton CPU interpreter a single fp16 tl.sum accumulates in fp32 (numpy); "
                               "only a loop-carried fp16 accumulator is visible on CPU: the GPU is authoritative",
-                              "an argmin output (kmeans_assign): fp16 points and centroids with positive coordinates "
+                              "an argmin output (a nearest-centroid assign): fp16 points and centroids with positive coordinates "
                               "at a long D (long_value, and long_on_chip = 128 for kernels that hold the tile on "
                               "chip), where x.c ~ 3.3 D: an fp16 accumulator rounds it by ~ulp(3.3 D) per step, "
                               "which reorders centroids whose distances differ by far more than the fp32 rounding "
