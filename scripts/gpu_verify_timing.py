@@ -82,9 +82,11 @@ def run_one(spec: str, dtypes: list[str] | None, seed: int, device: str, passes:
     cold_total = sum(s for _, s in cold)
     check_total = sum(s for _, s in warm) if warm is not None else None
     compile_total = load_s + (max(0.0, cold_total - check_total) if check_total is not None else 0.0)
-    print(f"-> {'PASS' if verdict.passed else 'FAIL'}; lowering+load {load_s:.1f} s, cold battery {cold_total:.1f} s"
-          + (f" = compile {max(0.0, cold_total - check_total):.1f} s + check {check_total:.1f} s; total compile (with load) "
-             f"{compile_total:.1f} s" if check_total is not None else ""))
+    summary = f"lowering+load {load_s:.1f} s, cold battery (compile + check) {cold_total:.1f} s"
+    if check_total is not None:
+        summary += (f", warm battery (check only) {check_total:.1f} s, compile ~ max(0, cold - warm) + load = "
+                    f"{compile_total:.1f} s")
+    print(f"-> {'PASS' if verdict.passed else 'FAIL'}; {summary}")
     return {"schedule": spec, "op": op, "load_s": round(load_s, 2), "cold_battery_s": round(cold_total, 2),
             "check_s": None if check_total is None else round(check_total, 2),
             "compile_s": round(compile_total, 2) if check_total is not None else None,
