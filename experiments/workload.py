@@ -71,6 +71,11 @@ class Shape:
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "dims": self.dim_map, "dtype": self.dtype, "note": self.note}
 
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Shape:
+        return Shape.of(str(data["name"]), str(data["dtype"]), str(data.get("note", "")),
+                        **{str(k): int(v) for k, v in dict(data["dims"]).items()})
+
 
 def parse_shape(text: str, domain: Sequence[Shape], default_dtype: str) -> Shape:
     """A shape named in `domain` (`cake_cell`), or explicit sizes `B=32,N=65536,K=1024,D=128[:bf16]`."""

@@ -7,9 +7,8 @@ TIMEOUT or RUNTIME_ERROR), 2 on bad usage or a kernel that cannot be loaded.
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cake.cli.common import ExitCode, UsageError
 
@@ -17,11 +16,6 @@ if TYPE_CHECKING:
     from cake.verifier.results import Evidence, Verdict
     from cake.verifier.selftest import MutantOutcome
     from cake.verifier.worker_protocol import KernelRef
-
-# `--schedule` loads a `.cake` file through the lowering's runtime. The verifier never imports the
-# lowering; the worker imports the loader by this name, and only the CLI asks it for the schedule's op.
-SCHEDULE_LOADER_MODULE = "cake.lowering.runtime"
-SCHEDULE_LOADER = f"{SCHEDULE_LOADER_MODULE}:load_schedule"
 
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
                  "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
@@ -91,27 +85,17 @@ def parse_kernel(text: str) -> KernelRef:
         raise UsageError(str(error)) from None
 
 
-def _schedule_loader_module(schedule: str) -> Any:
-    if not Path(schedule).is_file():
-        raise UsageError(f"schedule file {schedule!r} does not exist")
-    try:
-        module = importlib.import_module(SCHEDULE_LOADER_MODULE)
-    except ImportError as error:
-        raise UsageError(f"--schedule needs the schedule loader {SCHEDULE_LOADER}, which is not available "
-                         f"in this installation ({error}); verify the lowered kernel with --kernel instead") from None
-    for name in ("load_schedule", "schedule_op"):
-        if not callable(getattr(module, name, None)):
-            raise UsageError(f"--schedule: {SCHEDULE_LOADER_MODULE} has no function {name}()")
-    return module
-
-
 def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
     """The op and the kernel reference named by --op/--kernel or --schedule."""
     from cake.verifier.worker_protocol import KernelRef
 
     if args.schedule is not None:
-        module = _schedule_loader_module(args.schedule)
-        op = args.op or str(module.schedule_op(args.schedule))
+        # The verifier never imports the lowering: its worker imports the loader by this name.
+        from cake.lowering.runtime import SCHEDULE_LOADER, schedule_op
+
+        if not Path(args.schedule).is_file():
+            raise UsageError(f"schedule file {args.schedule!r} does not exist")
+        op = args.op or schedule_op(args.schedule)
         return op, KernelRef.loader(SCHEDULE_LOADER, args.schedule)
     if args.op is None:
         raise UsageError("--op is required with --kernel")

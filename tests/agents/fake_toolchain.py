@@ -15,7 +15,7 @@ from cake.ir import nodes as n
 from cake.ir.cost import CostError, predict
 from cake.ir.parser import parse
 
-from cake.store import CandidateStatus, Evaluation, FitnessKind
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind
 
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 

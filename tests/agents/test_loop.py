@@ -15,8 +15,8 @@ from cake.ir.checks.registry import CheckSpec, Family, all_checks
 from conftest import SEED
 from fake_toolchain import FakeToolchain, Interrupted
 
-from cake.report import build
-from cake.store import CandidateStatus, RunStore
+from cake.runs.report import build
+from cake.runs.store import CandidateStatus, RunStore
 
 SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
 
@@ -109,6 +109,40 @@ def test_a_best_that_fails_confirmation_is_stored_failed(tmp_path: Path) -> None
     refused = [store.candidate(i) for i in toolchain.confirmed[1:]]
     assert all(c.status is CandidateStatus.FAILED and c.fitness is None for c in refused)
     assert result.best is not None and result.best.id == toolchain.confirmed[0]
+
+
+class _OutOfOrder:
+    """The fake evaluation, slower for earlier candidates: a pool finishes them out of submission order."""
+
+    def __init__(self, toolchain: FakeToolchain):
+        self.toolchain = toolchain
+
+    def evaluate(self, job, device):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.02 * (job.candidate_id % 3))
+        return self.toolchain.evaluate(job, device)
+
+
+def test_in_process_and_local_pool_executors_give_the_same_candidates(tmp_path: Path) -> None:
+    from cake.evaluation.executors import InProcessExecutor, LocalPoolExecutor
+
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=3, seed=5)
+    sequences = []
+    for name in ("in_process", "pool"):
+        store = RunStore.create(tmp_path / name, {"loop": settings.to_json()})
+        toolchain = FakeToolchain(SEED)
+        evaluator = _OutOfOrder(toolchain)
+        executor = InProcessExecutor(evaluator) if name == "in_process" else \
+            LocalPoolExecutor(evaluator, ("cpu", "cpu", "cpu"))
+        try:
+            EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED], executor=executor).run()
+        finally:
+            executor.close()
+        sequences.append([(c.id, *s, c.fitness) for c, s in zip(store.candidates(), _sequence(store), strict=True)])
+        if name == "pool":
+            assert sorted(toolchain.evaluated) != toolchain.evaluated  # evaluations did finish out of order
+    assert sequences[0] == sequences[1] and len(sequences[0]) > 10
 
 
 def test_the_loop_records_internal_errors_apart_from_rejections(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
