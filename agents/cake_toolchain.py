@@ -131,11 +131,12 @@ class CakeToolchain:
         from cake.verifier.worker_protocol import KernelRef
 
         from cake.cli.verify import (
-            SCHEDULE_LOADER,  # the loader `cake verify/bench --schedule` use: same cache keys
+            schedule_loader_for,  # the loader `cake verify/bench --schedule` use: same cache keys
         )
 
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
-        return verify_in_worker(self.op, KernelRef.loader(SCHEDULE_LOADER, str(path)), device=device, dtypes=dtypes,
+        loader = schedule_loader_for(self.op)
+        return verify_in_worker(self.op, KernelRef.loader(loader, str(path)), device=device, dtypes=dtypes,
                                 seed=self.settings.seed, all_gates=False, timeout_s=self.settings.gate_timeout_s,
                                 cache=cache)
 
@@ -146,9 +147,9 @@ class CakeToolchain:
         from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
         from cake.verifier.worker_protocol import KernelRef
 
-        from cake.cli.verify import SCHEDULE_LOADER
+        from cake.cli.verify import schedule_loader_for
 
-        key = verdict_key(kernel_ref=KernelRef.loader(SCHEDULE_LOADER, str(path)), op=self.op, device=device,
+        key = verdict_key(kernel_ref=KernelRef.loader(schedule_loader_for(self.op), str(path)), op=self.op, device=device,
                           dtypes=[dtype], seed=self.settings.seed, gates=tuple(GATE_ORDER), all_gates=False,
                           resource_report=None)
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else default_cache()

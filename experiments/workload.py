@@ -132,6 +132,9 @@ class OpSpec:
     # at a large shape compares a sample to the fp64 reference instead of the whole output.
     spot_sample: tuple[tuple[str, int], ...] = ()
     folder: Path = field(default=Path("."))
+    # "module:function" loading this op's schedules as contract callables, when the lowering's own loader
+    # cannot (e.g. optional inputs a schedule cannot take); None: cake.lowering.runtime:load_schedule.
+    schedule_loader: str | None = None
 
     def seed_paths(self) -> tuple[Path, ...]:
         return tuple(self.folder / name for name in self.seeds)
@@ -241,6 +244,7 @@ class Workload:
 _REGISTRY: dict[str, str] = {
     "flash_kmeans": "cake.experiments.flash_kmeans.workload",
     "starter": "cake.experiments.starter.workload",
+    "kda": "cake.experiments.kda.workload",
 }
 
 

@@ -3,24 +3,13 @@
 A kernel under test is any Python callable taking the op's inputs as torch tensors in signature order
 and returning its output (one tensor) or outputs (a tuple, in `outputs` order).
 
-The format carries multi-output ops with optional inputs. The KDA forward, when its workload arrives,
-is written as::
+The format carries multi-output ops with optional inputs, per-input value domains (`ValueDomain`: the gates
+project every generated value into it) and structured integer inputs (`SegmentOffsets`: varlen `cu_seqlens`).
+KDA's contracts (experiments/kda/contract.py) use all three.
 
-    Contract(
-        name="kda_forward",
-        inputs=(TensorSpec("q", ("B", "T", "H", "K")), TensorSpec("k", ("B", "T", "H", "K")),
-                TensorSpec("v", ("B", "T", "H", "V")), TensorSpec("g", ("B", "T", "H", "K")),
-                TensorSpec("beta", ("B", "T", "H")),
-                TensorSpec("initial_state", ("B", "H", "K", "V"), "float32", optional=True)),
-        outputs=(TensorSpec("o", ("B", "T", "H", "V"), "same_as:q", Role.OUT),
-                 TensorSpec("final_state", ("B", "H", "K", "V"), "float32", Role.OUT)),
-        dims=(DimSpec("B", 1, 8, (1, 2)), DimSpec("T", 17, 1024, (1, 63, 64, 65)), ...),
-        reference=naive_recurrent_kda_fp64,   # fla's naive_recurrent_kda semantics, in fp64
-        tolerance=ToleranceModel(reduction=lambda d: d["T"] * d["K"], scale=kda_scale),
-        ...)
-
-An optional input is passed as None when a case omits it (`Case.omitted`), and the reference receives None
-too; outputs are compared one by one, each with its own dtype rule and `OutputCheck`.
+An optional input is passed as None when a case omits it (`Case.omitted`; a gate's cases cycle through
+every subset, `Contract.omission_pattern`), and the reference receives None too; outputs are compared one by
+one, each with its own dtype rule and `OutputCheck`.
 """
 
 from __future__ import annotations

@@ -96,6 +96,18 @@ def _schedule_loader_module(schedule: str) -> Any:
     return module
 
 
+def schedule_loader_for(op: str) -> str:
+    """The loader reference for `op`'s schedules: its workload's when it declares one (a wrapper supplying
+    what a schedule cannot take), else the lowering's."""
+    from cake.experiments.workload import UnknownWorkloadError, workload_for_op
+
+    try:
+        spec = workload_for_op(op).op(op)
+    except UnknownWorkloadError:
+        return SCHEDULE_LOADER
+    return spec.schedule_loader or SCHEDULE_LOADER
+
+
 def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
     """The op and the kernel reference named by --op/--kernel or --schedule."""
     from cake.verifier.worker_protocol import KernelRef
@@ -103,7 +115,7 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
     if args.schedule is not None:
         module = _schedule_loader_module(args.schedule)
         op = args.op or str(module.schedule_op(args.schedule))
-        return op, KernelRef.loader(SCHEDULE_LOADER, args.schedule)
+        return op, KernelRef.loader(schedule_loader_for(op), args.schedule)
     if args.op is None:
         raise UsageError("--op is required with --kernel")
     return args.op, parse_kernel(args.kernel)

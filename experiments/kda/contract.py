@@ -44,7 +44,7 @@ CU_SEQLENS = SegmentOffsets(total="T", count="N", batch="B")
 
 DIMS = (
     DimSpec("B", 2, 2, (1, 3)),
-    DimSpec("T", 64, 1024, (1, 2, 15, 17, 63, 65, 129, 200), long_value=300),
+    DimSpec("T", 64, 1024, (1, 2, 15, 17, 33, 65, 130), long_value=160),
     DimSpec("H", 2, 4, (1, 3)),
     DimSpec("K", 16, 128, (1, 3, 16, 17, 32, 64)),
     DimSpec("V", 8, 128, (1, 5, 16, 31, 64)),
