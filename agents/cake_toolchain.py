@@ -35,6 +35,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
+from cake.errors import INTERNAL_EXIT_CODE, is_internal
 from cake.store import CandidateStatus, Evaluation, FitnessKind
 
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
@@ -161,7 +162,7 @@ class CakeToolchain:
         try:
             verdict = self._verify(job.path, "cpu", CPU_DTYPES)
         except KernelLoadError as error:
-            return _evaluation(CandidateStatus.ERROR, "cpu", started, error=str(error)[:4000])
+            return _evaluation(_load_failure(str(error)), "cpu", started, error=str(error)[:4000])
         verdict_json = json.loads(verdict.to_json())
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
@@ -204,6 +205,8 @@ class CakeToolchain:
                                    error=f"bench timed out after {self.settings.bench_timeout_s:g} s")
             data = json.loads(out.read_text()) if out.is_file() else None
         tail = "\n".join(output.strip().splitlines()[-15:])
+        if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):
+            return _evaluation(CandidateStatus.INTERNAL, device, started, error=f"bench: {tail}"[:4000])
         if proc.returncode == 2:  # usage: the schedule could not be lowered or loaded
             return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {tail}"[:4000])
         verdict = self._cached_verdict(job.path, dtype)
@@ -214,11 +217,13 @@ class CakeToolchain:
         if not verdict.passed:
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json, tokens=tokens)
         candidate_ms, baseline_ms = bench_medians(data or {}, self.shape.name)
-        fitness = self.workload.fitness.score(candidate_ms, baseline_ms)
+        speedup = self.workload.fitness.speedup(candidate_ms, baseline_ms, bench_problems(data or {}, self.shape.name))
+        fitness = speedup.value
         best_baseline = min((t[self.shape.name] for t in baseline_ms.values() if self.shape.name in t), default=None)
         timings = {"candidate_ms": candidate_ms.get(self.shape.name),
                    **{f"{b}_ms": t.get(self.shape.name) for b, t in baseline_ms.items()}}
-        problem = None if fitness is not None else f"bench gave no time (exit {proc.returncode}): {tail}"[:4000]
+        problem = None if fitness is not None else \
+            f"speedup undefined: {speedup.undefined} (bench exit {proc.returncode}): {tail}"[:4000]
         return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=candidate_ms.get(self.shape.name), baseline_ms=best_baseline, fitness=fitness,
@@ -241,6 +246,29 @@ def bench_medians(data: Mapping[str, Any], shape: str) -> tuple[dict[str, float]
             else:
                 baselines.setdefault(str(m["name"]), {})[shape] = float(m["median_ms"])
     return candidate, baselines
+
+
+def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
+    """Why each contestant of `cake bench --json` at `shape` has no median: its check failure, an implausible
+    time, or a baseline that was not available (the undefined speedup names them)."""
+    problems: dict[str, str] = {}
+    for report in data.get("shapes", ()):
+        if report.get("shape", {}).get("name") != shape:
+            continue
+        for m in report.get("measurements", ()):
+            name = "candidate" if m.get("candidate") else str(m.get("name"))
+            if m.get("failure"):
+                problems[name] = str(m["failure"])
+            elif m.get("implausible"):
+                problems[name] = "implausibly fast (below the roofline floor)"
+        for name, why in (report.get("unavailable") or {}).items():
+            problems[str(name)] = f"not available: {why}"
+    return problems
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

@@ -59,7 +59,7 @@ class DistillSettings:
 class KnownGood:
     """A schedule that must stay legal: a verified candidate of the run, or a shipped one."""
 
-    name: str  # `candidate 12` or `experiments/flash_kmeans/assign_plain.cake`
+    name: str  # `candidate 12` or `experiments/kmeans/assign_plain.cake`
     kernel: Kernel
     arch: str
 
@@ -114,8 +114,8 @@ def run_arch(store: RunStore) -> str | None:
 
 
 def shipped_schedules(root: Path = EXPERIMENTS_DIR) -> list[KnownGood]:
-    """Every `.cake` schedule under experiments/ (not its data/: evolve runs' candidates, failed ones among
-    them, are records, not known-good schedules), each for its own target. A shipped file that does not
+    """Every `.cake` schedule under experiments/ (evolve runs' candidates live in results/: records, failed
+    ones among them, not known-good schedules), each for its own target. A shipped file that does not
     parse is a bug in the repository, raised loudly rather than silently dropped from the gate."""
     from cake.experiments.schedules import shipped_schedule_paths
 

@@ -24,16 +24,13 @@ from cake.diagnostics import DiagnosticError
 
 SPECIALIZED_ENV = "CAKE_SPECIALIZED_DIR"
 EXPERIMENTS = Path(__file__).resolve().parent
-# Raw GPU outputs live under experiments/data/, evolve runs' candidate schedules among them: data, not
-# schedules the repository ships (many were rejected or failed on purpose).
-DATA_DIR = EXPERIMENTS / "data"
 
 
 def shipped_schedule_paths(root: Path = EXPERIMENTS) -> list[Path]:
-    """Every schedule the repository ships: `experiments/**/*.cake` outside `experiments/data/` (`root`
-    stands in for experiments/)."""
-    data = root / DATA_DIR.name
-    return sorted(p for p in root.rglob("*.cake") if data not in p.parents)
+    """Every schedule the repository ships: `experiments/**/*.cake` (`root` stands in for experiments/).
+    Evolve runs' candidate schedules are records, not shipped schedules: they live in results/, outside
+    every package."""
+    return sorted(root.rglob("*.cake"))
 
 
 def specialized_dir() -> Path:

@@ -1,6 +1,6 @@
 """Workloads: what `cake evolve --op NAME` evolves, at which shapes, against what, and how it is scored.
 
-A `Workload` binds op contracts (by name, from `cake.verifier.contracts`) to everything an experiment needs:
+A `Workload` binds op contracts (its own, registered with the verifier through `contracts`) to everything an experiment needs:
 
 * `ops`: one `OpSpec` per kernel — its **seed** schedules (what a clean-start search begins from), its
   **reference** schedules (strong hand-written ones, kept for comparison and never used to seed a clean
@@ -8,19 +8,25 @@ A `Workload` binds op contracts (by name, from `cake.verifier.contracts`) to eve
 * `pipelines`: end-to-end compositions of the ops (the Lloyd iteration = assign + update);
 * `fitness`: how a verified candidate's timings become one number.
 
-Look a workload up with `get_workload(name)` (or `workload_for_op(op)`); nothing heavy is imported until a
+Workloads are found through the `cake.workloads` entry points (see README.md). Look one up with
+`get_workload(name)` (or `workload_for_op(op)`); nothing heavy is imported until a
 baseline is loaded. Baselines import their packages lazily and raise `BaselineUnavailable` with an install
 hint when the package is missing, so a table can say "not installed" instead of crashing.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cake.stats import Speedup
+
+from cake.verifier.registry import ENTRY_POINT_GROUP, WorkloadContracts
 
 DTYPE_NAMES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 _TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -108,6 +114,9 @@ class Baseline:
     description: str
     load: Callable[[], Prepared]
     package: str | None = None  # the pip requirement, e.g. "flash-kmeans==0.3.1"; None for torch
+    # A CAKE reference timed alongside (e.g. the IR seed lowered by CAKE's own emitter): shown, never one of
+    # the baselines a speedup is over.
+    reference: bool = False
 
     def status(self) -> str:
         """'available', or the reason it is not (without running anything on a device)."""
@@ -141,9 +150,6 @@ class OpSpec:
 
     def reference_paths(self) -> tuple[Path, ...]:
         return tuple(self.folder / name for name in self.references)
-
-    def missing_files(self) -> tuple[Path, ...]:
-        return tuple(p for p in self.seed_paths() + self.reference_paths() if not p.is_file())
 
     def shape(self, name: str) -> Shape:
         for shape in (self.cpu_shape, *self.gpu_shapes):
@@ -183,7 +189,9 @@ class Fitness:
 
     At each shape in `shapes`, the candidate and every baseline in `against` are timed interleaved by
     `cake.verifier.timing` (cold L2, rotated inputs, medians). The score is the geometric mean over the
-    shapes of (fastest available baseline's median) / (candidate's median): > 1 beats the best baseline.
+    shapes of (fastest baseline's median) / (candidate's median): > 1 beats the best baseline. Every
+    baseline in `against` must have a time at every shape: one that is missing or failed its check makes the
+    speedup undefined (`speedup` says why) and the score None — never a speedup over the ones that ran.
     A candidate that has not passed the contract gates, or fails the re-check after timing, has no score
     (None) — it is never ranked, not ranked last.
     """
@@ -192,26 +200,48 @@ class Fitness:
     shapes: tuple[str, ...]
     against: tuple[str, ...]
 
+    def speedup(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]],
+                problems: Mapping[str, str] | None = None) -> Speedup:
+        """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; `problems[name]` says why a
+        contestant has no time (it then appears in the undefined speedup's reason)."""
+        from cake.stats import Speedup, speedup_over_best
+
+        if not self.shapes:
+            return Speedup.missing(self.against, "the fitness names no shapes")
+        per_shape = [speedup_over_best(candidate_ms.get(shape), {b: baseline_ms.get(b, {}).get(shape) for b in self.against},
+                                       self.against, candidate_problem=(problems or {}).get("candidate"),
+                                       problems=problems)
+                     for shape in self.shapes]
+        for shape, s in zip(self.shapes, per_shape, strict=True):
+            if s.value is None:
+                return Speedup.missing(self.against, f"at {shape}: {s.undefined}")
+        values = [s.value for s in per_shape if s.value is not None]
+        best = per_shape[0].best_baseline if len(per_shape) == 1 else "best per shape"
+        return Speedup(math.exp(sum(math.log(v) for v in values) / len(values)), tuple(self.against), best)
+
     def score(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]]) -> float | None:
-        """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; missing baselines are skipped."""
-        ratios = []
-        for shape in self.shapes:
-            if shape not in candidate_ms:
-                return None
-            times = [baseline_ms[b][shape] for b in self.against if shape in baseline_ms.get(b, {})]
-            if not times:
-                return None
-            ratios.append(min(times) / candidate_ms[shape])
-        return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
+        """The speedup's value; None when it is undefined (a baseline or the candidate has no time)."""
+        return self.speedup(candidate_ms, baseline_ms).value
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
+    """An evolvable workload. `contracts` is what it contributes to the verifier: a `cake.workloads` entry
+    point naming this object registers both (the verifier reads `contracts`, `cake evolve` the rest)."""
+
     name: str
     description: str
     ops: tuple[OpSpec, ...]
     fitness: Fitness
+    contracts: WorkloadContracts
     pipelines: tuple[Pipeline, ...] = ()
+
+    def __post_init__(self) -> None:
+        registered = {c.name for c in self.contracts.contracts}
+        unbound = [spec.contract for spec in self.ops if spec.contract not in registered]
+        if unbound or self.contracts.name != self.name:
+            raise ValueError(f"workload {self.name!r}: ops {unbound} have no contract in its WorkloadContracts "
+                             f"{self.contracts.name!r}; the names must match and every op needs its contract")
 
     def op(self, contract: str) -> OpSpec:
         for spec in self.ops:
@@ -236,40 +266,38 @@ class Workload:
         """Clean-start seeds per op. Reference schedules are deliberately not here."""
         return {spec.contract: spec.seed_paths() for spec in self.ops}
 
-    def reference_schedules(self) -> dict[str, tuple[Path, ...]]:
-        return {spec.contract: spec.reference_paths() for spec in self.ops}
-
-
-# Registered workloads: name -> module holding a `WORKLOAD` attribute (imported on first use).
-_REGISTRY: dict[str, str] = {
-    "flash_kmeans": "cake.experiments.flash_kmeans.workload",
-    "starter": "cake.experiments.starter.workload",
-    "kda": "cake.experiments.kda.workload",
-}
-
 
 class UnknownWorkloadError(KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
 
+def _workloads() -> dict[str, Workload]:
+    """Every installed evolvable workload: the `cake.workloads` entry points that name a `Workload` (those
+    naming only a WorkloadContracts are verifiable, not evolvable)."""
+    found = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        loaded = entry_point.load()
+        if isinstance(loaded, Workload):
+            found[entry_point.name] = loaded
+    return found
+
+
 def workload_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+    return tuple(sorted(_workloads()))
 
 
 def get_workload(name: str) -> Workload:
     """The workload named `name`, or one holding an op of that name (`kmeans_assign` -> flash_kmeans)."""
-    if name in _REGISTRY:
-        workload = importlib.import_module(_REGISTRY[name]).WORKLOAD
-        assert isinstance(workload, Workload)
-        return workload
-    return workload_for_op(name)
+    workloads = _workloads()
+    if name in workloads:
+        return workloads[name]
+    for workload in workloads.values():
+        if any(spec.contract == name for spec in workload.ops):
+            return workload
+    raise UnknownWorkloadError(f"no workload named or holding {name!r}; workloads: {', '.join(sorted(workloads))} "
+                               f"(workloads register through the `{ENTRY_POINT_GROUP}` entry points)")
 
 
 def workload_for_op(op: str) -> Workload:
-    for module in _REGISTRY.values():
-        workload = importlib.import_module(module).WORKLOAD
-        if any(spec.contract == op for spec in workload.ops):
-            assert isinstance(workload, Workload)
-            return workload
-    raise UnknownWorkloadError(f"no workload named or holding {op!r}; workloads: {', '.join(_REGISTRY)}")
+    return get_workload(op)

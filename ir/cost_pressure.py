@@ -1,7 +1,7 @@
 """Per-thread pressure physics of the cost model: how a CTA's warps split a tile, what that costs.
 
 The analytic model in `cake.ir.cost` counts work per tile; this module prices what the *distribution* of
-that work over a CTA's threads does, which the first H200 run (experiments/data/h200-2026-11-30) showed
+that work over a CTA's threads does, which the first H200 run (results/h200-2026-11-30) showed
 to dominate the worst schedules:
 
 - **Warp split** (`warp_split`): a backend lays an accumulator-like [R, C] tile over its warps row-first,

@@ -8,7 +8,9 @@ For one shape, every contestant (the candidate and its baselines) runs in this o
    per set; that first run compiles, and its outputs are checked against the fp64 reference (`check`).
    A contestant failing here is not timed.
 3. **Warm-up** past compilation: `warmup_calls` more calls each.
-4. **Interleaved sampling** (ABAB...): rep r calls every contestant in turn on input set r mod S. Before each
+4. **Interleaved sampling** (ABAB...): rep r calls every contestant in turn on input set r mod S, in a
+   fixed order or, with `TimingConfig.shuffle_seed`, in a seeded shuffled order per rep (so no contestant
+   always runs right after the same neighbour or first after a synchronize). Before each
    call the L2 is flushed (a write over a buffer twice the L2), so every call starts cold; device events
    bracket the call itself. The pool of S input sets holds more bytes than the L2, so nothing is reused.
    Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are in.
@@ -26,6 +28,7 @@ There is no CPU timing path: with no GPU, `CudaClock()` raises `NoGpu`.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -146,6 +149,7 @@ class TimingConfig:
     max_wall_s: float = 30.0  # stop sampling here once min_reps are in (the guard that bounds GPU time)
     cold_l2: bool = True
     sync_every: int = 8  # reps between reads of the events (bounds the events in flight)
+    shuffle_seed: int | None = None  # None: contestants in the given order each rep; else a seeded shuffle per rep
 
 
 # ---- results -----------------------------------------------------------------------------------------------
@@ -210,9 +214,13 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
     pending: list[tuple[int, object, object]] = []
     started = clock.wall_s()
     rep = 0
+    order_rng = None if config.shuffle_seed is None else random.Random(f"cake-timing-order:{config.shuffle_seed}")
     while live and rep < config.max_reps:
         si = rep % len(input_sets)
-        for ci in live:  # ABAB...: every contestant once per rep, same input set
+        order = list(live)
+        if order_rng is not None:
+            order_rng.shuffle(order)
+        for ci in order:  # every contestant once per rep, same input set
             if config.cold_l2:
                 clock.flush_l2()
             start = clock.record()
@@ -340,11 +348,13 @@ class Measurement:
     failure: str | None
     speedup: float | None = None  # reference median / this median (for candidates)
     extra: dict[str, object] = field(default_factory=dict)
+    times_ms: tuple[float, ...] = ()  # every sample, in rep order (a headline is re-derived from these)
 
     def to_json(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in (
             "name", "candidate", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "gbytes_per_s",
-            "frac_gemm_ceiling", "frac_bandwidth_ceiling", "floor_ms", "implausible", "failure", "speedup", "extra")}
+            "frac_gemm_ceiling", "frac_bandwidth_ceiling", "floor_ms", "implausible", "failure", "speedup", "extra",
+            "times_ms")}
 
 
 def summarize(samples: Samples, contract: Contract, dims: Mapping[str, int], dtype: torch.dtype,
@@ -366,4 +376,4 @@ def summarize(samples: Samples, contract: Contract, dims: Mapping[str, int], dty
         len(samples.times_ms), tflops, gbps, tflops / device.gemm_ceiling_tflops,
         gbps * 1e9 / device.bandwidth_ceiling_bytes_per_s, floor_s * 1e3,
         implausible_speed(contract, dims, dtype, secs / work_scale, device), None,
-        (reference_ms / med) if reference_ms is not None else None)
+        (reference_ms / med) if reference_ms is not None else None, times_ms=tuple(samples.times_ms))

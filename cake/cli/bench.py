@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from cake.cli.common import ExitCode, UsageError
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
     from cake.experiments.workload import OpSpec, Prepared, Shape
-    from cake.verifier.timing import Clock, Measurement, TimingConfig, Verification
+    from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
 
 DEFAULT_VERIFY_TIMEOUT_S = 600.0
 NO_GPU = "cake bench: no CUDA device here; timings are taken only on a GPU (nothing was timed)"
@@ -87,7 +87,8 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
                 *, device: str = "cuda", seed: int = 0, pool: int | None = None,
                 unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
     """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
-    from cake.verifier.contracts import get_contract
+    from cake.stats import speedup_over_best
+    from cake.verifier.registry import get_contract
     from cake.verifier.timing import (
         Contestant,
         input_set_bytes,
@@ -105,11 +106,38 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
     contestants = [Contestant(name, fn, verification=v) for name, fn, v in candidates]
     contestants += [Contestant(name, p.run, p.prepared, candidate=False) for name, p in baselines]
     samples = measure(contestants, sets, clock, spot_check(contract, dtype, dict(spec.spot_sample), seed), config)
-    baseline_medians = [s.median_ms for s in samples if not s.candidate and s.ok]
-    reference = min(baseline_medians) if baseline_medians else None
-    measurements = tuple(summarize(s, contract, dims, dtype, device_spec, reference if s.candidate else None)
-                         for s in samples)
-    return ShapeReport(shape, measurements, tuple(unavailable))
+    against, baseline_ms, problems = speedup_inputs(spec, samples, unavailable)
+    measurements = []
+    for s in samples:
+        if not s.candidate:
+            measurements.append(summarize(s, contract, dims, dtype, device_spec))
+            continue
+        speedup = speedup_over_best(s.median_ms if s.ok else None, baseline_ms, against,
+                                    candidate_problem=s.failure, problems=problems)
+        best = baseline_ms[speedup.best_baseline] if speedup.best_baseline else None
+        m = summarize(s, contract, dims, dtype, device_spec, best)
+        measurements.append(replace(m, extra={**m.extra, "speedup": speedup.to_json()}))
+    return ShapeReport(shape, tuple(measurements), tuple(unavailable))
+
+
+def speedup_inputs(spec: OpSpec, samples: Sequence[Samples], unavailable: Sequence[tuple[str, str]]
+                   ) -> tuple[list[str], dict[str, float | None], dict[str, str]]:
+    """(the baselines a speedup is over, their medians, why each one without a time has none). A workload's
+    references are timed alongside but are not baselines; a baseline that could not load or failed its check
+    stays among them without a time, so the speedup is undefined rather than over the others."""
+    def is_reference(name: str) -> bool:
+        try:
+            return spec.baseline(name).reference
+        except KeyError:
+            return False
+
+    against = [s.name for s in samples if not s.candidate and not is_reference(s.name)]
+    against += [name for name, _ in unavailable if name not in against and not is_reference(name)
+                and any(b.name == name for b in spec.baselines)]
+    baseline_ms = {s.name: (s.median_ms if s.ok else None) for s in samples if not s.candidate}
+    problems = {s.name: s.failure or "not timed" for s in samples if not s.candidate and not s.ok}
+    problems.update({name: f"not available: {why}" for name, why in unavailable})
+    return against, baseline_ms, problems
 
 
 def verdict_verification(verdict: Any) -> Verification:
@@ -217,6 +245,9 @@ def print_reports(reports: Sequence[ShapeReport], title: str) -> None:
     for report in reports:
         for m in report.measurements:
             status = m.failure or ("[bold red]IMPLAUSIBLE: below the roofline floor[/]" if m.implausible else "ok")
+            speedup = m.extra.get("speedup")
+            if isinstance(speedup, dict) and speedup.get("undefined"):
+                status = f"{status}; speedup undefined: {speedup['undefined']}"
             spread = f"{_f(m.p10_ms, '.3f')}-{_f(m.p90_ms, '.3f')}" if m.median_ms is not None else "-"
             table.add_row(f"{report.shape.name} ({report.shape.describe()})", m.name, _f(m.median_ms, ".4f"), spread,
                           _f(m.tflops, ".1f"), _f(m.gbytes_per_s, ".0f"),

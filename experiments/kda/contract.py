@@ -19,8 +19,11 @@ so positions of NaN are not part of the op's meaning.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
 
 import torch
+from cake.experiments.kda import controls
 from cake.experiments.kda import reference as ref
 from cake.verifier.contracts import (
     FLOAT_DTYPES,
@@ -32,8 +35,11 @@ from cake.verifier.contracts import (
     TensorSpec,
     ValueDomain,
 )
+from cake.verifier.controls import Controls
+from cake.verifier.registry import WorkloadContracts
 from cake.verifier.tolerance import ToleranceModel
 
+TOLERANCES = Path(__file__).resolve().parent / "tolerances.json"
 FINITE = ValueDomain()
 UNIT = ValueDomain(unit_norm=True)
 LOG_DECAY = ValueDomain(low=ref.LOWER_BOUND, high=0.0, logit_center=3.0)
@@ -64,14 +70,12 @@ SEMANTICS = (
 )
 
 
-def _flops(d: dict[str, int] | object) -> float:
-    assert isinstance(d, dict)
+def _flops(d: Mapping[str, int]) -> float:
     # Per token and head: decay (K V), S^T k (2 K V), rank-1 update (2 K V), S^T q (2 K V).
     return 7.0 * d["B"] * d["T"] * d["H"] * d["K"] * d["V"]
 
 
-def _bytes(d: dict[str, int] | object, dtype: torch.dtype) -> float:
-    assert isinstance(d, dict)
+def _bytes(d: Mapping[str, int], dtype: torch.dtype) -> float:
     size = torch.empty((), dtype=dtype).element_size()
     tokens = d["B"] * d["T"] * d["H"]
     return tokens * (2 * d["K"] + 2 * d["V"]) * float(size) + tokens * (d["K"] * 4.0 + size) + \
@@ -79,7 +83,7 @@ def _bytes(d: dict[str, int] | object, dtype: torch.dtype) -> float:
 
 
 # Rounding error: inner products of length K at every token, carried through the state over T tokens.
-TOLERANCE = ToleranceModel(reduction=lambda d: d["T"] * d["K"], scale=ref.kda_core_scale)
+TOLERANCE = ToleranceModel(table=TOLERANCES, reduction=lambda d: d["T"] * d["K"], scale=ref.kda_core_scale)
 
 KDA_CORE = Contract(
     name="kda_core",
@@ -89,7 +93,7 @@ KDA_CORE = Contract(
     outputs=OUTPUTS, dims=DIMS, dtypes=FLOAT_DTYPES, reference=ref.kda_core, tolerance=TOLERANCE,
     semantics=SEMANTICS + ("inputs pre-activated: g in [-5, 0] (fp32 log-decays), beta in [0, 1], q and k unit "
                            "L2 norm per token and head",),
-    has_backward=False, flops=_flops, bytes=_bytes, reduction_dim="T",  # type: ignore[arg-type]
+    has_backward=False, flops=_flops, bytes=_bytes, reduction_dim="T",
     output_checks=(OutputCheck.CLOSE, OutputCheck.CLOSE), tensor_core=True,
 )
 
@@ -100,14 +104,19 @@ KDA_FORWARD = Contract(
             TensorSpec("beta", BTH, domain=FINITE), TensorSpec("A_log", ("H",), "float32", domain=A_LOG),
             TensorSpec("dt_bias", ("H", "K"), "float32", domain=DT_BIAS), *OPTIONAL),
     outputs=OUTPUTS, dims=DIMS, dtypes=FLOAT_DTYPES, reference=ref.kda_forward,
-    tolerance=ToleranceModel(reduction=lambda d: d["T"] * d["K"], scale=ref.kda_forward_scale),
+    tolerance=ToleranceModel(table=TOLERANCES, reduction=lambda d: d["T"] * d["K"], scale=ref.kda_forward_scale),
     semantics=SEMANTICS + (
         "fused (FlashKDA's benchmark): q, k <- x / sqrt(sum x^2 + 1e-6) per token and head; beta <- sigmoid(beta); "
         f"g <- {ref.LOWER_BOUND:g} * sigmoid(exp(A_log[h]) * (g + dt_bias[h])) (safe gate)",),
-    has_backward=False, flops=_flops, bytes=_bytes, reduction_dim="T",  # type: ignore[arg-type]
+    has_backward=False, flops=_flops, bytes=_bytes, reduction_dim="T",
     output_checks=(OutputCheck.CLOSE, OutputCheck.CLOSE), tensor_core=True,
 )
 
-CONTRACTS: tuple[Contract, ...] = (KDA_CORE, KDA_FORWARD)
+# Calibration and self-tests use both controls: the chunked one (operands staged through the input dtype, as a
+# tensor-core kernel stages them) as `torch`, the token-by-token fp32 recurrence as `sequential`.
+CONTRACTS = WorkloadContracts(
+    name="kda", contracts=(KDA_CORE, KDA_FORWARD),
+    controls={"kda_core": Controls(torch=controls.kda_core_chunked, sequential=controls.kda_core_recurrent),
+              "kda_forward": Controls(torch=controls.kda_forward_chunked, sequential=controls.kda_forward_recurrent)})
 
 assert math.isclose(LOG_DECAY.low, ref.LOWER_BOUND)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cake.experiments.kda import baselines, shapes
+from cake.experiments.kda.contract import CONTRACTS
 from cake.experiments.workload import Fitness, OpSpec, Workload
 
 FOLDER = Path(__file__).resolve().parent
@@ -52,4 +53,5 @@ WORKLOAD = Workload(
     ops=(FORWARD, CORE),
     fitness=Fitness(op="kda_forward", shapes=tuple(s.name for s in shapes.GPU_SHAPES),
                     against=("fla_chunk_kda", "flash_kda")),
+    contracts=CONTRACTS,
 )

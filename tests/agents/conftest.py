@@ -12,7 +12,7 @@ from cake.agents.validation import make_validator
 from cake.ir.parser import parse
 
 REPO = Path(__file__).resolve().parents[2]
-SEED = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+SEED = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 SECRET = "sk-test-CAKE-0123456789abcdef-DO-NOT-LEAK"
 KEY_ENV = "CAKE_TEST_API_KEY"
 

@@ -26,7 +26,7 @@ from cake.cli import main
 from cake.rulestore import RuleStatus, RuleStore, active_rule_data
 from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
-PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "flash_kmeans" / "assign_plain.cake").read_text()
+PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 ARCH = "sm_90a"
 RES_REASON = "over the H100 budget: 288 registers/thread > 255"
 
@@ -127,7 +127,7 @@ def test_inseparable_cluster_is_kept_as_a_rejected_proposal(tmp_path: Path) -> N
     rejected = RuleStore.for_run(store.root).rules(RuleStatus.REJECTED)
     assert len(rejected) == 1
     v = rejected[0].validation
-    assert v["passed"] is False and "flash_kmeans/assign_plain.cake" in " ".join(v["false_rejects"])
+    assert v["passed"] is False and "kmeans/assign_plain.cake" in " ".join(v["false_rejects"])
     assert rejected[0].provenance["signature"] == {"kind": "gate", "code": "CMP-01", "stage": "results"}
     assert rejected[0].id not in [r["id"] for r in active_rule_data(store.root)]
 

@@ -58,7 +58,7 @@ from cake.store import CandidateStatus, RunStore
 ARCH, BACKEND = "sm_90a", "cuda"
 SHAPE = get_workload("flash_kmeans").fitness_shape("kmeans_assign")
 DIMS = SHAPE.dim_map
-PINGPONG = REPO / "experiments" / "flash_kmeans" / "assign_pingpong.cake"
+PINGPONG = REPO / "experiments" / "kmeans" / "assign_pingpong.cake"
 Op = Callable[[n.Kernel, random.Random], Mutation | None]
 
 # The search must reach a checker-clean ping-pong schedule within this many proposals (the seed not counted).

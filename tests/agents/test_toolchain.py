@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from cake.agents.cake_toolchain import bench_medians
-from cake.experiments.flash_kmeans.shapes import CAKE_CELL
-from cake.experiments.flash_kmeans.workload import WORKLOAD
+from cake.agents.cake_toolchain import bench_medians, bench_problems
+from cake.experiments.kmeans.shapes import CAKE_CELL
+from cake.experiments.kmeans.workload import WORKLOAD
 from cake.verifier.timing import Measurement
 from conftest import SEED  # at import time: a lazy import can meet another folder's conftest under xdist
 
@@ -25,11 +25,23 @@ def _payload(*measurements: Measurement) -> dict:
 
 
 def test_bench_json_becomes_the_workload_score() -> None:
-    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("plain_sweep_best", 1.4))
+    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("triton_assign", 1.4),
+                    _m("torch_mm", 24.0), _m("plain_sweep_best", 1.3))
     candidate, baselines = bench_medians(data, "cake_cell")
     assert candidate == {"cake_cell": 1.25}
-    assert baselines == {"flash_kmeans": {"cake_cell": 1.564}, "plain_sweep_best": {"cake_cell": 1.4}}
-    assert WORKLOAD.fitness.score(candidate, baselines) == 1.4 / 1.25  # against the better baseline
+    assert baselines["flash_kmeans"] == {"cake_cell": 1.564} and baselines["triton_assign"] == {"cake_cell": 1.4}
+    # against the best baseline; plain_sweep_best is a CAKE reference, not one of them
+    assert WORKLOAD.fitness.score(candidate, baselines) == 1.4 / 1.25
+
+
+def test_a_failed_or_missing_baseline_makes_the_score_undefined_with_its_reason() -> None:
+    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564),
+                    _m("triton_assign", None, failure="wrong before timing (input set 0): ids differ"))
+    candidate, baselines = bench_medians(data, "cake_cell")
+    speedup = WORKLOAD.fitness.speedup(candidate, baselines, bench_problems(data, "cake_cell"))
+    assert speedup.value is None and WORKLOAD.fitness.score(candidate, baselines) is None
+    assert "baseline triton_assign: wrong before timing" in str(speedup.undefined)
+    assert "baseline torch_mm: not available: not requested" in str(speedup.undefined)
 
 
 def test_a_refused_or_implausible_candidate_has_no_score() -> None:

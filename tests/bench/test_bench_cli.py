@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cake.experiments.flash_kmeans import baselines as fkb
+from cake.experiments.kmeans import baselines as fkb
 from cake.experiments.workload import Prepared, Shape, get_workload
 from cake.verifier.results import GateResult, GateStatus, Verdict
 from cake.verifier.timing import TimingConfig, Unverified, Verification
@@ -17,8 +17,8 @@ from cake.cli import main
 from cake.cli.bench import bench_shape, verdict_verification
 
 ROOT = Path(__file__).resolve().parents[2]
-PLAIN = ROOT / "experiments" / "flash_kmeans" / "assign_plain.cake"
-PINGPONG = ROOT / "experiments" / "flash_kmeans" / "assign_pingpong.cake"
+PLAIN = ROOT / "experiments" / "kmeans" / "assign_plain.cake"
+PINGPONG = ROOT / "experiments" / "kmeans" / "assign_pingpong.cake"
 CONTROL = f"{ROOT / 'tests' / 'verifier' / 'corpus' / 'controls.py'}:row_sum_torch"
 ASSIGN = get_workload("flash_kmeans").op("kmeans_assign")
 TINY = Shape.of("tiny", "fp32", "", B=2, N=50, K=7, D=16)

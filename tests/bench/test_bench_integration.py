@@ -16,8 +16,8 @@ SCRIPT = textwrap.dedent("""
     import json, torch
     from cake.arch import DEVICES
     from cake.cli.bench import bench_shape
-    from cake.experiments.flash_kmeans.baselines import torch_assign_mm
-    from cake.experiments.flash_kmeans.workload import ASSIGN, FOLDER
+    from cake.experiments.kmeans.baselines import torch_assign_mm
+    from cake.experiments.kmeans.workload import ASSIGN, FOLDER
     from cake.experiments.schedules import load_any_backend
     from cake.experiments.workload import Prepared
     from cake.verifier.timing import TimingConfig, Verification

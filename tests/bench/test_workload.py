@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cake.experiments.flash_kmeans import baselines as fkb
+from cake.experiments.kmeans import baselines as fkb
 from cake.experiments.workload import (
     BaselineUnavailable,
     Fitness,
@@ -15,14 +15,14 @@ from cake.experiments.workload import (
     workload_names,
 )
 from cake.ir.parser import parse
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.timing import make_inputs, spot_check
 
 FK = get_workload("flash_kmeans")
 
 
 def test_registry_finds_workloads_by_name_and_by_op() -> None:
-    assert set(workload_names()) == {"flash_kmeans", "starter"}
+    assert {"flash_kmeans", "starter"} <= set(workload_names())
     assert workload_for_op("kmeans_update") is FK and get_workload("kmeans_assign") is FK
     assert get_workload("starter").op("matmul").contract == "matmul"
     with pytest.raises(UnknownWorkloadError, match="no workload"):
@@ -31,7 +31,8 @@ def test_registry_finds_workloads_by_name_and_by_op() -> None:
 
 def test_flash_kmeans_ops_seeds_and_references() -> None:
     assign, update = FK.op("kmeans_assign"), FK.op("kmeans_update")
-    assert FK.primary is assign and FK.fitness.against == ("flash_kmeans", "plain_sweep_best")
+    assert FK.primary is assign and FK.fitness.against == ("triton_assign", "flash_kmeans", "torch_mm")
+    assert assign.baseline("plain_sweep_best").reference  # a CAKE reference, not one of the baselines
     assert [p.name for p in assign.seed_paths()] == ["assign_plain.cake"]
     assert [p.name for p in update.seed_paths()] == ["update_atomic.cake"]
     refs = {p.name for p in assign.reference_paths()}
@@ -114,6 +115,24 @@ def test_fitness_is_the_geomean_of_speedups_over_the_best_baseline() -> None:
     assert fit.score({"s1": 1.0}, {"fk": {"s1": 2.0, "s2": 2.0}}) is None  # unmeasured shape: no score
 
 
+def test_a_missing_baseline_makes_the_fitness_undefined_not_a_speedup_over_the_others() -> None:
+    fit = Fitness("kmeans_assign", ("s1",), ("fk", "hand", "torch"))
+    full = {"fk": {"s1": 2.0}, "hand": {"s1": 1.5}, "torch": {"s1": 20.0}}
+    assert fit.speedup({"s1": 1.0}, full).value == pytest.approx(1.5)
+    lacking = {"fk": {"s1": 2.0}, "torch": {"s1": 20.0}}
+    speedup = fit.speedup({"s1": 1.0}, lacking, {"hand": "not available: needs a CUDA device"})
+    assert speedup.value is None and fit.score({"s1": 1.0}, lacking) is None
+    assert speedup.undefined == "at s1: baseline hand: not available: needs a CUDA device"
+
+
+def test_the_hand_written_triton_baseline_says_why_it_cannot_run_here(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(BaselineUnavailable, match="CUDA device"):
+        FK.op("kmeans_assign").baseline("triton_assign").load()
+
+
 def test_starter_workload_binds_known_contracts_with_working_baselines() -> None:
     starter = get_workload("starter")
     for spec in starter.ops:
@@ -124,7 +143,7 @@ def test_starter_workload_binds_known_contracts_with_working_baselines() -> None
 
 
 def test_cost_model_benchmark_has_over_fifty_candidates(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from cake.experiments.bench_cost_model import enumerate_entries
+    from bench_cost_model import enumerate_entries
 
     monkeypatch.setenv("CAKE_SPECIALIZED_DIR", str(tmp_path))
     entries = enumerate_entries(seed=0)
@@ -139,7 +158,7 @@ def test_the_plain_sweep_baseline_is_lowered_by_triton_whatever_backend_the_cand
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`cake evolve --backend cuda` sets CAKE_BACKEND for its candidates; on the H200 the baseline then came
     out of the CUDA backend (3.9 ms instead of the Triton sweep's 1.9 ms). The baseline names its backend."""
-    from cake.experiments.flash_kmeans.workload import load_plain_sweep_best
+    from cake.experiments.kmeans.workload import load_plain_sweep_best
     from cake.lowering.runtime import BACKEND_ENV
 
     monkeypatch.setenv(BACKEND_ENV, "cuda")

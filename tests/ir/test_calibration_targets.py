@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import fit_cost_model as fcm
 import pytest
 from cake.agents import distiller
 from cake.agents.distiller import CALIBRATION_TARGETS, record_mispredictions
-from cake.experiments import fit_cost_model as fcm
-from cake.experiments.flash_kmeans.shapes import CAKE_CELL
+from cake.experiments.kmeans.shapes import CAKE_CELL
 from cake.ir.cost_calibration import MeasuredSample, load_calibration_targets
 
 from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
-SCHEDULES = Path(fcm.__file__).resolve().parent / "flash_kmeans"
+SCHEDULES = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
 
 

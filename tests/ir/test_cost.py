@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from cake.arch import DEVICES
 
-FK = Path(__file__).resolve().parents[2] / "experiments" / "flash_kmeans"
+FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 PLAIN = parse((FK / "assign_plain.cake").read_text())
 PINGPONG = parse((FK / "assign_pingpong.cake").read_text())
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}

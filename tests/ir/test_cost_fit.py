@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+import fit_cost_model as fcm
 import pytest
-from cake.experiments import fit_cost_model as fcm
 from cake.ir.cost_calibration import spearman, top_k_recall
 
 

@@ -41,7 +41,7 @@ def test_evaluate_errors_name_the_problem(text: str, message: str) -> None:
 
 
 def test_default_bindings_and_barrier_bytes() -> None:
-    kernel = parse((ROOT / "experiments/flash_kmeans/assign_pingpong.cake").read_text())
+    kernel = parse((ROOT / "experiments/kmeans/assign_pingpong.cake").read_text())
     env = {**default_bindings(kernel), "D": 128, "T": n.DType.BF16}
     assert default_bindings(kernel) == {"BN": 128, "BK": 128, "STAGES": 4}
     launch = kernel.launch("assign")

@@ -1,6 +1,6 @@
 """Malformed input never raises anything but diagnostics: random text and mutated fixtures.
 
-A small CI budget (~200 examples); experiments/bench_parser_fuzz.py runs >= 10,000 cases.
+A small CI budget (~200 examples); scripts/bench_parser_fuzz.py runs >= 10,000 cases.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def test_every_fixture_parses(name: str) -> None:
 
 
 def test_anchor_plain_structure() -> None:
-    kernel = parse(TEXTS["experiments/flash_kmeans/assign_plain.cake"])
+    kernel = parse(TEXTS["experiments/kmeans/assign_plain.cake"])
     assert (kernel.name, kernel.op, kernel.target) == ("assign_plain", "kmeans_assign", "sm_90a")
     assert kernel.dtype_vars == (n.DTypeVarDecl("T", (n.DType.F32, n.DType.F16, n.DType.BF16)),)
     assert kernel.param("STAGES") == n.Param("STAGES", 2, n.ValueRange(1, 6))
@@ -45,7 +45,7 @@ def test_anchor_plain_structure() -> None:
 
 
 def test_anchor_pingpong_structure() -> None:
-    kernel = parse(TEXTS["experiments/flash_kmeans/assign_pingpong.cake"])
+    kernel = parse(TEXTS["experiments/kmeans/assign_pingpong.cake"])
     assert [launch.name for launch in kernel.launches] == ["centroid_norms", "assign"]
     assign = kernel.launch("assign")
     assert assign is not None and assign.grid.kind is n.GridKind.PERSISTENT
@@ -110,7 +110,7 @@ def test_async_mma_statement_and_sync_forms() -> None:
 
 
 def test_several_launches_and_scratch() -> None:
-    kernel = parse(TEXTS["experiments/flash_kmeans/update_atomic.cake"])
+    kernel = parse(TEXTS["experiments/kmeans/update_atomic.cake"])
     assert [launch.name for launch in kernel.launches] == ["scatter", "finalize"]
     assert [s.name for s in kernel.scratch] == ["sums", "counts"]
 

@@ -1,4 +1,4 @@
-"""The KDA benchmark's CPU paths: input sets per shape (varlen offsets from the shape's sequence lengths),
+"""The CPU paths of scripts/gpu_kda_bench.py (the KDA benchmark): input sets per shape (varlen offsets from the shape's sequence lengths),
 interleaved timing with a scripted clock, spot checks refusing a wrong kernel, and the JSON summary."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gpu_kda_bench as bench
 import pytest
 import torch
-from cake.experiments import gpu_kda_bench as bench
 from cake.experiments.kda import shapes
 from cake.experiments.kda.controls import kda_forward_chunked, kda_forward_recurrent
 from cake.verifier.timing import Contestant, TimingConfig, Verification

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cake.lowering.triton.aot import compile_launches  # noqa: E402
 from lowering_cases import REPO, lower_schedule  # noqa: E402
 
-ASSIGN = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+ASSIGN = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 # cp.async.{ca,cg}.shared.global [dst], [src], BYTES: the copy width
 CP_ASYNC = re.compile(r"cp\.async\.\w+\.shared\.global(?:\.L2::\w+)? \[[^\]]+\], \[[^\]]+\], (0x\w+|\d+)")
 LOAD = re.compile(r"ld\.global[\w.:]*")

@@ -8,7 +8,7 @@ from lowering_cases import FIXTURES, REPO
 from cake.cli import main
 
 MATMUL = str(FIXTURES / "matmul_cp_async.cake")
-PINGPONG = str(REPO / "experiments" / "flash_kmeans" / "assign_pingpong.cake")
+PINGPONG = str(REPO / "experiments" / "kmeans" / "assign_pingpong.cake")
 
 
 def test_prints_the_generated_source(capsys: pytest.CaptureFixture[str]) -> None:

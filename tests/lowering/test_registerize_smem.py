@@ -70,7 +70,7 @@ def test_a_read_at_another_stage_keeps_the_buffer() -> None:
 
 
 def test_tma_fed_buffers_are_left_for_the_capability_check() -> None:
-    text = (REPO / "experiments" / "flash_kmeans" / "assign_pingpong.cake").read_text()
+    text = (REPO / "experiments" / "kmeans" / "assign_pingpong.cake").read_text()
     kernel = parse(text)
     assert registerize_smem(kernel, CTX) == kernel
 

@@ -19,7 +19,7 @@ def refusal(text: str) -> DiagnosticError:
 
 
 def test_the_pingpong_schedule_is_refused_by_capability_checks() -> None:
-    text = (REPO / "experiments" / "flash_kmeans" / "assign_pingpong.cake").read_text()
+    text = (REPO / "experiments" / "kmeans" / "assign_pingpong.cake").read_text()
     found = refusal(text).diagnostics
     assert {d.code for d in found} >= {"E0601", "E0602", "E0604", "E0605"}
     assert all(d.code.startswith("E06") and d.span is not None for d in found)
@@ -48,7 +48,7 @@ def test_the_emitter_refuses_what_triton_cannot_compile() -> None:
 
 
 def test_an_instruction_commitment_is_never_dropped() -> None:
-    text = (REPO / "experiments" / "flash_kmeans" / "assign_plain.cake").read_text()
+    text = (REPO / "experiments" / "kmeans" / "assign_plain.cake").read_text()
     committed = text.replace("via dot", "via mma_sync.m16n8k16")
     codes_found = {d.code for d in refusal(committed).diagnostics}
     assert "E0605" in codes_found

@@ -26,7 +26,7 @@ from lowering_cases import FIXTURES, REPO
 from cake.diagnostics import DiagnosticError
 
 ROW_SUM = FIXTURES / "row_sum_persistent.cake"
-ASSIGN = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+ASSIGN = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 
 
 def lowered_row_sum(**params: int):  # type: ignore[no-untyped-def]

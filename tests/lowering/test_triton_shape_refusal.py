@@ -13,7 +13,7 @@ from lowering_cases import REPO
 
 from cake.errors import ShapeNotSupported
 
-PLAIN = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+PLAIN = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 
 
 def test_padding_matches_the_launcher() -> None:

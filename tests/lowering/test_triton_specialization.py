@@ -25,7 +25,7 @@ from cake.lowering.runtime import LoadedKernel
 from cake.lowering.triton import aot
 from lowering_cases import REPO, lower_schedule
 
-ASSIGN = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+ASSIGN = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 RUNTIME_INTS = ["stride_x0", "stride_x1", "stride_x2", "stride_c0", "stride_c1", "stride_c2", "stride_ids0",
                 "stride_ids1", "B", "N", "K"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cake.verifier.battery import run_battery
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.results import GateStatus
 from lowering_cases import REPO, lower_schedule, schedule_id, shipped_schedules
 
@@ -36,7 +36,7 @@ def test_lowered_schedule_passes_the_gates(path: Path, interpreter: None) -> Non
 
 @pytest.mark.slow
 def test_cake_verify_schedule_end_to_end() -> None:
-    schedule = REPO / "experiments" / "flash_kmeans" / "assign_plain.cake"
+    schedule = REPO / "experiments" / "kmeans" / "assign_plain.cake"
     proc = subprocess.run(
         [sys.executable, "-m", "cake", "verify", "--schedule", str(schedule), "--device", "cpu",
          "--dtypes", "fp32", "--no-cache", "--timeout", "600"],  # generous: CI machines are shared

@@ -14,18 +14,18 @@ from cake.lowering.cuda.compile import CompiledModule, compile_cubin
 from cake.lowering.cuda.program import CudaProgram, generate
 
 REPO = Path(__file__).resolve().parents[3]
-KMEANS = REPO / "experiments" / "flash_kmeans"
+KMEANS = REPO / "experiments" / "kmeans"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 # Every schedule the repo ships, at the target it declares, plus the kmeans schedules lowered for the other
 # targets they are meant to run on.
 SHIPPED = sorted(p.relative_to(REPO).as_posix() for p in [*shipped_schedule_paths(),
                                                         *REPO.glob("tests/lowering/fixtures/*.cake")])
-RETARGETED = (("experiments/flash_kmeans/assign_plain.cake", "sm_80"),)
+RETARGETED = (("experiments/kmeans/assign_plain.cake", "sm_80"),)
 # Shipped schedules the CUDA backend refuses, with the code of its diagnostic: the one-hot update feeds
 # computed register tiles to `mma`, which the CUDA backend only takes from shared memory (C0101); Triton
 # lowers it. A refusal must stay a located diagnostic, never a crash (tested).
-CUDA_REFUSED = {"experiments/flash_kmeans/update_onehot.cake": "C0101"}
+CUDA_REFUSED = {"experiments/kmeans/update_onehot.cake": "C0101"}
 
 HAVE_NVCC = shutil.which("nvcc") is not None
 NO_NVCC = "nvcc is not installed here: nothing is marked compiled that was not compiled"

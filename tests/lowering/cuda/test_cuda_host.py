@@ -35,7 +35,7 @@ def lowered_pingpong(**params: int):  # type: ignore[no-untyped-def]
 def test_backend_registers_and_lowers_through_the_runtime() -> None:
     backend = get_backend("cuda")
     assert backend.name == "cuda" and backend.source_suffix == ".cu"
-    assert [p.name for p in backend.passes] == ["bind_params", "check"]
+    assert [p.name for p in backend.passes] == ["bind_params", "bind_dtypes", "check"]
     low = lowered_pingpong(STAGES=3)
     assert low.backend == "cuda" and low.arch == "sm_90a" and dict(low.params)["STAGES"] == 3
     assert [(i.name, i.function, i.num_warps, i.persistent) for i in low.launches] == [
@@ -97,7 +97,7 @@ class FakeTensor:
 def test_pack_args_matches_the_generated_struct() -> None:
     from cuda_cases import program
 
-    code = program("experiments/flash_kmeans/assign_pingpong.cake").launch("centroid_norms")
+    code = program("experiments/kmeans/assign_pingpong.cake").launch("centroid_norms")
     tensors = {"x": FakeTensor(0x1000, (300 * 128, 128, 1)), "c": FakeTensor(0x2000, (17 * 128, 128, 1)),
                "ids": FakeTensor(0x3000, (300, 1)), "csq_g": FakeTensor(0x4000, (20, 1))}
     blob = pack_args(code.args, code.args_size, tensors, {"B": 2, "N": 300, "K": 17}, TensorMapCache({}))
@@ -127,7 +127,7 @@ def test_tma_operands_are_zero_padded_to_whole_boxes() -> None:
 def test_tma_extents_cover_every_box() -> None:
     from cuda_cases import program
 
-    need = tma_extents(program("experiments/flash_kmeans/assign_pingpong.cake"))
+    need = tma_extents(program("experiments/kmeans/assign_pingpong.cake"))
     assert need == {"x": [1, 128, 64], "c": [1, 128, 64], "csq_g": [1, 128]}
 
 

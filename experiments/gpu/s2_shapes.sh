@@ -1,5 +1,0 @@
-# H200 session 2, call 2: baselines and our schedules at every shape, and the Lloyd iteration composed of
-# the ping-pong assign and the deterministic update, against batch_kmeans_Euclid (issue 6).
-source experiments/gpu/lib.sh
-stage bench_shapes 230 python3 -m cake.experiments.gpu_bench_shapes --out $RES --max-seconds 2 --lloyd-assign assign_pingpong --lloyd-update update_onehot
-cat $RES/stages.txt

@@ -1,0 +1,120 @@
+"""A clean-start offline evolution on the CAKE cell, on one GPU, within a wall-clock budget.
+
+    python3 scripts/gpu_evolve.py [--minutes 9] [--backend cuda|triton] [--seed 0] [--out DIR]
+
+Runs `cake evolve --op flash_kmeans --device cuda` (offline agent, clean start from the plain seed
+schedule, fitness = measured speedup at B=32 N=65536 K=1024 D=128 bf16 over the better of flash-kmeans
+0.3.1 and the plain Triton sweep's best config), then `cake report`. Writes into `--out` (default $OUT):
+
+    gpu_evolve.json   what ran, the environment, the report's summary and best-so-far series, the best
+                      schedule's text and lineage, and the evolve log's tail
+    report/           report.md and the PNG plots
+    best.cake         the best verified schedule
+
+On the lent GPU machine (no network; carry `.whl`):
+
+    source scripts/gpu/setup.sh && python3 scripts/gpu_evolve.py --minutes 9
+
+matplotlib is not installed there: the JSON report is written, and the PNGs come from `cake report OUT/run`
+on any machine afterwards (the run directory is under OUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# The loop stops taking new turns at the wall budget; the turn in flight still finishes, so leave room.
+TURN_SLACK_S = 90.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=9.0, help="total wall-clock budget for evolve + report")
+    parser.add_argument("--backend", choices=("triton", "cuda"), default="cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--proposals", type=int, default=24)
+    parser.add_argument("--evals-per-turn", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu_evolve_out")))
+    args = parser.parse_args()
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    run_dir = args.out / "run"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    budget_s = args.minutes * 60.0
+    command = [sys.executable, "-m", "cake", "evolve", "--op", "flash_kmeans", "--device", "cuda",
+               "--backend", args.backend, "--seed", str(args.seed), "--turns", "1000",
+               "--proposals", str(args.proposals), "--evals-per-turn", str(args.evals_per_turn),
+               "--wall-time", str(max(60.0, budget_s - TURN_SLACK_S - 30.0)), "--out", str(run_dir)]
+    started = time.monotonic()
+    log_path = args.out / "evolve.log"
+    with log_path.open("w") as log:
+        # Its own session, so a timeout takes the evolve process and the bench it is running.
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode: int | str = proc.wait(timeout=budget_s - 20.0)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            returncode = "timeout (the run directory holds every finished evaluation; cake report still works)"
+    wall_s = time.monotonic() - started
+
+    result: dict[str, object] = {"command": command, "returncode": returncode, "wall_s": wall_s,
+                                 "env": _environment()}
+    if (run_dir / "run.sqlite").exists():
+        report_proc = subprocess.run([sys.executable, "-m", "cake", "report", str(run_dir), "--json"],
+                                     capture_output=True, text=True, timeout=120)
+        subprocess.run([sys.executable, "-m", "cake", "report", str(run_dir), "-o", str(args.out / "report")],
+                       capture_output=True, text=True, timeout=120)
+        if report_proc.returncode == 0:
+            report = json.loads(report_proc.stdout)
+            result["summary"] = report["summary"]
+            result["best_series"] = report["best_series"]
+            result["lineage"] = report["lineage"]
+            result["verdicts_per_turn"] = [{k: t[k] for k in ("turn", "counts", "rejections")}
+                                           for t in report["verdicts_per_turn"]]
+            best = report["summary"]["best"]
+            if best:
+                text = (run_dir / best["path"]).read_text()
+                (args.out / "best.cake").write_text(text)
+                result["best_schedule"] = text
+        else:
+            result["report_error"] = report_proc.stderr[-4000:]
+    result["evolve_log_tail"] = log_path.read_text().splitlines()[-60:]
+    (args.out / "gpu_evolve.json").write_text(json.dumps(result, indent=2) + "\n")
+    summary = result.get("summary")
+    print(json.dumps(summary, indent=2) if summary else "no report", flush=True)
+    print(f"wrote {args.out / 'gpu_evolve.json'} ({wall_s:.0f} s)")
+    return 0
+
+
+def _environment() -> dict[str, object]:
+    env: dict[str, object] = {"python": platform.python_version()}
+    try:
+        import torch
+        import triton
+
+        env.update(torch=torch.__version__, triton=triton.__version__,
+                   gpus=[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+    except ImportError as missing:
+        env["import_error"] = str(missing)
+    try:
+        import flash_kmeans
+
+        env["flash_kmeans"] = getattr(flash_kmeans, "__version__", "?")
+    except ImportError:
+        env["flash_kmeans"] = None
+    return env
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
