@@ -70,7 +70,7 @@ def test_run_shapes_times_interleaved_and_refuses_a_wrong_kernel(tmp_path: Path)
     contestants = [Contestant("fla_stand_in", costs(clock, 2.0, kda_forward_recurrent), candidate=False),
                    Contestant("seed", costs(clock, 1.0, kda_forward_chunked), verification=PASSED),
                    Contestant("wrong", costs(clock, 0.5, zeros), verification=PASSED)]
-    reports = bench.run_shapes([shapes.CPU_SHAPE, shapes.CPU_VARLEN], contestants, clock, "cpu", config=CONFIG)
+    reports = bench.run_shapes([shapes.CPU_SHAPE, shapes.CPU_VARLEN], contestants, clock, "cpu", config=CONFIG, pool=2)
     assert clock.flushes > 0
     for report in reports:
         rows = {m["name"]: m for m in report["measurements"]}
