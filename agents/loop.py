@@ -7,7 +7,10 @@ Turn 0 evaluates the workload's plain seed schedules (a clean start). Every late
 3. checks each statically — rejections are stored with their diagnostics and counted by ID;
 4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
 5. writes the whole turn in one transaction;
-6. evaluates the queue on one worker per device, each evaluation committed on its own.
+6. evaluates the queue through an `Executor` (default: a local pool, one slot per device), each
+   evaluation committed on its own; a candidate that would become the best is first confirmed
+   (`Toolchain.confirm`: the gates under several seeds in every dtype its schedule declares) and stored as
+   FAILED when that does not hold.
 
 Resuming a run replays this from the store: finished turns are skipped, a turn that was proposed but not
 finished evaluates only what is still queued, and a turn that was never written is proposed again from the
@@ -21,7 +24,6 @@ import enum
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +34,9 @@ from cake.agents.population import Archive, Member
 from cake.agents.toolchain import EvalJob, Toolchain
 
 from cake.errors import InternalError
-from cake.store import (
+from cake.evaluation.executors import LocalPoolExecutor
+from cake.evaluation.protocol import Executor
+from cake.runs.store import (
     CandidateRow,
     CandidateStatus,
     Evaluation,
@@ -129,10 +133,13 @@ def turn_rng(seed: int, turn: int) -> random.Random:
 class EvolutionLoop:
     def __init__(self, store: RunStore, agent: Agent, toolchain: Toolchain, settings: LoopSettings,
                  seeds: Sequence[Path], progress: Progress | None = None,
-                 after_turn: Callable[[int], object] | None = None):
+                 after_turn: Callable[[int], object] | None = None, executor: Executor | None = None):
         self.store = store
         self.agent = agent
         self.toolchain = toolchain
+        # Where evaluations run; the default pool has one slot per device the toolchain names.
+        self._owns_executor = executor is None
+        self.executor = executor or LocalPoolExecutor(toolchain, toolchain.devices())
         self.settings = settings
         self.seeds = tuple(seeds)
         self.progress = progress or SilentProgress()
@@ -144,6 +151,13 @@ class EvolutionLoop:
     # ------------------------------------------------------------------------------------ driving
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        finally:
+            if self._owns_executor:
+                self.executor.close()
+
+    def _run(self) -> RunResult:
         result = RunResult(StopReason.TURNS, None)
         for turn in range(self.settings.turns):
             recorded = self.store.turn(turn)
@@ -356,28 +370,31 @@ class EvolutionLoop:
         return self.settings.budget_wall_s is not None and self._elapsed() >= self.settings.budget_wall_s
 
     def _evaluate_turn(self, turn: int) -> bool:
-        """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started."""
+        """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started.
+        Jobs are submitted only while a slot is free, so the budget is checked before each one starts."""
         queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
         complete = True
-        devices = list(self.toolchain.devices())
-        free = list(devices)
-        pending: dict[Future[Evaluation], tuple[CandidateRow, str]] = {}
-        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-            while queue or pending:
-                if queue and self._wall_spent():
-                    complete, queue = False, []
-                while queue and free:
-                    row, device = queue.pop(0), free.pop(0)
-                    job = EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
-                                  row.predicted_ms)
-                    pending[pool.submit(self.toolchain.evaluate, job, device)] = (row, device)
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    row, device = pending.pop(future)
-                    free.append(device)
-                    self.store.record_evaluation(row.id, future.result())
-                    self.progress.evaluated(self.store.candidate(row.id))
+        slots = sum(self.executor.capacity().values())
+        while queue or self.executor.pending():
+            if queue and self._wall_spent():
+                complete, queue = False, []
+            while queue and self.executor.pending() < slots:
+                row = queue.pop(0)
+                self.executor.submit(EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
+                                             row.predicted_ms))
+            for done in self.executor.collect():
+                evaluation = done.evaluation
+                if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
+                    evaluation = self.toolchain.confirm(done.job, evaluation.worker, evaluation)
+                self.store.record_evaluation(done.job.candidate_id, evaluation)
+                self.progress.evaluated(self.store.candidate(done.job.candidate_id))
         return complete
+
+    def _would_be_best(self, evaluation: Evaluation) -> bool:
+        if evaluation.status is not CandidateStatus.PASSED or evaluation.fitness is None:
+            return False
+        best = self.best()
+        return best is None or best.fitness is None or evaluation.fitness > best.fitness
 
     # ------------------------------------------------------------------------------------ results
 

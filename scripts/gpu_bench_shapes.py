@@ -43,8 +43,9 @@ from cake.verifier.timing import (
     spot_check,
 )
 
-from cake.cli.bench import ShapeReport, bench_shape, load_baselines, print_reports, verdict_verification
+from cake.cli.bench import print_reports
 from cake.diagnostics import DiagnosticError
+from cake.evaluation.bench import ShapeReport, bench_shape, load_baselines, verdict_verification
 
 TAIL = {"B": 3, "N": 1000, "K": 97, "D": 128}
 
@@ -61,10 +62,9 @@ def quick_verify(op: str, kernel: Callable[..., Any], dtypes: Sequence[torch.dty
 
 
 def battery_verify(op: str, path: Path, dtypes: Sequence[torch.dtype], timeout_s: float) -> Verification:
+    from cake.lowering.runtime import SCHEDULE_LOADER
     from cake.verifier.worker import verify_in_worker
     from cake.verifier.worker_protocol import KernelRef
-
-    from cake.cli.verify import SCHEDULE_LOADER
 
     ref = KernelRef.loader(SCHEDULE_LOADER, str(path))
     for dtype in dtypes:

@@ -60,10 +60,12 @@ def varlen(dense: Dense) -> Callable[..., tuple[Tensor, Tensor]]:
     return run
 
 
-def load_schedule(path: str | Path) -> Callable[..., tuple[Tensor, Tensor]]:
+def load_schedule(path: str | Path, *, backend: str | None = None, arch: str | None = None,
+                  params: str | None = None) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The lowering's loader (the same options a KernelRef carries), wrapped in the contract's signature."""
     from cake.lowering.runtime import load_schedule as load_dense
 
-    return varlen(load_dense(path))
+    return varlen(load_dense(str(path), backend=backend, arch=arch, params=params))
 
 
 def schedule_op(path: str | Path) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ from cake.ir.checks.registry import CheckSpec, Family, all_checks
 from conftest import SEED
 from fake_toolchain import FakeToolchain, Interrupted
 
-from cake.report import build
-from cake.store import CandidateStatus, RunStore
+from cake.runs.report import build
+from cake.runs.store import CandidateStatus, RunStore
 
 SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
 
@@ -80,6 +81,68 @@ def test_map_elites_keeps_one_elite_per_cell_and_selects_reproducibly() -> None:
     assert len(archive) == 2 and [m.id for m in archive.elites()] == [2, 3]
     picks = [m.id for m in archive.select(random.Random(0), 10)]
     assert picks == [m.id for m in archive.select(random.Random(0), 10)] and set(picks) <= {2, 3}
+
+
+def test_a_would_be_best_is_confirmed_before_it_is_promoted(tmp_path: Path) -> None:
+    store, toolchain = _run(tmp_path / "run")
+    best = max((c for c in store.candidates() if c.fitness is not None), key=lambda c: (c.fitness, -c.id))
+    assert best.id in toolchain.confirmed
+    fits = [c.fitness for c in sorted(store.candidates(), key=lambda c: c.id) if c.id in toolchain.confirmed]
+    assert fits == sorted(fits) and len(set(toolchain.confirmed)) == len(toolchain.confirmed)  # only improvements
+
+
+class RefusingConfirm(FakeToolchain):
+    """Every candidate that would beat the seed fails its confirmation (a seed- or dtype-dependent verdict)."""
+
+    def confirm(self, job, device, evaluation):  # type: ignore[no-untyped-def]
+        self.confirmed.append(job.candidate_id)
+        if not self.confirmed[:-1]:  # the seed schedule, the first best, holds
+            return evaluation
+        return replace(evaluation, status=CandidateStatus.FAILED, fitness=None, error="not confirmed as best")
+
+
+def test_a_best_that_fails_confirmation_is_stored_failed(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "run", {})
+    toolchain = RefusingConfirm(SEED)
+    result = EvolutionLoop(store, OfflineAgent(), toolchain, SETTINGS, [SEED]).run()
+    assert len(toolchain.confirmed) >= 2
+    refused = [store.candidate(i) for i in toolchain.confirmed[1:]]
+    assert all(c.status is CandidateStatus.FAILED and c.fitness is None for c in refused)
+    assert result.best is not None and result.best.id == toolchain.confirmed[0]
+
+
+class _OutOfOrder:
+    """The fake evaluation, slower for earlier candidates: a pool finishes them out of submission order."""
+
+    def __init__(self, toolchain: FakeToolchain):
+        self.toolchain = toolchain
+
+    def evaluate(self, job, device):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.02 * (job.candidate_id % 3))
+        return self.toolchain.evaluate(job, device)
+
+
+def test_in_process_and_local_pool_executors_give_the_same_candidates(tmp_path: Path) -> None:
+    from cake.evaluation.executors import InProcessExecutor, LocalPoolExecutor
+
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=3, seed=5)
+    sequences = []
+    for name in ("in_process", "pool"):
+        store = RunStore.create(tmp_path / name, {"loop": settings.to_json()})
+        toolchain = FakeToolchain(SEED)
+        evaluator = _OutOfOrder(toolchain)
+        executor = InProcessExecutor(evaluator) if name == "in_process" else \
+            LocalPoolExecutor(evaluator, ("cpu", "cpu", "cpu"))
+        try:
+            EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED], executor=executor).run()
+        finally:
+            executor.close()
+        sequences.append([(c.id, *s, c.fitness) for c, s in zip(store.candidates(), _sequence(store), strict=True)])
+        if name == "pool":
+            assert sorted(toolchain.evaluated) != toolchain.evaluated  # evaluations did finish out of order
+    assert sequences[0] == sequences[1] and len(sequences[0]) > 10
 
 
 def test_the_loop_records_internal_errors_apart_from_rejections(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,12 +1,12 @@
-"""`cake.report` on a GPU-style run (measured fitness), built directly in a store: speedups per baseline,
+"""`cake.runs.report` on a GPU-style run (measured fitness), built directly in a store: speedups per baseline,
 parity counts, lineage, and every plot written."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cake.report import PLOTS, build, markdown, write
-from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
+from cake.runs.report import PLOTS, build, markdown, write
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
 
 def _measured(candidate_ms: float) -> Evaluation:

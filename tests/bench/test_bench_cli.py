@@ -14,7 +14,7 @@ from cake.verifier.timing import TimingConfig, Unverified, Verification
 
 from cake.arch import DEVICES
 from cake.cli import main
-from cake.cli.bench import bench_shape, verdict_verification
+from cake.evaluation.bench import bench_shape, verdict_verification
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = ROOT / "experiments" / "kmeans" / "assign_plain.cake"

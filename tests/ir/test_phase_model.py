@@ -10,7 +10,7 @@ from cake.ir.parser import parse
 
 from cake.diagnostics import render
 
-PINGPONG = Path(__file__).parents[2] / "experiments" / "flash_kmeans" / "assign_pingpong.cake"
+PINGPONG = Path(__file__).parents[2] / "experiments" / "kmeans" / "assign_pingpong.cake"
 
 # TCGEN05's pipelined loop unrolled to one K step: every wait runs once, so a fixed phase can be right.
 ONE_STEP = TCGEN05.replace("""  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {
@@ -33,7 +33,7 @@ def _e0411(text: str, name: str = "t.cake") -> list:  # type: ignore[type-arg]
 
 
 def test_the_hanging_pingpong_is_refused_at_its_phase() -> None:
-    """The H200 hang (experiments/gpu_cuda_assign.py, case 5): the producer's first wait on the `free` ring
+    """The H200 hang (scripts/gpu_cuda_assign.py, case 5): the producer's first wait on the `free` ring
     `c_empty` pinned to phase 0 waits for the consumers' release, which needs the data this producer copies."""
     text = PINGPONG.read_text().replace("      wait c_empty[s]\n", "      wait c_empty[s] phase 0\n")
     [d] = _e0411(text, "assign_pingpong.cake")
@@ -71,7 +71,7 @@ def test_the_phase_before_the_first_completion_is_a_race() -> None:
 
 # ------------------------------------------------------------------------ two loops on one barrier ring
 
-X2 = Path(__file__).parents[2] / "experiments" / "flash_kmeans" / "assign_pingpong_x2.cake"
+X2 = Path(__file__).parents[2] / "experiments" / "kmeans" / "assign_pingpong_x2.cake"
 
 
 def _one_ring() -> str:

@@ -263,6 +263,22 @@ class RunStore:
             raise NotARunError(f"{root} is not a run directory (no {DB_NAME})")
         return RunStore(root, _connect(root / DB_NAME))
 
+    @staticmethod
+    def open_read_only(root: Path | str) -> RunStore:
+        """Open a run to read it without writing a byte next to it (`cake report` on committed data).
+
+        A closed run (no `-wal` file: SQLite checkpoints the log into the database on the last close) is
+        opened `immutable`, so SQLite creates no `-wal`/`-shm` files; a live run's log holds committed
+        evaluations, so it is opened `mode=ro` (SQLite then shares the live run's `-shm`). Writes raise
+        sqlite3.OperationalError."""
+        root = Path(root)
+        db = root / DB_NAME
+        if not db.is_file():
+            raise NotARunError(f"{root} is not a run directory (no {DB_NAME})")
+        live = db.with_name(db.name + "-wal").exists()
+        uri = f"{db.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
+        return RunStore(root, sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0))
+
     def close(self) -> None:
         self._conn.close()
 

@@ -1,10 +1,10 @@
 """Do the mma widths the arch table added give right answers on the GPU? (issue 12, item 5)
 
-    source experiments/gpu/setup.sh
-    python experiments/gpu_mma_widths.py          # H200: the wgmma widths of the Hopper schedules (~2-4 min)
+    source scripts/gpu/setup.sh
+    python scripts/gpu_mma_widths.py          # H200: the wgmma widths of the Hopper schedules (~2-4 min)
 
 For each Hopper kmeans-assign schedule and each wgmma width N that the compile enumeration
-(`experiments/bench_compile_enumeration.py`) accepts with the column tile resized to N (`BK = 96` with
+(`scripts/bench_compile_enumeration.py`) accepts with the column tile resized to N (`BK = 96` with
 `wgmma.m64n96k16`, ...), the schedule is lowered with the CUDA backend, run on small shapes with tails (bf16
 and fp16) and compared with an fp64 torch reference: an id passes when its distance is within a tolerance
 of the row minimum (ties and near-ties accepted). Prints one line per (variant, shape) and writes
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cake.experiments.bench_compile_enumeration import Variant, all_variants, judge
+from bench_compile_enumeration import Variant, all_variants, judge
 from cake.lowering.runtime import load, lower
 
 SCHEDULES = ("assign_pingpong.cake", "assign_pingpong_x2.cake")

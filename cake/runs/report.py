@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cake.rulestore import learned_rule_savings
-from cake.store import CandidateRow, CandidateStatus, RunStore
+from cake.runs.rulestore import learned_rule_savings
+from cake.runs.store import CandidateRow, CandidateStatus, RunStore
 
 STATUS_ORDER = tuple(s.value for s in CandidateStatus)
 PLOTS = ("best_vs_evaluations.png", "best_vs_tokens.png", "verdicts_per_turn.png", "predicted_vs_measured.png",
