@@ -76,8 +76,8 @@ class Case:
 
 
 def make_case(dims: Mapping[str, int], dtype: torch.dtype, family: ValueFamily, layout: Layout,
-              seed: int, gate_id: str, case_index: int) -> Case:
-    return Case(tuple(sorted(dims.items())), dtype, family, layout, seed, gate_id, case_index)
+              seed: int, gate_id: str, case_index: int, omitted: tuple[str, ...] = ()) -> Case:
+    return Case(tuple(sorted(dims.items())), dtype, family, layout, seed, gate_id, case_index, omitted)
 
 
 def case_seed(seed: int, gate_id: str, case_index: int) -> int:
@@ -116,7 +116,7 @@ def clear_host_cache() -> None:
 
 def _draw(contract: Contract, case: Case) -> list[Tensor | None]:
     gen = generator(case.seed, case.gate_id, case.case_index)
-    dims = case.dim_map
+    dims = contract.resolve_dims(case.dim_map, case.omitted)
     values: list[Tensor | None] = []
     first_float = True
     for spec in contract.inputs:
@@ -125,11 +125,18 @@ def _draw(contract: Contract, case: Case) -> list[Tensor | None]:
             continue
         dtype = contract.input_dtype(spec, case.dtype)
         shape = shape_of(spec, dims)
+        if spec.offsets is not None:
+            edges = case.family in (ValueFamily.ADVERSARIAL, ValueFamily.STRUCTURED)
+            values.append(spec.offsets.values(dims, gen, edges).to(dtype))
+            continue
         if not dtype.is_floating_point:
             high = dims[spec.int_range_dim] if spec.int_range_dim else 2**15
             values.append(torch.randint(0, max(1, high), shape, generator=gen, dtype=dtype))
             continue
-        values.append(_floats(contract, spec, shape, case, gen, first_float).to(dtype))
+        x = _floats(contract, spec, shape, case, gen, first_float)
+        if spec.domain is not None:
+            x = spec.domain.project(x)  # the gates never feed values the op does not define
+        values.append(x.to(dtype))
         first_float = False
     if case.family is ValueFamily.STRUCTURED and contract.structure is not None:
         contract.structure(values, gen)

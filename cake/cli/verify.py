@@ -96,7 +96,9 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
         if not Path(args.schedule).is_file():
             raise UsageError(f"schedule file {args.schedule!r} does not exist")
         op = args.op or schedule_op(args.schedule)
-        return op, KernelRef.loader(SCHEDULE_LOADER, args.schedule)
+        from cake.experiments.workload import schedule_loader_for
+
+        return op, KernelRef.loader(schedule_loader_for(op) or SCHEDULE_LOADER, args.schedule)
     if args.op is None:
         raise UsageError("--op is required with --kernel")
     return args.op, parse_kernel(args.kernel)

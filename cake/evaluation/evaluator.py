@@ -71,6 +71,7 @@ class KernelSpec:
     backend: str
     arch: str | None = None
     params: tuple[tuple[str, int], ...] = ()
+    loader: str | None = None  # "module:function" with the lowering's loader signature; None: the lowering's
 
     def ref(self) -> KernelRef:
         from cake.lowering.runtime import SCHEDULE_LOADER
@@ -78,7 +79,7 @@ class KernelSpec:
 
         options = {"backend": self.backend, **({"arch": self.arch} if self.arch else {}),
                    **({"params": json.dumps(dict(self.params), sort_keys=True)} if self.params else {})}
-        return KernelRef.loader(SCHEDULE_LOADER, str(self.path), options)
+        return KernelRef.loader(self.loader or SCHEDULE_LOADER, str(self.path), options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,9 @@ class ScheduleEvaluator:
     against: tuple[str, ...] = field(default_factory=tuple)  # baselines the GPU fitness is measured against
 
     def kernel(self, path: Path) -> KernelSpec:
-        return KernelSpec(path, self.settings.backend, self.arch)
+        from cake.experiments.workload import schedule_loader_for
+
+        return KernelSpec(path, self.settings.backend, self.arch, loader=schedule_loader_for(self.op))
 
     def evaluate(self, job: EvalJob, device: str) -> Evaluation:
         started = time.monotonic()
