@@ -35,7 +35,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
-from cake.store import CandidateStatus, Evaluation, FitnessKind
+from cake.store import CandidateStatus, Evaluation, FitnessKind, Retime
 
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
 # both are verified on the GPU.
@@ -172,11 +172,9 @@ class CakeToolchain:
         return _evaluation(CandidateStatus.PASSED, "cpu", started, verdict=verdict_json, timings=timings,
                            baseline_ms=self.model_baseline_ms, fitness=fitness, kind=FitnessKind.MODEL)
 
-    def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
-        """Verify and time a candidate with `cake bench` in its own process, pinned to one GPU: the bench runs
-        the contract gates at the fitness dtype (refusing a failing kernel), then times it interleaved with
-        the baselines. The verdict is then read back from the verdict cache the bench filled."""
-        dtype = str(self.shape.torch_dtype).removeprefix("torch.")
+    def _run_bench(self, job: EvalJob, device: str, keep: Path) -> tuple[int | None, str, dict[str, Any] | None]:
+        """`cake bench` on the candidate in a fresh process pinned to `device`: (exit code, or None on our
+        timeout; its output's tail; its JSON, which is also kept at `keep` with every sample)."""
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "bench.json"
             command = [sys.executable, "-m", "cake", "bench", "--op", self.op, "--schedule", str(job.path),
@@ -199,11 +197,22 @@ class CakeToolchain:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
-                return _evaluation(CandidateStatus.FAILED, device, started,
-                                   error=f"bench timed out after {self.settings.bench_timeout_s:g} s")
+                return None, f"bench timed out after {self.settings.bench_timeout_s:g} s", None
             data = json.loads(out.read_text()) if out.is_file() else None
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        if proc.returncode == 2:  # usage: the schedule could not be lowered or loaded
+            if data is not None:
+                keep.write_text(json.dumps(data, indent=1) + "\n")
+        return proc.returncode, "\n".join(output.strip().splitlines()[-15:]), data
+
+    def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
+        """Verify and time a candidate with `cake bench` in its own process, pinned to one GPU: the bench runs
+        the contract gates at the fitness dtype (refusing a failing kernel), then times it interleaved with
+        the baselines. The verdict is then read back from the verdict cache the bench filled. The bench's JSON
+        (every sample) is kept beside the candidate as `<hash>.bench.json`."""
+        dtype = str(self.shape.torch_dtype).removeprefix("torch.")
+        returncode, tail, data = self._run_bench(job, device, job.path.with_suffix(".bench.json"))
+        if returncode is None:
+            return _evaluation(CandidateStatus.FAILED, device, started, error=tail)
+        if returncode == 2:  # usage: the schedule could not be lowered or loaded
             return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {tail}"[:4000])
         verdict = self._cached_verdict(job.path, dtype)
         if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
@@ -219,11 +228,26 @@ class CakeToolchain:
         timings = {"candidate_ms": candidate_ms.get(self.shape.name),
                    **{f"{b}_ms": t.get(self.shape.name) for b, t in baseline_ms.items()}}
         problem = None if fitness is not None else \
-            f"speedup undefined: {speedup.undefined} (bench exit {proc.returncode}): {tail}"[:4000]
+            f"speedup undefined: {speedup.undefined} (bench exit {returncode}): {tail}"[:4000]
         return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=candidate_ms.get(self.shape.name), baseline_ms=best_baseline, fitness=fitness,
                            kind=FitnessKind.MEASURED, error=problem)
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        """Time a candidate that became the best again, in a fresh `cake bench` process (its verdict is cached
+        by then, so only the timing runs): what the run reports as the best is this figure, measured
+        independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
+        keep = job.path.with_suffix(".retime.json")
+        returncode, tail, data = self._run_bench(job, device, keep)
+        if data is None:
+            return Retime(job.candidate_id, None, None, None, error=f"re-timing gave no result ({returncode}): {tail}")
+        candidate_ms, baseline_ms = bench_medians(data, self.shape.name)
+        speedup = self.workload.fitness.speedup(candidate_ms, baseline_ms, bench_problems(data, self.shape.name))
+        best = baseline_ms.get(speedup.best_baseline or "", {}).get(self.shape.name)
+        return Retime(job.candidate_id, speedup.value, candidate_ms.get(self.shape.name), best,
+                      error=None if speedup.value is not None else f"speedup undefined: {speedup.undefined}",
+                      samples=keep.name)
 
 
 def bench_medians(data: Mapping[str, Any], shape: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:

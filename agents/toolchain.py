@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cake.agents.base import Checked
 from cake.ir.nodes import Kernel
 
-from cake.store import Evaluation, FitnessKind
+from cake.store import Evaluation, FitnessKind, Retime
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,4 +48,13 @@ class Toolchain(Protocol):
 
     def describe(self) -> str:
         """One plain sentence on how candidates are judged here (said at the start of every run)."""
+        ...
+
+
+@runtime_checkable
+class Retimer(Protocol):
+    """A toolchain that can time a candidate again in a fresh process (measured fitness only): the loop
+    re-times every candidate that becomes the best before reporting it as the best."""
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
         ...
