@@ -112,7 +112,7 @@ def system_prompt(op: str) -> str:
 
 
 def contract_text(op: str, arch: str) -> str:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
 

@@ -1,6 +1,6 @@
 """Workloads: what `cake evolve --op NAME` evolves, at which shapes, against what, and how it is scored.
 
-A `Workload` binds op contracts (by name, from `cake.verifier.contracts`) to everything an experiment needs:
+A `Workload` binds op contracts (its own, registered with the verifier through `contracts`) to everything an experiment needs:
 
 * `ops`: one `OpSpec` per kernel — its **seed** schedules (what a clean-start search begins from), its
   **reference** schedules (strong hand-written ones, kept for comparison and never used to seed a clean
@@ -8,14 +8,15 @@ A `Workload` binds op contracts (by name, from `cake.verifier.contracts`) to eve
 * `pipelines`: end-to-end compositions of the ops (the Lloyd iteration = assign + update);
 * `fitness`: how a verified candidate's timings become one number.
 
-Look a workload up with `get_workload(name)` (or `workload_for_op(op)`); nothing heavy is imported until a
+Workloads are found through the `cake.workloads` entry points (see README.md). Look one up with
+`get_workload(name)` (or `workload_for_op(op)`); nothing heavy is imported until a
 baseline is loaded. Baselines import their packages lazily and raise `BaselineUnavailable` with an install
 hint when the package is missing, so a table can say "not installed" instead of crashing.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cake.stats import Speedup
+
+from cake.verifier.registry import ENTRY_POINT_GROUP, WorkloadContracts
 
 DTYPE_NAMES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 _TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -223,11 +226,22 @@ class Fitness:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
+    """An evolvable workload. `contracts` is what it contributes to the verifier: a `cake.workloads` entry
+    point naming this object registers both (the verifier reads `contracts`, `cake evolve` the rest)."""
+
     name: str
     description: str
     ops: tuple[OpSpec, ...]
     fitness: Fitness
+    contracts: WorkloadContracts
     pipelines: tuple[Pipeline, ...] = ()
+
+    def __post_init__(self) -> None:
+        registered = {c.name for c in self.contracts.contracts}
+        unbound = [spec.contract for spec in self.ops if spec.contract not in registered]
+        if unbound or self.contracts.name != self.name:
+            raise ValueError(f"workload {self.name!r}: ops {unbound} have no contract in its WorkloadContracts "
+                             f"{self.contracts.name!r}; the names must match and every op needs its contract")
 
     def op(self, contract: str) -> OpSpec:
         for spec in self.ops:
@@ -256,35 +270,37 @@ class Workload:
         return {spec.contract: spec.reference_paths() for spec in self.ops}
 
 
-# Registered workloads: name -> module holding a `WORKLOAD` attribute (imported on first use).
-_REGISTRY: dict[str, str] = {
-    "flash_kmeans": "cake.experiments.kmeans.workload",
-    "starter": "cake.experiments.starter.workload",
-}
-
-
 class UnknownWorkloadError(KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
 
+def _workloads() -> dict[str, Workload]:
+    """Every installed evolvable workload: the `cake.workloads` entry points that name a `Workload` (those
+    naming only a WorkloadContracts are verifiable, not evolvable)."""
+    found = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        loaded = entry_point.load()
+        if isinstance(loaded, Workload):
+            found[entry_point.name] = loaded
+    return found
+
+
 def workload_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+    return tuple(sorted(_workloads()))
 
 
 def get_workload(name: str) -> Workload:
     """The workload named `name`, or one holding an op of that name (`kmeans_assign` -> flash_kmeans)."""
-    if name in _REGISTRY:
-        workload = importlib.import_module(_REGISTRY[name]).WORKLOAD
-        assert isinstance(workload, Workload)
-        return workload
-    return workload_for_op(name)
+    workloads = _workloads()
+    if name in workloads:
+        return workloads[name]
+    for workload in workloads.values():
+        if any(spec.contract == name for spec in workload.ops):
+            return workload
+    raise UnknownWorkloadError(f"no workload named or holding {name!r}; workloads: {', '.join(sorted(workloads))} "
+                               f"(workloads register through the `{ENTRY_POINT_GROUP}` entry points)")
 
 
 def workload_for_op(op: str) -> Workload:
-    for module in _REGISTRY.values():
-        workload = importlib.import_module(module).WORKLOAD
-        if any(spec.contract == op for spec in workload.ops):
-            assert isinstance(workload, Workload)
-            return workload
-    raise UnknownWorkloadError(f"no workload named or holding {op!r}; workloads: {', '.join(_REGISTRY)}")
+    return get_workload(op)

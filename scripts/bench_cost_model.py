@@ -48,7 +48,7 @@ from cake.ir.cost_calibration import (
 )
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.runner import kernel_errors
 from cake.verifier.timing import (
     Contestant,

@@ -57,9 +57,9 @@ def main() -> int:
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
     from cake.verifier.battery import run_battery
-    from cake.verifier.contracts import get_contract
     from cake.verifier.expected import clear_cache
     from cake.verifier.gates import DimsProfile
+    from cake.verifier.registry import get_contract
     from cake.verifier.worker_main import load_kernel
     from cake.verifier.worker_protocol import KernelRef
     from corpus.manifest import BUGS, CONTROLS, NO_BF16

@@ -30,7 +30,7 @@ from cake.experiments.kmeans.workload import LLOYD, WORKLOAD
 from cake.experiments.schedules import load_any_backend
 from cake.experiments.workload import OpSpec, Shape
 from cake.lowering.runtime import BACKEND_ENV
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.runner import kernel_errors
 from cake.verifier.timing import (
     Contestant,

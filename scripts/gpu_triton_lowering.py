@@ -117,8 +117,8 @@ def specialized_schedule(path: Path, params: dict[str, int], out_dir: Path) -> P
 def stage_lower(candidate: Candidate, out_dir: Path) -> dict[str, Any]:
     import torch
     from cake.lowering.runtime import load, lower, read_schedule
-    from cake.verifier.contracts import get_contract
     from cake.verifier.gates import ResourceReport
+    from cake.verifier.registry import get_contract
     from cake.verifier.timing import make_inputs
 
     kernel, text = read_schedule(candidate.path)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from cake.lowering.runtime import ARCH_ENV, BACKEND_ENV, load_schedule, schedule_op
 from cake.verifier.battery import make_context, run_gate_in
-from cake.verifier.contracts import get_contract
 from cake.verifier.gates import GATE_ORDER
+from cake.verifier.registry import get_contract
 from cake.verifier.results import Verdict
 
 REASON_WIDTH = 110

@@ -4,9 +4,10 @@ See README.md for the module map. Imports nothing from cake.ir, cake.lowering or
 """
 
 from cake.verifier.battery import run_battery, run_gate
-from cake.verifier.contracts import CONTRACTS, Contract, DimSpec, TensorSpec, get_contract
+from cake.verifier.contracts import Contract, DimSpec, TensorSpec
 from cake.verifier.gates import GATE_ORDER, ResourceReport, implausible_speed
 from cake.verifier.inputs import Case, Layout, ValueFamily, materialize
+from cake.verifier.registry import CONTRACTS, get_contract
 from cake.verifier.results import Evidence, GateResult, GateStatus, Verdict
 
 __all__ = [

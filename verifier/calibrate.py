@@ -1,13 +1,14 @@
-"""Calibrate the tolerance table on correct controls: `python -m cake.verifier.calibrate [--out PATH]`.
+"""Calibrate tolerance tables on correct controls: `python -m cake.verifier.calibrate [--op OP ...] [--out PATH]`.
 
-For every starter op, dtype and control (torch; sequential fp32 loops, which err as a plain tiled GPU
+For every registered op (or those named), dtype and control (torch; sequential fp32 loops, which err as a plain tiled GPU
 kernel does at long reductions; and Triton under the interpreter when TRITON_INTERPRET=1),
 run the cases of the value-judging gates and record each case's worst ratio of error to the tolerance
 model with coefficient 1 (tolerance.ToleranceModel.unit). The coefficient is 1.5 x the p95 of those
 ratios (the paper's rule), raised where needed to MAX_MARGIN x the worst control case (a control that
 fails its own calibration is a false positive by construction), and never below `min_coefficient`: below
-the first-principles bound a correct implementation with another summation order (a GPU) would fail. The output is committed
-data: verifier/data/tolerances.json.
+the first-principles bound a correct implementation with another summation order (a GPU) would fail. Each op's
+entry is written to its own table (`ToleranceModel.table`, a JSON file its workload commits beside its
+contracts), keeping the other ops' entries there; `--out` writes every calibrated op to one file instead.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from cake.verifier.battery import make_context
-from cake.verifier.contracts import CONTRACTS, Contract, OutputCheck
+from cake.verifier.contracts import Contract, OutputCheck
 from cake.verifier.expected import to_reference_inputs
 from cake.verifier.gates import get_gate
 from cake.verifier.inputs import Case, materialize
-from cake.verifier.kernels_reference import SEQUENTIAL_CONTROLS, TORCH_CONTROLS, triton_controls
-from cake.verifier.tolerance import TABLE_PATH, dtype_name
+from cake.verifier.registry import CONTRACTS, get_contract, get_controls
+from cake.verifier.tolerance import DEFAULT_COEFFICIENT, dtype_name, load_table
 from torch import Tensor
 
 CALIBRATION_GATES = ("CMP-01", "CMP-03", "ORD-01", "PRC-01", "PRC-02", "EXC-02")
@@ -35,7 +36,6 @@ MAX_MARGIN = 1.1  # every calibrating control case passes with this margin
 # sqrt(|t|^2/2 + r^2/3) <= 0.2 x the unit, so 6 sigma (1e8 outputs) needs 1.22; the H200's correct fp32
 # matmul at K=4096 reached ~1 x the unit on a typical element (CPU controls see <= 0.4): 2 keeps a margin.
 MIN_COEFFICIENT = 2.0
-DEFAULT_COEFFICIENT = 2.0  # ops not calibrated yet (a new workload's contract before its first calibration)
 
 
 def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...], outputs: tuple[Tensor, ...]) -> float:
@@ -75,29 +75,33 @@ def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype
     return found
 
 
-def calibrate(include_triton: bool) -> dict[str, object]:
-    controls: list[tuple[str, dict[str, Callable[..., Tensor]], bool]] = [
-        ("torch", TORCH_CONTROLS, False), ("sequential", SEQUENTIAL_CONTROLS, False)]
-    if include_triton:
-        controls.append(("triton", triton_controls(), True))
-    ops: dict[str, dict[str, object]] = {}
-    for name, contract in CONTRACTS.items():
-        ops[name] = {}
-        for dtype in contract.dtypes:
-            found: list[float] = []
-            sources = []
-            for source, table, interpreted in controls:
-                if interpreted and dtype == torch.bfloat16:
-                    continue  # the interpreter computes bf16 as integers: not a control there
-                found += ratios(contract, table[name], dtype, interpreted)
-                sources.append(source)
-            p95 = float(torch.tensor(found).quantile(0.95)) if found else 0.0
-            worst = max(found, default=0.0)
-            coefficient = max(P95_MARGIN * p95, MAX_MARGIN * worst, MIN_COEFFICIENT)
-            ops[name][dtype_name(dtype)] = {
-                "coefficient": round(coefficient, 4), "p95_ratio": round(p95, 4), "max_ratio": round(worst, 4),
-                "cases": len(found), "controls": sources,
-            }
+def calibrate_op(contract: Contract, include_triton: bool) -> dict[str, object]:
+    """The table entry of one op: per dtype, the coefficient and the ratios it came from."""
+    controls = get_controls(contract.name)
+    kernels: list[tuple[str, Callable[..., object], bool]] = [(k, f, False) for k, f in controls.named().items()]
+    triton = controls.triton_kernel() if include_triton else None
+    if triton is not None:
+        kernels.append(("triton", triton, True))
+    entry: dict[str, object] = {}
+    for dtype in contract.dtypes:
+        found: list[float] = []
+        sources = []
+        for source, kernel, interpreted in kernels:
+            if interpreted and dtype == torch.bfloat16:
+                continue  # the interpreter computes bf16 as integers: not a control there
+            found += ratios(contract, kernel, dtype, interpreted)
+            sources.append(source)
+        p95 = float(torch.tensor(found).quantile(0.95)) if found else 0.0
+        worst = max(found, default=0.0)
+        coefficient = max(P95_MARGIN * p95, MAX_MARGIN * worst, MIN_COEFFICIENT)
+        entry[dtype_name(dtype)] = {
+            "coefficient": round(coefficient, 4), "p95_ratio": round(p95, 4), "max_ratio": round(worst, 4),
+            "cases": len(found), "controls": sources,
+        }
+    return entry
+
+
+def table_json(ops: dict[str, object]) -> dict[str, object]:
     return {
         "method": f"coefficient = max({P95_MARGIN} x p95, {MAX_MARGIN} x max, {MIN_COEFFICIENT}) of error / model unit over correct "
                   f"controls on the CPU; gates {', '.join(CALIBRATION_GATES)}; seed 0",
@@ -105,15 +109,34 @@ def calibrate(include_triton: bool) -> dict[str, object]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_tables(entries: dict[str, dict[str, object]], out: Path | None) -> list[Path]:
+    """Each op's entry into its contract's table (merged with the ops already there), or all into `out`."""
+    by_path: dict[Path, dict[str, object]] = {}
+    for op, entry in entries.items():
+        path = out or get_contract(op).tolerance.table
+        if path is None:
+            raise SystemExit(f"op `{op}` has no tolerance table: set ToleranceModel(table=PATH) in its contract, "
+                             "or pass --out")
+        if path not in by_path:
+            by_path[path] = json.loads(path.read_text())["ops"] if path.is_file() and out is None else {}
+        by_path[path][op] = entry
+    for path, ops in by_path.items():
+        path.write_text(json.dumps(table_json(dict(sorted(ops.items()))), indent=2, sort_keys=True) + "\n")
+    load_table.cache_clear()
+    return sorted(by_path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cake.verifier.calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=TABLE_PATH)
-    parser.add_argument("--no-triton", action="store_true", help="calibrate on the torch controls only")
+    parser.add_argument("--op", nargs="*", default=None, help="ops to calibrate (default: every registered op)")
+    parser.add_argument("--out", type=Path, default=None, help="write every calibrated op to this one file")
+    parser.add_argument("--no-triton", action="store_true", help="calibrate on the eager controls only")
     args = parser.parse_args(argv)
     include_triton = not args.no_triton and (os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available())
-    data = calibrate(include_triton)
-    args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    names = args.op or list(CONTRACTS)
+    entries = {name: calibrate_op(get_contract(name), include_triton) for name in names}
+    for path in write_tables(entries, args.out):
+        print(f"wrote {path}")
     return 0
 
 

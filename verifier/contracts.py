@@ -1,5 +1,8 @@
 """Op contracts as data: signature with symbolic dims, dtypes, fp64 reference, tolerance model, semantics.
 
+This module is the format only. Workloads define contracts and register them (registry.py); look one up
+with `cake.verifier.registry.get_contract`.
+
 A kernel under test is any Python callable taking the op's inputs as torch tensors in signature order
 and returning its output (one tensor) or outputs (a tuple, in `outputs` order).
 
@@ -31,7 +34,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
-from cake.verifier import references as ref
 from cake.verifier.tolerance import ToleranceModel
 from torch import Tensor
 
@@ -133,121 +135,13 @@ def _resolve(rule: str, dtype: torch.dtype, inputs: Mapping[str, torch.dtype]) -
     raise ValueError(f"unknown dtype rule `{rule}`")
 
 
-def _size(dtype: torch.dtype) -> int:
+def element_size(dtype: torch.dtype) -> int:
+    """Bytes per element, for a contract's `bytes` model."""
     return torch.empty((), dtype=dtype).element_size()
 
 
-_ROWS = (1, 2, 3, 5, 7, 13, 31, 33)
-_COLS = (1, 3, 7, 17, 31, 33, 63, 65, 127, 129, 255, 257)
-_EXACT_NAN = "NaN/Inf follow the fp64 reference: non-finite outputs at exactly its positions and signs."
-
-_SOFTMAX = Contract(
-    name="softmax",
-    inputs=(TensorSpec("x", ("M", "N")),),
-    outputs=(TensorSpec("y", ("M", "N"), "same_as:x", Role.OUT),),
-    dims=(DimSpec("M", 5, 4096, _ROWS), DimSpec("N", 37, 4096, _COLS + (1000,), long_value=4099)),
-    dtypes=FLOAT_DTYPES, reference=ref.softmax,
-    tolerance=ToleranceModel(reduction=lambda d: d["N"], scale=ref.softmax_scale),
-    semantics=("softmax over the last dim; output dtype = x.dtype", _EXACT_NAN,
-               "a row holding +Inf gives NaN (Inf - Inf), as the fp64 reference does"),
-    has_backward=False, flops=lambda d: 5.0 * d["M"] * d["N"],
-    bytes=lambda d, t: 2.0 * d["M"] * d["N"] * _size(t), reduction_dim="N", output_checks=(OutputCheck.CLOSE,),
-)
-
-_RMSNORM = Contract(
-    name="rmsnorm",
-    inputs=(TensorSpec("x", ("M", "N")), TensorSpec("w", ("N",))),
-    outputs=(TensorSpec("y", ("M", "N"), "same_as:x", Role.OUT),),
-    dims=(DimSpec("M", 5, 4096, _ROWS), DimSpec("N", 37, 4096, _COLS, long_value=4099)),
-    dtypes=FLOAT_DTYPES, reference=ref.rmsnorm,
-    tolerance=ToleranceModel(reduction=lambda d: d["N"], scale=ref.rmsnorm_scale),
-    semantics=(f"x * rsqrt(mean(x*x, -1) + {ref.RMSNORM_EPS}) * w; output dtype = x.dtype", _EXACT_NAN),
-    has_backward=False, flops=lambda d: 4.0 * d["M"] * d["N"],
-    bytes=lambda d, t: (2.0 * d["M"] * d["N"] + d["N"]) * _size(t), reduction_dim="N",
-    output_checks=(OutputCheck.CLOSE,),
-)
-
-_ROW_SUM = Contract(
-    name="row_sum",
-    inputs=(TensorSpec("x", ("M", "N")),),
-    outputs=(TensorSpec("y", ("M",), "same_as:x", Role.OUT),),
-    dims=(DimSpec("M", 5, 4096, _ROWS), DimSpec("N", 37, 4096, _COLS, long_value=4099)),
-    dtypes=FLOAT_DTYPES, reference=ref.row_sum,
-    tolerance=ToleranceModel(reduction=lambda d: d["N"], scale=ref.row_sum_scale),
-    semantics=("sum over the last dim; output dtype = x.dtype; fp32 accumulation expected", _EXACT_NAN),
-    has_backward=False, flops=lambda d: float(d["M"] * d["N"]),
-    bytes=lambda d, t: (d["M"] * d["N"] + d["M"]) * float(_size(t)), reduction_dim="N",
-    output_checks=(OutputCheck.CLOSE,),
-)
-
-_MATMUL = Contract(
-    name="matmul",
-    inputs=(TensorSpec("a", ("M", "K")), TensorSpec("b", ("K", "N"))),
-    outputs=(TensorSpec("c", ("M", "N"), "same_as:a", Role.OUT),),
-    # GPU defaults stay moderate: the fp64 reference runs on the host CPU for every case.
-    dims=(DimSpec("M", 9, 1024, _ROWS + (65,)), DimSpec("N", 11, 1024, (1, 3, 17, 33, 65)),
-          DimSpec("K", 19, 1024, (1, 3, 17, 31, 33, 65, 129), long_value=4099)),
-    dtypes=FLOAT_DTYPES, reference=ref.matmul,
-    tolerance=ToleranceModel(reduction=lambda d: d["K"], scale=ref.matmul_scale),
-    semantics=("c = a @ b; output dtype = a.dtype; fp32 accumulation", _EXACT_NAN,
-               "fp32 inputs are multiplied at fp32 precision: TF32 rounding of fp32 inputs is a violation"),
-    has_backward=False, flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
-    bytes=lambda d, t: (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]) * float(_size(t)),
-    reduction_dim="K", output_checks=(OutputCheck.CLOSE,), tensor_core=True,
-)
-
-_KMEANS_ASSIGN = Contract(
-    name="kmeans_assign",
-    inputs=(TensorSpec("x", ("B", "N", "D")), TensorSpec("c", ("B", "K", "D"))),
-    outputs=(TensorSpec("ids", ("B", "N"), "index", Role.OUT),),
-    # GPU defaults are a verification shape, not the benchmark cell: the fp64 reference costs B*N*K*D on
-    # the host for each case (the CAKE cell would be 2.7e11 multiply-adds per case).
-    dims=(DimSpec("B", 2, 2, (1, 3)), DimSpec("N", 23, 4096, (1, 7, 31, 65, 129)),
-          DimSpec("K", 9, 256, (1, 2, 3, 17, 65)), DimSpec("D", 8, 128, (1, 3, 17, 33), long_value=1031)),
-    dtypes=FLOAT_DTYPES, reference=ref.kmeans_assign,
-    tolerance=ToleranceModel(reduction=lambda d: d["D"], scale=ref.kmeans_assign_scale),
-    semantics=("ids[b, n] = argmin_k |x[b, n] - c[b, k]|^2; ids may be int32 or int64",
-               "ties: any index whose fp64 distance is within tolerance of the minimum is accepted",
-               "a NaN distance is never the minimum; a point with no finite distance (each one NaN or +Inf, e.g. "
-               "a -Inf coordinate) may take any id"),
-    has_backward=False, flops=lambda d: 2.0 * d["B"] * d["N"] * d["K"] * d["D"],
-    bytes=lambda d, t: d["B"] * (d["N"] * d["D"] + d["K"] * d["D"]) * float(_size(t)) + d["B"] * d["N"] * 4.0,
-    reduction_dim="D", output_checks=(OutputCheck.ARGMIN,), scores=ref.kmeans_distances,
-    structure=ref.kmeans_assign_structure, tensor_core=True,
-)
-
-_KMEANS_UPDATE = Contract(
-    name="kmeans_update",
-    inputs=(TensorSpec("x", ("B", "N", "D")), TensorSpec("ids", ("B", "N"), "int64", int_range_dim="K"),
-            TensorSpec("c_old", ("B", "K", "D"))),
-    outputs=(TensorSpec("c_new", ("B", "K", "D"), "same_as:x", Role.OUT),),
-    dims=(DimSpec("B", 2, 4, (1, 3)), DimSpec("N", 29, 16384, (1, 7, 31, 65, 129), long_value=4099),
-          DimSpec("K", 7, 256, (1, 2, 3, 17, 65)), DimSpec("D", 8, 128, (1, 3, 17, 33))),
-    dtypes=FLOAT_DTYPES, reference=ref.kmeans_update,
-    tolerance=ToleranceModel(reduction=lambda d: d["N"], scale=ref.kmeans_update_scale),
-    semantics=("c_new[b, k] = mean of x[b, n] over n with ids[b, n] == k; fp32 accumulation; dtype = x.dtype",
-               "a cluster with no points keeps c_old[b, k]", _EXACT_NAN),
-    has_backward=False, flops=lambda d: 2.0 * d["B"] * d["N"] * d["D"],
-    bytes=lambda d, t: d["B"] * (d["N"] * d["D"] + 2 * d["K"] * d["D"]) * float(_size(t)) + d["B"] * d["N"] * 8.0,
-    reduction_dim="N", output_checks=(OutputCheck.CLOSE,), structure=ref.kmeans_update_structure,
-)
-
-CONTRACTS: dict[str, Contract] = {
-    c.name: c for c in (_SOFTMAX, _RMSNORM, _ROW_SUM, _MATMUL, _KMEANS_ASSIGN, _KMEANS_UPDATE)
-}
-
-
-class UnknownOpError(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-def get_contract(name: str) -> Contract:
-    """The contract named `name`, or an error listing the known ops."""
-    try:
-        return CONTRACTS[name]
-    except KeyError:
-        raise UnknownOpError(f"unknown op `{name}`; known ops: {', '.join(sorted(CONTRACTS))}") from None
+# Shared wording for contracts whose non-finite outputs must follow the reference exactly (EXC-01).
+EXACT_NAN = "NaN/Inf follow the fp64 reference: non-finite outputs at exactly its positions and signs."
 
 
 def shape_of(spec: TensorSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -256,3 +150,13 @@ def shape_of(spec: TensorSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
 
 def numel(contract: Contract, dims: Mapping[str, int]) -> int:
     return max(math.prod(shape_of(s, dims)) for s in contract.inputs + contract.outputs)
+
+
+def __getattr__(name: str) -> object:
+    # `CONTRACTS`, `get_contract` and `UnknownOpError` lived here before the registry; code written against
+    # that spelling keeps importing (lazily: the registry imports this module).
+    if name in ("CONTRACTS", "get_contract", "UnknownOpError"):
+        from cake.verifier import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

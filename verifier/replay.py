@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cake.verifier.battery import make_context
-from cake.verifier.contracts import Contract, get_contract
+from cake.verifier.contracts import Contract
 from cake.verifier.gates import GateContext, get_gate
 from cake.verifier.inputs import Case, materialize
+from cake.verifier.registry import get_contract
 from cake.verifier.replay_hash import inputs_hash
 from cake.verifier.results import Evidence, GateStatus
 from cake.verifier.runner import CaseOutcome, run_case

@@ -13,8 +13,9 @@ For one output element with fp64 reference value r, the allowed absolute error i
   zeros and subnormal results compare sanely.
 
 `coefficient` is calibrated on correct controls (1.5 x the p95 of error / model, see calibrate.py) and
-read from `data/tolerances.json`, the only place tolerance numbers live. An (op, dtype) missing from the
-table uses the table's `default_coefficient`.
+read from the op's tolerance table (`ToleranceModel.table`: a JSON file its workload ships beside its
+contracts, written by calibrate.py), the only place tolerance numbers live. An op without a table, or an
+(op, dtype) missing from it, uses DEFAULT_COEFFICIENT (the table's `default_coefficient`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-TABLE_PATH = Path(__file__).parent / "data" / "tolerances.json"
+DEFAULT_COEFFICIENT = 2.0  # ops not calibrated yet (a new workload's contract before its first calibration)
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64",
     torch.int32: "int32", torch.int64: "int64",
@@ -57,7 +58,13 @@ class ToleranceTable:
 
 
 @functools.cache
-def load_table(path: Path = TABLE_PATH) -> ToleranceTable:
+def load_table(path: Path | None) -> ToleranceTable:
+    """The calibrated table at `path`; None (an uncalibrated op) gives the default coefficient for all."""
+    if path is None:
+        return ToleranceTable(DEFAULT_COEFFICIENT, {})
+    if not path.is_file():
+        raise FileNotFoundError(f"tolerance table {path} does not exist; write it with "
+                                "`python -m cake.verifier.calibrate --op OP`, or set ToleranceModel(table=None)")
     data = json.loads(path.read_text())
     coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
     return ToleranceTable(float(data["default_coefficient"]), coefficients)
@@ -76,11 +83,16 @@ def tiny(dtype: torch.dtype) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ToleranceModel:
-    """Per-op part of the model: which dim is the reduction, and the magnitude of the summed terms."""
+    """Per-op part of the model: which dim is the reduction, the magnitude of the summed terms, and where
+    the op's calibrated coefficients live (None: not calibrated, DEFAULT_COEFFICIENT)."""
 
     reduction: Callable[[Mapping[str, int]], int]
     scale: Callable[..., tuple[Tensor, ...]]
     accumulator: torch.dtype = torch.float32
+    table: Path | None = None
+
+    def coefficient(self, op: str, dtype: torch.dtype) -> float:
+        return load_table(self.table).coefficient(op, dtype)
 
     def unit(self, dims: Mapping[str, int], inputs64: list[Tensor | None], refs: tuple[Tensor, ...],
              in_dtype: torch.dtype, out_dtypes: tuple[torch.dtype, ...], worst_case: bool = False) -> tuple[Tensor, ...]:
@@ -101,6 +113,6 @@ class ToleranceModel:
     def bound(self, op: str, dtype: torch.dtype, dims: Mapping[str, int], inputs64: list[Tensor | None],
               refs: tuple[Tensor, ...], out_dtypes: tuple[torch.dtype, ...],
               table: ToleranceTable | None = None, worst_case: bool = False) -> tuple[Tensor, ...]:
-        coefficient = (table or load_table()).coefficient(op, dtype)
+        coefficient = table.coefficient(op, dtype) if table else self.coefficient(op, dtype)
         units = self.unit(dims, inputs64, refs, dtype, out_dtypes, worst_case)
         return tuple(coefficient * u for u in units)

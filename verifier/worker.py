@@ -304,7 +304,7 @@ class _Lookup:
 def _lookup(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int, all_gates: bool,
             gate_ids: Sequence[str], resource_report: ResourceReport | None, cache: VerdictCache | None,
             use_cache: bool) -> _Lookup:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     get_contract(op)  # an unknown op is a usage error before any process starts
     store = (cache or default_cache()) if use_cache else None

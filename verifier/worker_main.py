@@ -98,7 +98,7 @@ def main() -> None:
 
 def _run_gate(kernel: Callable[..., Any], payload: dict[str, Any], interpreter: bool) -> GateResult:
     from cake.verifier.battery import run_gate
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.worker_protocol import resource_report_from_json
 
     return run_gate(
@@ -122,7 +122,7 @@ def _replay(kernel: Callable[..., Any], payload: dict[str, Any], interpreter: bo
 
 
 def _run_standard(kernel: Callable[..., Any], payload: dict[str, Any]) -> tuple[bool, str]:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.standard import standard_check
 
     result = standard_check(get_contract(payload["op"]), kernel, device=payload["device"], seed=payload["seed"])

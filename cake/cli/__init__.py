@@ -27,6 +27,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "report",
     "distill",
     "rules",
+    "export",
 )
 
 

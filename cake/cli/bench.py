@@ -88,7 +88,7 @@ def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Call
                 unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
     """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
     from cake.stats import speedup_over_best
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.timing import (
         Contestant,
         input_set_bytes,

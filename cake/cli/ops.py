@@ -42,7 +42,7 @@ def contract_json(contract: Contract) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cake.verifier.contracts import CONTRACTS
+    from cake.verifier.registry import CONTRACTS
     from cake.verifier.tolerance import dtype_name
 
     if args.json:

@@ -67,7 +67,7 @@ def normalize_dtypes(names: list[str]) -> tuple[str, ...]:
 
 
 def check_op(op: str) -> None:
-    from cake.verifier.contracts import CONTRACTS
+    from cake.verifier.registry import CONTRACTS
 
     if op not in CONTRACTS:
         raise UsageError(f"unknown op {op!r}; known: {', '.join(sorted(CONTRACTS))}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cake.experiments.kmeans import baselines, shapes
+from cake.experiments.kmeans.contracts import CONTRACTS
 from cake.experiments.workload import Baseline, Fitness, OpSpec, Pipeline, Prepared, Workload
 
 FOLDER = Path(__file__).resolve().parent
@@ -83,6 +84,7 @@ LLOYD = Pipeline(
 )
 
 WORKLOAD = Workload(
+    contracts=CONTRACTS,
     name="flash_kmeans",
     description="batched Euclidean k-means: assign (tensor cores + argmin) and centroid update (memory-bound)",
     ops=(ASSIGN, UPDATE),

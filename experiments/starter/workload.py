@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cake.experiments.starter.contracts import CONTRACTS
 from cake.experiments.workload import Baseline, Fitness, OpSpec, Prepared, Shape, Workload
 
 FOLDER = Path(__file__).resolve().parent
@@ -24,7 +25,7 @@ def _softmax(x: Any) -> Any:
 
 def _rmsnorm(x: Any, w: Any) -> Any:
     import torch
-    from cake.verifier.references import RMSNORM_EPS
+    from cake.experiments.starter.references import RMSNORM_EPS
 
     x32 = x.float()
     return (x32 * torch.rsqrt((x32 * x32).mean(-1, keepdim=True) + RMSNORM_EPS) * w.float()).to(x.dtype)
@@ -70,6 +71,7 @@ OPS = (
 )
 
 WORKLOAD = Workload(
+    contracts=CONTRACTS,
     name="starter",
     description="softmax, rmsnorm, row_sum and matmul: small ops to exercise the loop",
     ops=OPS,

@@ -5,7 +5,9 @@
 source scripts/gpu/setup.sh
 RES=${RES:-/tmp/res}; mkdir -p "$RES"
 pack() { tar czf "$OUT/results.tgz" -C "$RES" . ; }
+# A stage named in $SKIP_STAGES (space-separated) is recorded as skipped and not run.
 stage() { local name=$1 limit=$2; shift 2; local t0; t0=$(date +%s)
+  case " ${SKIP_STAGES:-} " in *" $name "*) echo "stage $name skipped" | tee -a "$RES/stages.txt"; return 0;; esac
   timeout -k 5 "$limit" "$@" > "$RES/$name.log" 2>&1; local rc=$?
   echo "stage $name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$RES/stages.txt"; tail -n 25 "$RES/$name.log"; pack; }
 { nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import torch,triton;print(torch.__version__,triton.__version__)"; } > "$RES/env.txt"

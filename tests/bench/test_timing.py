@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import torch
-from cake.verifier.contracts import get_contract
 from cake.verifier.gates.resources import roofline_floor_s
+from cake.verifier.registry import get_contract
 from cake.verifier.timing import (
     Contestant,
     NoGpu,

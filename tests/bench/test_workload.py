@@ -15,14 +15,14 @@ from cake.experiments.workload import (
     workload_names,
 )
 from cake.ir.parser import parse
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.timing import make_inputs, spot_check
 
 FK = get_workload("flash_kmeans")
 
 
 def test_registry_finds_workloads_by_name_and_by_op() -> None:
-    assert set(workload_names()) == {"flash_kmeans", "starter"}
+    assert {"flash_kmeans", "starter"} <= set(workload_names())
     assert workload_for_op("kmeans_update") is FK and get_workload("kmeans_assign") is FK
     assert get_workload("starter").op("matmul").contract == "matmul"
     with pytest.raises(UnknownWorkloadError, match="no workload"):

@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cake.lowering.triton.aot import compile_for_target  # noqa: E402
-from cake.verifier.contracts import get_contract  # noqa: E402
+from cake.verifier.registry import get_contract  # noqa: E402
 from lowering_cases import (  # noqa: E402
     fixture_schedules,
     lower_schedule,

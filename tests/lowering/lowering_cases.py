@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 from cake.lowering.runtime import LoadedKernel, load, lower, read_schedule
-from cake.verifier.contracts import Contract, OutputCheck, get_contract
+from cake.verifier.contracts import Contract, OutputCheck
+from cake.verifier.registry import get_contract
 
 from cake.diagnostics import DiagnosticError
 

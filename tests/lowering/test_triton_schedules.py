@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from lowering_cases import (
     BF16_SKIP,
     CAPABILITY_PREFIX,

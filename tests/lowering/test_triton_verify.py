@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cake.verifier.battery import run_battery
-from cake.verifier.contracts import get_contract
+from cake.verifier.registry import get_contract
 from cake.verifier.results import GateStatus
 from lowering_cases import REPO, lower_schedule, schedule_id, shipped_schedules
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 from cake.verifier.battery import make_context
-from cake.verifier.contracts import get_contract
 from cake.verifier.inputs import materialize
+from cake.verifier.registry import get_contract
 from cake.verifier.replay import case_for
 from cake.verifier.replay_hash import inputs_hash
 from cake.verifier.results import Verdict

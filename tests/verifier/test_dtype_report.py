@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from cake.verifier.battery import run_battery, run_gate
-from cake.verifier.contracts import get_contract
-from cake.verifier.kernels_reference import SEQUENTIAL_CONTROLS
+from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.results import GateStatus, Verdict
 from torch import Tensor
 
@@ -38,5 +37,5 @@ def test_sequential_fp32_accumulation_passes_long_reductions(op: str) -> None:
     """A plain loop with one fp32 accumulator per output (what a tiled GPU kernel does) stays within the
     committed tolerances at the long reduction (N ~ 4099)."""
     for gate in ("ORD-01", "CMP-01"):
-        result = run_gate(gate, get_contract(op), SEQUENTIAL_CONTROLS[op], dtypes=["float32", "float16"])
+        result = run_gate(gate, get_contract(op), get_controls(op).sequential, dtypes=["float32", "float16"])
         assert result.status is GateStatus.PASS, result.reason

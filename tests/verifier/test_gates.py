@@ -10,16 +10,15 @@ import sys
 import pytest
 import torch
 from cake.verifier import GATE_ORDER, GateStatus, Verdict, get_contract, run_battery, run_gate
-from cake.verifier.contracts import CONTRACTS, UnknownOpError
 from cake.verifier.gates import GATES, implausible_speed
-from cake.verifier.kernels_reference import TORCH_CONTROLS
+from cake.verifier.registry import CONTRACTS, UnknownOpError, get_controls
 from cake.verifier.standard import standard_check
 from torch import Tensor
 
 
 @pytest.mark.parametrize("op", sorted(CONTRACTS))
 def test_torch_control_passes_every_gate(op: str) -> None:
-    verdict = run_battery(get_contract(op), TORCH_CONTROLS[op], all_gates=True)
+    verdict = run_battery(get_contract(op), get_controls(op).torch, all_gates=True)
     assert verdict.passed, [g for g in verdict.gates if g.status is not GateStatus.PASS]
     assert {g.gate_id for g in verdict.gates} == set(GATE_ORDER)
     skipped = {g.gate_id for g in verdict.gates if g.status is GateStatus.SKIP}
@@ -30,10 +29,10 @@ def test_triton_controls_pass_under_the_interpreter_and_skip_bf16() -> None:
     # A fresh process: TRITON_INTERPRET must be set before Triton defines any kernel.
     script = (
         "import json; from cake.verifier import run_battery, get_contract\n"
-        "from cake.verifier.kernels_reference import triton_controls\n"
+        "from cake.verifier.registry import CONTRACTS, get_controls\n"
         "gates = ['CMP-01', 'POISON', 'EXC-01', 'PRC-01']\n"
         "out = {op: json.loads(run_battery(get_contract(op), k, interpreter=True, all_gates=True, gates=gates).to_json())\n"
-        "       for op, k in triton_controls().items()}\n"
+        "       for op in CONTRACTS if (k := get_controls(op).triton_kernel()) is not None}\n"
         "print(json.dumps(out))\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -157,7 +156,7 @@ def test_kmeans_assign_accepts_exact_ties_and_int32() -> None:
 
 
 def test_res02_checks_the_report_against_the_arch() -> None:
-    contract, kernel = get_contract("softmax"), TORCH_CONTROLS["softmax"]
+    contract, kernel = get_contract("softmax"), get_controls("softmax").torch
     assert run_gate("RES-02", contract, kernel).status is GateStatus.SKIP
     ok = {"arch": "sm_90a", "registers_per_thread": 168, "smem_bytes": 200_000}
     assert run_gate("RES-02", contract, kernel, resource_report=ok).status is GateStatus.PASS

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cake.experiments.kmeans.references import kmeans_distances
 from cake.verifier import GateStatus, get_contract, run_gate
 from cake.verifier.compare import compare
 from cake.verifier.inputs import Layout, ValueFamily, make_case, materialize
-from cake.verifier.references import kmeans_distances
 from torch import Tensor
 
 SEEDS = range(8)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cake.experiments.kmeans.controls import kmeans_assign
 from cake.verifier.battery import ALL_REFUSED, run_battery, run_gate
-from cake.verifier.contracts import get_contract
-from cake.verifier.kernels_reference import TORCH_CONTROLS
+from cake.verifier.registry import get_contract
 from cake.verifier.results import (
     SHAPE_ONLY_RULE,
     GateResult,
@@ -34,7 +34,7 @@ def assign_up_to_512(x: Tensor, c: Tensor) -> Tensor:
     """A correct kmeans_assign that, like an on-chip-tile kernel, cannot hold D > 512."""
     if x.shape[-1] > MAX_D:
         raise ShapeNotSupported(f"D={x.shape[-1]} > {MAX_D}: the [BN, D] point tile does not fit on chip")
-    return TORCH_CONTROLS["kmeans_assign"](x, c)
+    return kmeans_assign(x, c)
 
 
 def refuses_everything(x: Tensor, c: Tensor) -> Tensor:
@@ -44,7 +44,7 @@ def refuses_everything(x: Tensor, c: Tensor) -> Tensor:
 def crashes_on_long_d(x: Tensor, c: Tensor) -> Tensor:
     if x.shape[-1] > MAX_D:
         raise RuntimeError("CUDA error: too many resources requested for launch")
-    return TORCH_CONTROLS["kmeans_assign"](x, c)
+    return kmeans_assign(x, c)
 
 
 def test_refused_long_reduction_passes_with_the_refusals_listed() -> None:
@@ -82,11 +82,11 @@ def test_refusals_cross_the_worker_and_the_verdict_cache(tmp_path: Path) -> None
     kernel = tmp_path / "k.py"
     kernel.write_text(
         "from cake.errors import ShapeNotSupported\n"
-        "from cake.verifier.kernels_reference import TORCH_CONTROLS\n"
+        "from cake.experiments.kmeans.controls import kmeans_assign\n"
         "def k(x, c):\n"
         f"    if x.shape[-1] > {MAX_D}:\n"
         "        raise ShapeNotSupported(f'D={x.shape[-1]} too long')\n"
-        "    return TORCH_CONTROLS['kmeans_assign'](x, c)\n")
+        "    return kmeans_assign(x, c)\n")
     cache = VerdictCache(tmp_path / "cache")
     args = dict(device="cpu", dtypes=("float32",), seed=0, all_gates=True, timeout_s=60.0, gates=GATES, cache=cache)
     first = verify_in_worker("kmeans_assign", KernelRef.parse(f"{kernel}:k"), **args)  # type: ignore[arg-type]
@@ -108,7 +108,7 @@ def refuses_nan_inputs(x: Tensor, c: Tensor) -> Tensor:
     """Dishonest: refuses by VALUE (any NaN), at shapes it runs happily otherwise."""
     if bool(x.isnan().any()) or bool(c.isnan().any()):
         raise ShapeNotSupported("shape not supported")
-    return TORCH_CONTROLS["kmeans_assign"](x, c)
+    return kmeans_assign(x, c)
 
 
 def _assert_value_refusal_caught(verdict: Verdict) -> None:
@@ -133,11 +133,11 @@ def test_a_value_refusal_is_caught_through_the_worker(tmp_path: Path) -> None:
     kernel = tmp_path / "k.py"
     kernel.write_text(
         "from cake.errors import ShapeNotSupported\n"
-        "from cake.verifier.kernels_reference import TORCH_CONTROLS\n"
+        "from cake.experiments.kmeans.controls import kmeans_assign\n"
         "def k(x, c):\n"
         "    if bool(x.isnan().any()) or bool(c.isnan().any()):\n"
         "        raise ShapeNotSupported('shape not supported')\n"
-        "    return TORCH_CONTROLS['kmeans_assign'](x, c)\n")
+        "    return kmeans_assign(x, c)\n")
     verdict = verify_in_worker("kmeans_assign", KernelRef.parse(f"{kernel}:k"), device="cpu", dtypes=("float32",),
                                seed=0, all_gates=True, timeout_s=60.0, gates=("CMP-01", "EXC-01"),
                                cache=VerdictCache(tmp_path / "cache"))

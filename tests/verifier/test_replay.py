@@ -6,8 +6,8 @@ import pytest
 import torch
 from cake.verifier import GateStatus, get_contract, run_battery, run_gate
 from cake.verifier.battery import make_context
-from cake.verifier.contracts import CONTRACTS
 from cake.verifier.inputs import Layout, ValueFamily, make_case, materialize
+from cake.verifier.registry import CONTRACTS
 from cake.verifier.replay import ReplayToken, case_for, inputs_hash, minimize, replay
 from cake.verifier.replay_hash import inputs_hash as hash_again
 from cake.verifier.tokens import BadTokenError

@@ -17,7 +17,6 @@ from cake.verifier.gates.base import (
 from cake.verifier.inputs import Case, Layout, ValueFamily, materialize
 from cake.verifier.results import Evidence, GateStatus
 from cake.verifier.runner import CaseOutcome, call_kernel
-from cake.verifier.tolerance import load_table
 
 F, L = ValueFamily, Layout
 
@@ -79,7 +78,7 @@ def _cmp02_check(ctx: GateContext, case: Case) -> CaseOutcome:
     ref_inputs = [next(it) if t is not None and t.requires_grad else t for t in leaves]
     refs = ctx.contract.reference(*ref_inputs)
     want = torch.autograd.grad(list(refs), ref_leaves, cotangents, allow_unused=True)
-    coefficient = load_table().coefficient(ctx.contract.name, case.dtype)
+    coefficient = ctx.contract.tolerance.coefficient(ctx.contract.name, case.dtype)
     n = max(1, ctx.contract.tolerance.reduction(case.dim_map))
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if w is None:

@@ -1,0 +1,107 @@
+"""`cake certify PKG`: run the contract gates on an exported package's kernels on this machine and append a
+row per op to its certificate.
+
+The battery calls each op's dispatcher exactly as a user's call would be routed (bucket, variant), except that
+a call the package would send to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
+— the certificate speaks for the kernels, not for the reference. On the CPU the Triton kernels run under the
+interpreter (`TRITON_INTERPRET=1`, set for the duration; triton must not be imported before). The battery runs
+in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from cake.errors import ShapeNotSupported
+from cake.export import certificate as cert
+from cake.export.errors import ExportError
+
+
+def package_dir(path: Path) -> Path:
+    """The package folder (holding manifest.json) of an export: `path` itself or its one package below."""
+    if (path / "manifest.json").is_file():
+        return path
+    found = [p.parent for p in path.glob("*/manifest.json")]
+    if len(found) != 1:
+        raise ExportError(f"{path} is not an exported package (no manifest.json in it or in one folder below)")
+    return found[0]
+
+
+def import_package(path: Path) -> ModuleType:
+    """Import the exported package at `path` (not an installed copy of the same name)."""
+    pkg = package_dir(path).resolve()
+    if pkg.name in sys.modules:
+        module = sys.modules[pkg.name]
+    else:
+        sys.path.insert(0, str(pkg.parent))
+        try:
+            module = importlib.import_module(pkg.name)
+        finally:
+            sys.path.remove(str(pkg.parent))
+    if Path(str(module.__file__)).resolve().parent != pkg:
+        raise ExportError(f"`import {pkg.name}` resolves to {module.__file__}, not {pkg}: another copy is imported "
+                          "or installed")
+    return module
+
+
+@contextlib.contextmanager
+def _interpreter(on: bool) -> Iterator[None]:
+    before = os.environ.get("TRITON_INTERPRET")
+    if on:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if on and before is None:
+            del os.environ["TRITON_INTERPRET"]
+        elif on and before is not None:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, seed: int = 0,
+            gates: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Run the battery on every op of the package at `path`; append and return the rows."""
+    from cake.verifier.battery import run_battery
+    from cake.verifier.contracts import get_contract
+
+    pkg = package_dir(path)
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    if device == "cpu" and manifest["backend"] != "triton":
+        raise ExportError(f"{pkg.name} holds {manifest['backend']} kernels, which run only on a GPU: certify with "
+                          "--device cuda")
+    if device == "cpu" and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        # triton.jit decides at decoration time (triton.language's own helpers included) whether to interpret.
+        raise ExportError("certifying on the CPU needs TRITON_INTERPRET=1 set before triton is imported: run "
+                          "`cake certify --device cpu` in a fresh process")
+    rows = []
+    with _interpreter(device == "cpu"):
+        module = import_package(pkg)
+        fallback = module._ops.Fallback
+        for name, op in module.PACKAGE.ops.items():
+            def kernel(*inputs: Any, op: Any = op) -> Any:
+                call = op.route(inputs)
+                if isinstance(call, fallback):
+                    raise ShapeNotSupported(f"the package sends this call to the reference: {call.reason}")
+                return call(*inputs)
+
+            verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
+                                  all_gates=True, interpreter=device == "cpu", gates=gates)
+            summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device), seed=seed)
+            rows.append({"op": name, "date": cert.now(), "device": cert.device_name(device), "seed": seed,
+                         "gates_requested": list(gates) if gates else "all", "toolchain": cert.toolchain(),
+                         "passed": verdict.passed, "verdict": summary})
+    certificate_path = pkg / "certificate.json"
+    data = json.loads(certificate_path.read_text())
+    data["certifications"].extend(rows)
+    tmp = certificate_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(certificate_path)
+    return rows

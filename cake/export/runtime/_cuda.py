@@ -1,0 +1,187 @@
+"""The fast host path of exported CUDA kernels: libcuda through ctypes, everything per-call precomputed.
+
+Part of an exported package (copied verbatim by `cake export`): imports only the standard library and torch,
+and nothing of CUDA until the first launch, so the package imports on a machine without a GPU.
+
+Per call the host does: look up the call plan by (shapes, strides, dtype, device) (built once: grid, output
+and scratch shapes, whether a tensor needs padding for TMA), allocate outputs and scratch through torch's
+caching allocator, fill one preallocated `struct` per launch (pointers, strides, dims and the 128-byte tensor
+maps, cached per (map, pointer, shape)), and `cuLaunchKernel` on torch's current stream. No host
+synchronization and no allocation outside torch: the launches are CUDA-graph capturable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+SMEM_OPT_IN_BYTES = 48 * 1024  # above this a kernel must raise its dynamic shared-memory limit
+TMA_ALIGN_BYTES = 16
+TMAP_BYTES = 128
+TMAP_CACHE_MAX = 512  # distinct (map, pointer, shape) entries kept before the cache is cleared
+# cuda.h enum values (CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion, CUfunction_attribute).
+TMA_DTYPE = {"i32": 3, "i64": 5, "f16": 6, "f32": 7, "bf16": 9}
+TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+TMA_L2_PROMOTION_256B = 3
+FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED = 8
+ERROR_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
+TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+               "i64": torch.int64, "bool": torch.bool}
+
+
+class CudaLaunchError(RuntimeError):
+    """A driver call failed (library load, module load, tensor map, launch)."""
+
+
+_lib: Any = None
+_lib_lock = threading.Lock()
+
+
+def libcuda() -> Any:
+    """The driver library, loaded once with the prototypes this module calls."""
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            try:
+                lib = ctypes.CDLL("libcuda.so.1")
+            except OSError as error:
+                raise CudaLaunchError(f"cannot load the CUDA driver (libcuda.so.1): {error}") from None
+            vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int
+            lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+            lib.cuLaunchKernel.restype = i32
+            lib.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
+            lib.cuTensorMapEncodeTiled.restype = i32
+            lib.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
+            lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
+            lib.cuFuncSetAttribute.argtypes = [vp, i32, i32]
+            lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
+            lib.cuCtxSetCurrent.argtypes = [vp]
+            lib.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
+            lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), i32]
+            lib.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
+            del u64
+            _lib = lib
+    return _lib
+
+
+def check(code: int, what: str) -> None:
+    if code != 0:
+        name = ctypes.c_char_p()
+        libcuda().cuGetErrorName(code, ctypes.byref(name))
+        raise CudaLaunchError(f"{what}: {name.value.decode() if name.value else code}")
+
+
+def make_context_current(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current on this thread."""
+    lib = libcuda()
+    torch.cuda.current_stream(device_index)  # initializes torch's context on the device
+    ctx = ctypes.c_void_p()
+    check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        dev = ctypes.c_int()
+        check(lib.cuDeviceGet(ctypes.byref(dev), device_index), "cuDeviceGet")
+        check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.value), "cuDevicePrimaryCtxRetain")
+        check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+class Module:
+    """One cubin loaded on one device, its functions with raised shared-memory limits."""
+
+    def __init__(self, cubin: bytes, launches: Sequence[Mapping[str, Any]], device_index: int):
+        lib = libcuda()
+        with torch.cuda.device(device_index):
+            make_context_current(device_index)
+            self._image = ctypes.create_string_buffer(cubin, len(cubin))  # the driver may keep a pointer
+            self.handle = ctypes.c_void_p()
+            check(lib.cuModuleLoadData(ctypes.byref(self.handle), self._image), "cuModuleLoadData")
+            self.functions: dict[str, int] = {}
+            for code in launches:
+                fn = ctypes.c_void_p()
+                name = str(code["kname"])
+                check(lib.cuModuleGetFunction(ctypes.byref(fn), self.handle, name.encode()),
+                      f"cuModuleGetFunction {name}")
+                smem = int(code["smem_bytes"])
+                if smem > SMEM_OPT_IN_BYTES:
+                    check(lib.cuFuncSetAttribute(fn, FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED, smem),
+                          f"cuFuncSetAttribute {name}")
+                assert fn.value is not None
+                self.functions[name] = fn.value
+
+
+def encode_tensor_map(tmap: Mapping[str, Any], tensor: torch.Tensor) -> bytes:
+    """cuTensorMapEncodeTiled over `tensor` (dims innermost first) with the kernel's box and swizzle."""
+    rank = tensor.dim()
+    esize = tensor.element_size()
+    dims = (ctypes.c_uint64 * rank)(*[int(tensor.shape[rank - 1 - i]) for i in range(rank)])
+    strides_b = [int(tensor.stride(rank - 1 - i)) * esize for i in range(1, rank)]
+    if tensor.stride(-1) != 1 or any(s % TMA_ALIGN_BYTES for s in strides_b) or tensor.data_ptr() % 16:
+        raise CudaLaunchError(f"TMA over `{tmap['tensor']}` needs a unit inner stride, 16-byte aligned rows "
+                              f"and base (strides {strides_b} B, base % 16 = {tensor.data_ptr() % 16})")
+    strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides_b)
+    box = (ctypes.c_uint32 * rank)(*tmap["box"])
+    unit = (ctypes.c_uint32 * rank)(*([1] * rank))
+    out = ctypes.create_string_buffer(TMAP_BYTES + 64)
+    aligned = (ctypes.addressof(out) + 63) // 64 * 64  # CUtensorMap is 64-byte aligned
+    check(libcuda().cuTensorMapEncodeTiled(
+        aligned, TMA_DTYPE[tmap["dtype"]], rank, tensor.data_ptr(), dims, strides, box, unit, 0,
+        TMA_SWIZZLE[int(tmap["swizzle_bytes"])], TMA_L2_PROMOTION_256B, 0),
+        f"cuTensorMapEncodeTiled({tmap['tensor']}, dims={list(dims)}, box={list(box)})")
+    return ctypes.string_at(aligned, TMAP_BYTES)
+
+
+def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.Struct, tuple[Any, ...]]:
+    """One `struct.Struct` packing the whole argument block (padding as pad bytes) and its field order."""
+    fmt = ["<"]
+    at = 0
+    order = []
+    for f in sorted(fields, key=lambda f: int(f["offset"])):
+        offset = int(f["offset"])
+        if offset > at:
+            fmt.append(f"{offset - at}x")
+        code = {"tmap": f"{TMAP_BYTES}s", "ptr": "Q", "stride": "q", "dim": "i"}[f["kind"]]
+        fmt.append(code)
+        at = offset + struct.calcsize("<" + code)
+        order.append(f)
+    if size > at:
+        fmt.append(f"{size - at}x")
+    packer = struct.Struct("".join(fmt))
+    assert packer.size == size, (packer.size, size)
+    return packer, tuple(order)
+
+
+class TensorMaps:
+    """Encoded tensor maps per (map, pointer, shape, strides); encoding is the expensive part. A map is keyed by
+    its manifest entry's identity: two specializations may share a field name but not a box or dtype."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[Any, ...], bytes] = {}
+
+    def get(self, tmap: Mapping[str, Any], tensor: torch.Tensor) -> bytes:
+        key = (id(tmap), tensor.data_ptr(), tensor.shape, tensor.stride())
+        hit = self.entries.get(key)
+        if hit is None:
+            if len(self.entries) >= TMAP_CACHE_MAX:
+                self.entries.clear()
+            hit = self.entries[key] = encode_tensor_map(tmap, tensor)
+        return hit
+
+
+def current_stream(device_index: int) -> int:
+    """torch's current stream on the device as a raw handle (vLLM captures graphs on its own stream)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device_index))
+    return int(torch.cuda.current_stream(device_index).cuda_stream)
+
+
+def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, block: Any) -> int:
+    """cuLaunchKernel with one by-value argument block (`block`: a ctypes buffer, alive during the call); the
+    driver's result code (the caller checks it: retrying once is its business)."""
+    params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
+    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params,
+                                        None))

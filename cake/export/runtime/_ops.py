@@ -1,0 +1,272 @@
+"""The ops of an exported package: validation, the shape-bucketed dispatcher, the reference fallback and the
+torch.library registration.
+
+Part of an exported package (copied verbatim by `cake export`): standard library, torch and triton only.
+
+Every op `OP` of the package is registered as `torch.ops.<namespace>.OP` (plus `OP_reference`, the
+fp64 reference as an opaque op). A call is validated (tensor count, device, rank, dtype, agreeing dims:
+a clear `TypeError`/`ValueError` otherwise), then routed once per call signature (shapes, strides, dtype,
+device): inside the declared shape domain, to the first variant of the nearest bucket that runs it;
+outside, or when no variant runs it, to the reference — counted (`fallback_counts()`), with one warning
+per (op, reason). CPU tensors take the reference (the CPU implementation) unless `TRITON_INTERPRET=1`,
+where Triton variants run under the interpreter and are routed like GPU calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import inspect
+import json
+import math
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _integrity, _kernels
+
+FORMAT = 1
+FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+INT_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+
+
+class OutOfDomainWarning(UserWarning):
+    """A call fell back to the reference implementation (slow; shown once per op and reason)."""
+
+
+class Fallback:
+    """A call signature no variant runs: the reference op, counted."""
+
+    def __init__(self, op: ExportedOp, reason: str):
+        self.op, self.reason = op, reason
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        self.op.count_fallback(self.reason)
+        return self.op.reference_op(*inputs)
+
+
+class ExportedOp:
+    def __init__(self, namespace: str, name: str, meta: Mapping[str, Any],
+                 variants: Mapping[str, Any], reference: Callable[..., tuple[torch.Tensor, ...]]):
+        self.namespace, self.name, self.meta = namespace, name, meta
+        self.inputs: list[dict[str, Any]] = list(meta["inputs"])
+        self.outputs: list[dict[str, Any]] = list(meta["outputs"])
+        self.float_dtypes = tuple(getattr(torch, n) for n in meta["float_dtypes"])
+        self.domain = {d: (int(lo), int(hi)) for d, (lo, hi) in meta["domain"].items()}
+        self.buckets = [(b["name"], {d: math.log2(max(1, v)) for d, v in b["center"].items()},
+                         [variants[v] for v in b["variants"]]) for b in meta["buckets"]]
+        self.reference = reference
+        self.routes: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.fallbacks: collections.Counter[str] = collections.Counter()
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------------------------- validation
+
+    def bind(self, inputs: Sequence[Any]) -> tuple[dict[str, int], torch.dtype | None, torch.device]:
+        """Dims, the float dtype and the device of a call; TypeError/ValueError naming the bad input."""
+        names = ", ".join(i["name"] for i in self.inputs)
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"{self.name} takes {len(self.inputs)} tensors ({names}), got {len(inputs)}")
+        dims: dict[str, int] = {}
+        float_dtype: torch.dtype | None = None
+        device: torch.device | None = None
+        for spec, t in zip(self.inputs, inputs, strict=True):
+            name = spec["name"]
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.name}: `{name}` must be a torch.Tensor, got {type(t).__name__}")
+            if device is None:
+                device = t.device
+            elif t.device != device:
+                raise ValueError(f"{self.name}: `{name}` is on {t.device}, `{self.inputs[0]['name']}` on {device}")
+            if t.dim() != len(spec["dims"]):
+                raise ValueError(f"{self.name}: `{name}` must have {len(spec['dims'])} dims "
+                                 f"[{', '.join(spec['dims'])}], got shape {tuple(t.shape)}")
+            rule = spec["dtype"]
+            if rule == "float":
+                if t.dtype not in self.float_dtypes:
+                    allowed = ", ".join(str(d).removeprefix("torch.") for d in self.float_dtypes)
+                    raise TypeError(f"{self.name}: `{name}` is {t.dtype}; this op takes {allowed}")
+                if float_dtype is None:
+                    float_dtype = t.dtype
+                elif t.dtype != float_dtype:
+                    raise TypeError(f"{self.name}: `{name}` is {t.dtype}, the other inputs {float_dtype}")
+            elif t.dtype != INT_DTYPES[rule]:
+                raise TypeError(f"{self.name}: `{name}` must be {rule}, got {t.dtype}")
+            for axis, dim in enumerate(spec["dims"]):
+                size = t.shape[axis]
+                if dims.setdefault(dim, size) != size:
+                    raise ValueError(f"{self.name}: `{name}` dim {axis} ({dim}) is {size}, but {dim} = {dims[dim]} "
+                                     "from an earlier input")
+        assert device is not None
+        return dims, float_dtype, device
+
+    # ------------------------------------------------------------------------------------- routing
+
+    def route(self, inputs: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        dims, float_dtype, device = self.bind(inputs)
+        if device.type == "cpu" and not _kernels.interpreter_on():
+            return self.reference_op  # the documented CPU implementation, not a fallback
+        outside = [f"{d}={dims[d]} not in [{lo}, {hi}]" for d, (lo, hi) in self.domain.items()
+                   if not lo <= dims[d] <= hi]
+        if outside:
+            return Fallback(self, "outside the shape domain: " + ", ".join(outside))
+        ir_dtype = FLOAT_NAMES.get(float_dtype) if float_dtype is not None else None
+        point = {d: math.log2(max(1, int(v))) for d, v in dims.items()}
+        bucket, _, variants = min(self.buckets, key=lambda b: sum((point[d] - c) ** 2 for d, c in b[1].items()))
+        why = []
+        for variant in variants:
+            refusal = variant.accepts(ir_dtype, dims, device)
+            if refusal is None:
+                return variant.route(inputs, dims, ir_dtype)  # type: ignore[no-any-return]
+            why.append(refusal)
+        return Fallback(self, f"no kernel of bucket {bucket} runs it: " + "; ".join(why))
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        if any(type(t) is not torch.Tensor for t in inputs):  # fake/functional tensors while tracing: no cache
+            return self.route(inputs)(*inputs)
+        key = (inputs[0].device, *((t.dtype, t.shape, t.stride()) for t in inputs))
+        call = self.routes.get(key)
+        if call is None:
+            with self._lock:
+                call = self.routes[key] = self.route(inputs)
+        return call(*inputs)
+
+    def count_fallback(self, reason: str) -> None:
+        with self._lock:
+            self.fallbacks[reason] += 1
+            first = reason not in self._warned
+            self._warned.add(reason)
+        if first:
+            warnings.warn(f"{self.namespace}.{self.name}: falling back to the reference implementation ({reason}); "
+                          f"counted in {self.namespace}.fallback_counts()", OutOfDomainWarning, stacklevel=3)
+
+    # -------------------------------------------------------------------------- reference and fake
+
+    def out_dtype(self, spec: Mapping[str, Any], inputs: Sequence[torch.Tensor]) -> torch.dtype:
+        rule = str(spec["dtype"])
+        if rule.startswith("same_as:"):
+            source = rule.removeprefix("same_as:")
+            return next(t.dtype for i, t in zip(self.inputs, inputs, strict=True) if i["name"] == source)
+        return INT_DTYPES[rule]
+
+    def reference_impl(self, *inputs: torch.Tensor) -> Any:
+        """The fp64 reference the kernels were verified against, cast to the op's output dtypes."""
+        self.bind(inputs)
+        wide = [t.to(torch.float64) if t.is_floating_point() else t.to(torch.int64) for t in inputs]
+        outs = [r.to(self.out_dtype(spec, inputs)) for r, spec in zip(self.reference(*wide), self.outputs, strict=True)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def fake_impl(self, *inputs: torch.Tensor) -> Any:
+        dims, _, device = self.bind(inputs)
+        outs = [inputs[0].new_empty(tuple(dims[d] for d in spec["dims"]), dtype=self.out_dtype(spec, inputs))
+                for spec in self.outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def reference_op(self, *inputs: torch.Tensor) -> Any:
+        return getattr(getattr(torch.ops, self.namespace), f"{self.name}_reference")(*inputs)
+
+    def cpu_impl(self, *inputs: torch.Tensor) -> Any:
+        return self(*inputs) if _kernels.interpreter_on() else self.reference_impl(*inputs)
+
+    # -------------------------------------------------------------------------------- registration
+
+    def schema(self) -> str:
+        args = ", ".join(f"Tensor {i['name']}" for i in self.inputs)
+        outs = "Tensor" if len(self.outputs) == 1 else "(" + ", ".join("Tensor" for _ in self.outputs) + ")"
+        return f"({args}) -> {outs}"
+
+    def signature(self) -> inspect.Signature:
+        params = [inspect.Parameter(i["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=torch.Tensor)
+                  for i in self.inputs]
+        ret: Any = torch.Tensor
+        if len(self.outputs) > 1:
+            ret = tuple.__class_getitem__(tuple(torch.Tensor for _ in self.outputs))
+        return inspect.Signature(params, return_annotation=ret)
+
+    def register(self, triton_only: bool) -> None:
+        qualified = f"{self.namespace}::{self.name}"
+        torch.library.custom_op(f"{qualified}_reference", self.reference_impl, mutates_args=(),
+                                schema=self.schema()).register_fake(self.fake_impl)
+        if triton_only:
+            def body(*args: torch.Tensor, **kwargs: torch.Tensor) -> Any:
+                inputs = [*args, *(kwargs[i["name"]] for i in self.inputs[len(args):])]
+                if inputs[0].device.type == "cpu" and not _kernels.interpreter_on():
+                    return self.reference_op(*inputs)  # traced as the opaque reference op
+                return self(*inputs)
+
+            body.__signature__ = self.signature()  # type: ignore[attr-defined]
+            body.__name__ = self.name
+            op: Any = torch.library.triton_op(qualified, body, mutates_args=())
+            op.register_fake(self.fake_impl)
+            op.register_kernel("cpu")(self.cpu_impl)
+        else:
+            # Registered on a Library fragment directly (as vLLM's direct_register_custom_op): the custom_op
+            # wrapper's Python layers would cost more than the whole fast host path.
+            lib = torch.library.Library(self.namespace, "FRAGMENT")
+            lib.define(f"{self.name}{self.schema()}")
+            lib.impl(self.name, self, "CUDA")
+            lib.impl(self.name, self.cpu_impl, "CPU")
+            torch.library.register_fake(qualified, self.fake_impl, lib=lib)
+            self._library = lib  # a fragment's registrations live as long as the object
+
+
+class Package:
+    """An exported package: manifest, certificate, variants, ops; `register()` is idempotent."""
+
+    def __init__(self, name: str, root: Path):
+        self.name, self.root = name, root
+        self.manifest = json.loads((root / "manifest.json").read_text())
+        if self.manifest["format"] != FORMAT:
+            raise ImportError(f"{name}: manifest format {self.manifest['format']}, this runtime reads {FORMAT}")
+        self.certificate = json.loads((root / "certificate.json").read_text())
+        self.namespace = str(self.manifest["namespace"])
+        self.ops: dict[str, ExportedOp] = {}
+        self._registered = False
+        self._lock = threading.Lock()
+
+    def _reference(self, ref: str) -> Callable[..., Any]:
+        file, _, fn = ref.partition(":")
+        module_name = f"{self.name}._reference_{Path(file).stem}"
+        module = sys.modules.get(module_name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(module_name, self.root / file)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        return getattr(module, fn)  # type: ignore[no-any-return]
+
+    def register(self) -> None:
+        """Check every op's files against the certificate and register the ops (once per process)."""
+        with self._lock:
+            if self._registered:
+                return
+            problems = _integrity.verify(self.root, self.certificate)
+            allow = os.environ.get(_integrity.ALLOW_MODIFIED_ENV) == "1"
+            if problems and not allow:
+                raise _integrity.IntegrityError(self.name, problems)
+            if problems:
+                warnings.warn(f"{self.name}: registering modified code ({_integrity.ALLOW_MODIFIED_ENV}=1): "
+                              + "; ".join(f"{op}: {p}" for op, ps in problems.items() for p in ps), stacklevel=2)
+            variants = {vid: _kernels.load_variant(self.name, self.root, vid, meta)
+                        for vid, meta in self.manifest["variants"].items()}
+            for name, meta in self.manifest["ops"].items():
+                if hasattr(getattr(torch.ops, self.namespace), name):
+                    raise ImportError(f"torch.ops.{self.namespace}.{name} is already registered (another copy of "
+                                      f"{self.name} imported from a different path?)")
+                op = ExportedOp(self.namespace, name, meta, variants, self._reference(meta["reference"]))
+                backends = {variants[v].backend for b in meta["buckets"] for v in b["variants"]}
+                op.register(triton_only=backends <= {"triton"})
+                self.ops[name] = op
+            self._registered = True
+
+    def fallback_counts(self) -> dict[str, dict[str, int]]:
+        """Per op, how many calls fell back to the reference, by reason."""
+        return {name: dict(op.fallbacks) for name, op in self.ops.items()}

@@ -1,0 +1,319 @@
+"""`cake export` / `cake certify` on the CPU: export a Triton and a CUDA schedule, import the packages from their
+paths, and check the torch.library contract, torch.compile, the fallback, bad input, integrity and certify."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import tomllib
+import torch
+from cake.lowering.cuda.compile import find_nvcc
+
+from cake.cli import main
+from cake.export import ExportError, export_package, from_files
+from cake.export.certify import certify, import_package
+
+FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
+TRITON_PKG = "cake_test_export_triton"
+CUDA_PKG = "cake_test_export_cuda"
+
+
+@pytest.fixture(scope="module")
+def triton_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "triton"
+    export_package(from_files([FK / "assign_plain.cake", FK / "update_onehot.cake"]), out, name=TRITON_PKG)
+    return out
+
+
+@pytest.fixture(scope="module")
+def triton_pkg(triton_export: Path) -> ModuleType:
+    return import_package(triton_export)
+
+
+@pytest.fixture(scope="module")
+def cuda_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if find_nvcc() is None:
+        pytest.skip("nvcc is not installed: the CUDA export compiles cubins at export time")
+    out = tmp_path_factory.mktemp("export") / "cuda"
+    export_package(from_files([FK / "assign_pingpong.cake"]), out, name=CUDA_PKG, backend="cuda",
+                   archs=("sm_90a",), static_overrides={"D": [64]})
+    return out
+
+
+@pytest.fixture(scope="module")
+def cuda_pkg(cuda_export: Path) -> ModuleType:
+    return import_package(cuda_export)
+
+
+def _kmeans_inputs(dtype: torch.dtype = torch.float32, n: int = 97, k: int = 19, d: int = 32) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(2, n, d, generator=gen).to(dtype), torch.randn(2, k, d, generator=gen).to(dtype)
+
+
+def test_package_layout(triton_export: Path) -> None:
+    project = tomllib.loads((triton_export / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == ["torch", "triton"]
+    entry = f"{TRITON_PKG}._plugins:register"
+    assert project["entry-points"]["vllm.general_plugins"] == {TRITON_PKG: entry}
+    assert project["entry-points"]["sglang.srt.plugins"] == {TRITON_PKG: entry}
+    pkg = triton_export / TRITON_PKG
+    for path in pkg.glob("*.py"):  # the runtime needs nothing of CAKE
+        assert "from cake" not in path.read_text() and "import cake" not in path.read_text(), path
+    cert = json.loads((pkg / "certificate.json").read_text())
+    assert set(cert["ops"]) == {"kmeans_assign", "kmeans_update"}
+    variant = cert["variants"]["v0"]
+    assert variant["schedule"] == "assign_plain" and len(variant["ir_hash"]) >= 16
+    assert variant["schedule_text"] == (FK / "assign_plain.cake").read_text()
+    assert {"torch", "triton", "nvcc", "python"} <= set(cert["toolchain"])
+    assert cert["ops"]["kmeans_assign"]["contract"]["name"] == "kmeans_assign"
+    assert len(cert["ops"]["kmeans_assign"]["contract_sha256"]) == 64
+
+
+def test_opcheck_every_op(triton_pkg: ModuleType) -> None:
+    ops = getattr(torch.ops, TRITON_PKG)
+    x, c = _kmeans_inputs()
+    ids = ops.kmeans_assign(x, c)
+    assert ids.dtype == torch.int32 and ids.shape == (2, 97)
+    torch.library.opcheck(ops.kmeans_assign.default, (x, c))
+    torch.library.opcheck(ops.kmeans_update.default, (x, ids.long(), c))
+    torch.library.opcheck(ops.kmeans_assign_reference.default, (x, c))
+
+
+def test_cuda_package_opcheck_on_cpu(cuda_pkg: ModuleType) -> None:
+    ops = getattr(torch.ops, CUDA_PKG)
+    x, c = _kmeans_inputs(torch.bfloat16, d=64)
+    torch.library.opcheck(ops.kmeans_assign.default, (x, c))
+    expected = ops.kmeans_assign_reference(x, c)
+    assert torch.equal(ops.kmeans_assign(x, c), expected)
+
+
+def test_compile_fullgraph_runs_fake_and_cpu_impl(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
+    x, c = _kmeans_inputs()
+    lloyd = torch.compile(lambda x, c: triton_pkg.update(x, triton_pkg.assign(x, c), c), fullgraph=True,
+                          backend="aot_eager")
+    ids = torch.ops.aten.argmin(torch.cdist(x.double(), c.double()) ** 2, -1)
+    assert torch.allclose(lloyd(x, c), triton_pkg.update(x, ids, c))
+    xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
+    cuda_assign = torch.compile(lambda x, c: getattr(torch.ops, CUDA_PKG).kmeans_assign(x, c) + 1, fullgraph=True,
+                                backend="aot_eager")
+    assert torch.equal(cuda_assign(xb, cb), getattr(torch.ops, CUDA_PKG).kmeans_assign_reference(xb, cb) + 1)
+
+
+def test_kmeans_lloyd_loop(triton_pkg: ModuleType) -> None:
+    x, _ = _kmeans_inputs()
+    centroids, ids = triton_pkg.kmeans(x, 5, 3)
+    assert centroids.shape == (2, 5, 32) and ids.shape == (2, 97)
+    assert torch.equal(ids, triton_pkg.assign(x, centroids))  # a Lloyd loop ends on an assign step
+    flat_c, flat_ids = triton_pkg.kmeans(x[0], 5, 3)
+    assert flat_c.shape == (5, 32) and torch.equal(flat_ids, ids[0])
+    with pytest.raises(ValueError, match="k = 98"):
+        triton_pkg.kmeans(x, 98, 1)
+
+
+# Run with TRITON_INTERPRET=1 from the start (triton.jit reads it when triton is imported): CPU tensors then take
+# the Triton kernels, routed as on a GPU, and `cake certify --device cpu` can run them.
+INTERPRETED = """
+import json, sys, warnings
+import torch
+from cake.export.certify import certify, import_package
+from pathlib import Path
+pkg = import_package(Path(sys.argv[1]))
+ops = getattr(torch.ops, pkg.namespace)
+op = pkg.PACKAGE.ops["kmeans_assign"]
+gen = torch.Generator().manual_seed(0)
+x, c = torch.randn(2, 97, 32, generator=gen), torch.randn(2, 19, 32, generator=gen)
+in_domain = type(op.route((x, c))).__name__
+same = torch.equal(pkg.assign(x, c), ops.kmeans_assign_reference(x, c))
+counts_in = pkg.fallback_counts()["kmeans_assign"]
+x, c = torch.randn(2, 5, 32, generator=gen), torch.randn(2, 1100, 32, generator=gen)  # K > 1024: outside
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    first = pkg.assign(x, c)
+    pkg.assign(x, c)
+warned = [str(w.message) for w in caught if issubclass(w.category, pkg.OutOfDomainWarning)]
+rows = certify(Path(sys.argv[1]), device="cpu", dtypes=("float32",), gates=("CMP-01",))
+print(json.dumps({"in_domain": in_domain, "same": same, "counts_in": counts_in, "warned": warned,
+                  "counts": pkg.fallback_counts()["kmeans_assign"], "fallback_equal":
+                  torch.equal(first, ops.kmeans_assign_reference(x, c)), "rows": rows}))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted(triton_export: Path) -> dict[str, Any]:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", INTERPRETED, str(triton_export)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_out_of_domain_falls_back_and_counts(interpreted: dict[str, Any]) -> None:
+    assert interpreted["in_domain"] == "function" and interpreted["same"]  # the Triton kernel, interpreted
+    assert interpreted["counts_in"] == {}
+    reason = "outside the shape domain: K=1100 not in [1, 1024]"
+    assert len(interpreted["warned"]) == 1 and reason in interpreted["warned"][0]  # warned once
+    assert interpreted["counts"] == {reason: 2}  # counted every time
+    assert interpreted["fallback_equal"]
+
+
+def test_certify_appends_a_row(interpreted: dict[str, Any], triton_export: Path, triton_pkg: ModuleType) -> None:
+    rows = interpreted["rows"]
+    assert [r["op"] for r in rows] == ["kmeans_assign", "kmeans_update"]
+    assert all(r["passed"] for r in rows)
+    gate = rows[0]["verdict"]["gates"][0]
+    assert gate["gate"] == "CMP-01" and gate["status"] == "PASS" and gate["cases"] > 0
+    assert "Triton interpreter" in rows[0]["device"]
+    stored = json.loads((triton_export / TRITON_PKG / "certificate.json").read_text())
+    assert stored["certifications"][-2:] == rows
+    assert triton_pkg._integrity.verify(triton_export / TRITON_PKG, stored) == {}  # certify keeps the hashes
+
+
+def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
+    ops = getattr(torch.ops, TRITON_PKG)
+    x, c = _kmeans_inputs()
+    with pytest.raises(TypeError, match=r"`x` is torch.float64; this op takes float32, float16, bfloat16"):
+        ops.kmeans_assign(x.double(), c.double())
+    with pytest.raises(TypeError, match=r"`c` is torch.float16, the other inputs torch.float32"):
+        ops.kmeans_assign(x, c.half())
+    with pytest.raises(ValueError, match=r"`x` must have 3 dims \[B, N, D\], got shape \(97, 32\)"):
+        ops.kmeans_assign(x[0], c)
+    with pytest.raises(ValueError, match=r"`c` dim 2 \(D\) is 16, but D = 32"):
+        ops.kmeans_assign(x, c[..., :16])
+    with pytest.raises(TypeError, match=r"`ids` must be int64, got torch.int32"):
+        ops.kmeans_update(x, torch.zeros(2, 97, dtype=torch.int32), c)
+    with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
+        triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
+    variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
+    assert "runs on CUDA devices only" in variant.accepts("bf16", {"D": 64}, torch.device("cpu"))
+    assert "compiled for ['T=bf16;D=64', 'T=f16;D=64'], not T=bf16;D=128" in variant.accepts(
+        "bf16", {"D": 128}, torch.device("cuda", 0))
+
+
+def test_cuda_argument_blocks_match_the_generated_structs(cuda_export: Path, cuda_pkg: ModuleType) -> None:
+    manifest = json.loads((cuda_export / CUDA_PKG / "manifest.json").read_text())
+    spec = manifest["variants"]["v0"]["cuda"]["specs"][0]
+    assert set(spec["cubins"]) == {"sm_90a"}
+    for code in spec["codes"]:
+        packer, order = cuda_pkg._cuda.arg_struct(code["args"], code["args_size"])
+        values = [bytes([i]) * 128 if f["kind"] == "tmap" else i + 1 for i, f in enumerate(order)]
+        block = bytearray(packer.size)
+        packer.pack_into(block, 0, *values)
+        for i, f in enumerate(order):  # every field lands at the offset nvcc static_asserts
+            if f["kind"] == "tmap":
+                assert block[f["offset"]:f["offset"] + 128] == bytes([i]) * 128
+            else:
+                fmt = {"ptr": "<Q", "stride": "<q", "dim": "<i"}[f["kind"]]
+                assert struct.unpack_from(fmt, block, f["offset"])[0] == i + 1
+    grid = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0].grids
+    axes, persistent = grid["assign"]
+    assert persistent and [f(32, 65536, 1024, 64) for f in axes] == [256, 32]
+
+
+def _load_as(name: str, pkg: Path) -> None:
+    spec = importlib.util.spec_from_file_location(name, pkg / "__init__.py", submodule_search_locations=[str(pkg)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
+
+
+def test_tampered_kernel_source_refuses_import(triton_export: Path, tmp_path: Path) -> None:
+    copy = tmp_path / TRITON_PKG
+    shutil.copytree(triton_export / TRITON_PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = next((copy / "kernels").glob("v0_*.py"))
+    kernel.write_text(kernel.read_text().replace("tl.minimum(m, best)", "tl.maximum(m, best)"))
+    with pytest.raises(ImportError, match=r"kmeans_assign: kernels/v0_assign_plain\.py: sha256 .* != certified") as err:
+        _load_as("cake_test_tampered", copy)
+    assert "kmeans_update" not in str(err.value)  # only the op whose code changed is named
+    assert "CAKE_EXPORT_ALLOW_MODIFIED=1" in str(err.value)
+
+
+def test_plugin_registration_is_reentrant(triton_pkg: ModuleType) -> None:
+    plugins = importlib.import_module(f"{TRITON_PKG}._plugins")
+    plugins.register()
+    plugins.register()
+    assert hasattr(getattr(torch.ops, TRITON_PKG), "kmeans_assign")
+
+
+def test_certify_cuda_package_on_cpu_is_refused(cuda_export: Path) -> None:
+    with pytest.raises(ExportError, match="run only on a GPU: certify with --device cuda"):
+        certify(cuda_export, device="cpu")
+
+
+def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(tmp_path / "missing.cake"), "-o", str(tmp_path / "o")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["export", str(FK / "assign_plain.cake"), "-o", str(tmp_path / "o"), "--static", "D"]) == 2
+    assert main(["certify", str(tmp_path)]) == 2
+    assert "not an exported package" in capsys.readouterr().err
+
+
+def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA host path on the CPU with the driver replaced: grids, argument blocks (pointers refreshed per call,
+    strides and dims from the template), tensor maps cached per pointer, torch's stream."""
+    kernels, cuda = cuda_pkg._kernels, cuda_pkg._cuda
+    launched: list[tuple[Any, ...]] = []
+    encoded: list[int] = []
+
+    def fake_encode(tmap: Any, tensor: torch.Tensor) -> bytes:
+        encoded.append(tensor.data_ptr())
+        return struct.pack("<Q", tensor.data_ptr()) + bytes(120)
+
+    monkeypatch.setattr(cuda, "encode_tensor_map", fake_encode)
+    monkeypatch.setattr(cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda, "launch", lambda *a: launched.append((*a[:5], bytes(a[5]))) or 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
+    spec = variant.specs["T=bf16;D=64"]
+    module = type("M", (), {"functions": {c["kname"]: 1000 + i for i, c in enumerate(spec["codes"])}})
+    dims = {"B": 2, "N": 300, "K": 130, "D": 64}
+    x, c = _kmeans_inputs(torch.bfloat16, n=300, k=130, d=64)
+    call = kernels.CudaCall(variant, spec, module, dims, {"T": "bf16"}, torch.device("cpu"), [x.shape, c.shape])
+    ids = call(x, c)
+    assert ids.shape == (2, 300) and ids.dtype == torch.int32
+    norms, assign = launched
+    assert norms[:5] == (1000, (3, 2, 1), 128, spec["codes"][0]["smem_bytes"], 77)  # cdiv(K, 64) x B
+    assert assign[:5] == (1001, (4, 1, 1), 384, spec["codes"][1]["smem_bytes"], 77)  # persistent: min(tiles, SMs)
+    fields = {f["name"]: f for f in spec["codes"][1]["args"]}
+
+    def field(block: bytes, name: str) -> int:
+        f = fields[name]
+        return int(struct.unpack_from({"ptr": "<Q", "stride": "<q", "dim": "<i", "tmap": "<Q"}[f["kind"]], block,
+                                      f["offset"])[0])
+
+    tmap_x = next(n for n, f in fields.items() if f["kind"] == "tmap" and f["tensor"] == "x")
+    ptr_x = next(n for n, f in fields.items() if f["kind"] == "ptr" and f["tensor"] == "x")
+    dim_k = next(n for n, f in fields.items() if f["kind"] == "dim" and f["tensor"] == "K")
+    stride_x0 = next(n for n, f in fields.items() if f["kind"] == "stride" and f["tensor"] == "x" and f["axis"] == 0)
+    assert field(assign[5], ptr_x) == field(assign[5], tmap_x) == x.data_ptr()
+    assert field(assign[5], dim_k) == 130 and field(assign[5], stride_x0) == 300 * 64
+    x2 = x.clone()
+    call(x2, c)
+    assert field(launched[-1][5], ptr_x) == field(launched[-1][5], tmap_x) == x2.data_ptr()
+    assert field(launched[-1][5], stride_x0) == 300 * 64
+    call(x, c)  # the first pointer again: its tensor map comes from the cache
+    assert encoded.count(x.data_ptr()) == 1 and encoded.count(x2.data_ptr()) == 1
+    # A layout the kernel does not take is copied to a contiguous tensor first (documented), never misread.
+    strided = x.transpose(1, 2).contiguous().transpose(1, 2)
+    monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
+    strided_call = variant.route((strided, c), dims, "bf16")
+    assert strided_call.copy == (True, False)
+    strided_call(strided, c)
+    assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)
+    assert field(launched[-1][5], stride_x0) == 300 * 64
