@@ -134,10 +134,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: DeviceSpec, args: argparse.Namespace
-                ) -> list[dict[str, Any]]:
+def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: DeviceSpec, args: argparse.Namespace,
+                on: str = "cuda") -> list[dict[str, Any]]:
     """Time every config at `shape`, interleaved; a config that does not compile or run is a result too."""
-    import torch
     from cake.experiments.kmeans import triton_assign
     from cake.experiments.kmeans.workload import ASSIGN
     from cake.verifier.contracts import get_contract
@@ -156,15 +155,20 @@ def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: Device
     contract = get_contract("kmeans_assign")
     dims, dtype = shape.dim_map, shape.torch_dtype
     n_sets = pool_size(input_set_bytes(contract, dims, dtype), device.l2_bytes)
-    sets = [make_inputs(contract, dims, dtype, "cuda", args.seed + i) for i in range(n_sets)]
+    sets = [make_inputs(contract, dims, dtype, on, args.seed + i) for i in range(n_sets)]
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    # named as well as through kernel_errors(): on a Triton without `triton.errors` they are not TritonErrors
+    refusals = (*kernel_errors(), OutOfResources, CompilationError)
     results: list[dict[str, Any]] = []
     contestants = []
     probe = triton_assign.prepare(*sets[0])
     for config in configs:
         try:  # compile and run once: Triton's own refusals (out of resources) are a result, not a crash
             triton_assign.launch(*probe, config=config)
-            torch.cuda.synchronize()
-        except kernel_errors() as error:
+            clock.synchronize()
+        except refusals as error:
             results.append({"config": config.to_json(), "median_ms": None,
                             "failure": f"does not compile/run: {type(error).__name__}: {str(error)[:200]}"})
             continue

@@ -113,3 +113,41 @@ def test_the_sweep_parses_its_grid_and_refuses_unknown_shapes_and_a_cpu(capsys: 
     assert "unknown shape" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert sweep.main(["--out", "t.json"]) == 2
+
+
+SWEEP = textwrap.dedent("""
+    import json
+    import sweep_triton_assign as sweep
+    from cake.arch import DEVICES
+    from cake.experiments.kmeans import triton_assign as ta
+    from cake.experiments.kmeans.shapes import CPU_ASSIGN
+
+    class Tick:
+        now = 0.0
+        def record(self):
+            self.now += 1.0
+            return self.now
+        def elapsed_ms(self, a, b): return b - a
+        def synchronize(self): pass
+        def flush_l2(self): pass
+        def wall_s(self): return 0.0
+
+    args = sweep.parse_args(["--out", "unused.json", "--reps", "3"])
+    # BN=24 is not a power of two: Triton refuses it (a result with its reason, not a crash)
+    configs = [ta.Config(16, 16, 4, 2), ta.Config(32, 16, 4, 2), ta.Config(24, 16, 4, 2)]
+    results = sweep.sweep_shape(CPU_ASSIGN, configs, Tick(), DEVICES["H200"], args, on="cpu")
+    print(json.dumps(sweep.table_row(CPU_ASSIGN, results, [])))
+""")
+
+
+def test_the_sweep_times_every_config_at_a_shape_and_records_a_refused_one() -> None:
+    scripts = str(Path(__file__).resolve().parents[2] / "scripts")
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (scripts, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", SWEEP], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    by_bn = {r["config"]["bn"]: r for r in row["configs"]}
+    assert by_bn[24]["median_ms"] is None and by_bn[24]["failure"].startswith("does not compile/run")
+    assert by_bn[16]["reps"] == 3 and len(by_bn[16]["times_ms"]) == 3 and by_bn[16]["failure"] is None
+    assert row["best"] in (by_bn[16]["config"], by_bn[32]["config"]) and row["best_ms"] == 1.0  # 1 tick per call
