@@ -35,6 +35,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
+from cake.errors import INTERNAL_EXIT_CODE, is_internal
 from cake.store import CandidateStatus, Evaluation, FitnessKind, Retime
 
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
@@ -160,7 +161,7 @@ class CakeToolchain:
         try:
             verdict = self._verify(job.path, "cpu", CPU_DTYPES)
         except KernelLoadError as error:
-            return _evaluation(CandidateStatus.ERROR, "cpu", started, error=str(error)[:4000])
+            return _evaluation(_load_failure(str(error)), "cpu", started, error=str(error)[:4000])
         verdict_json = json.loads(verdict.to_json())
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
@@ -174,7 +175,7 @@ class CakeToolchain:
 
     def _run_bench(self, job: EvalJob, device: str, keep: Path) -> tuple[int | None, str, dict[str, Any] | None]:
         """`cake bench` on the candidate in a fresh process pinned to `device`: (exit code, or None on our
-        timeout; its output's tail; its JSON, which is also kept at `keep` with every sample)."""
+        timeout; its output; its JSON, which is also kept at `keep` with every sample)."""
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "bench.json"
             command = [sys.executable, "-m", "cake", "bench", "--op", self.op, "--schedule", str(job.path),
@@ -201,7 +202,7 @@ class CakeToolchain:
             data = json.loads(out.read_text()) if out.is_file() else None
             if data is not None:
                 keep.write_text(json.dumps(data, indent=1) + "\n")
-        return proc.returncode, "\n".join(output.strip().splitlines()[-15:]), data
+        return proc.returncode, output, data
 
     def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
         """Verify and time a candidate with `cake bench` in its own process, pinned to one GPU: the bench runs
@@ -209,9 +210,12 @@ class CakeToolchain:
         the baselines. The verdict is then read back from the verdict cache the bench filled. The bench's JSON
         (every sample) is kept beside the candidate as `<hash>.bench.json`."""
         dtype = str(self.shape.torch_dtype).removeprefix("torch.")
-        returncode, tail, data = self._run_bench(job, device, job.path.with_suffix(".bench.json"))
+        returncode, output, data = self._run_bench(job, device, job.path.with_suffix(".bench.json"))
         if returncode is None:
-            return _evaluation(CandidateStatus.FAILED, device, started, error=tail)
+            return _evaluation(CandidateStatus.FAILED, device, started, error=output)
+        tail = _tail(output)
+        if returncode == INTERNAL_EXIT_CODE or is_internal(output):
+            return _evaluation(CandidateStatus.INTERNAL, device, started, error=f"bench: {tail}"[:4000])
         if returncode == 2:  # usage: the schedule could not be lowered or loaded
             return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {tail}"[:4000])
         verdict = self._cached_verdict(job.path, dtype)
@@ -239,15 +243,20 @@ class CakeToolchain:
         by then, so only the timing runs): what the run reports as the best is this figure, measured
         independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
         keep = job.path.with_suffix(".retime.json")
-        returncode, tail, data = self._run_bench(job, device, keep)
+        returncode, output, data = self._run_bench(job, device, keep)
         if data is None:
-            return Retime(job.candidate_id, None, None, None, error=f"re-timing gave no result ({returncode}): {tail}")
+            return Retime(job.candidate_id, None, None, None,
+                          error=f"re-timing gave no result ({returncode}): {_tail(output)}"[:4000])
         candidate_ms, baseline_ms = bench_medians(data, self.shape.name)
         speedup = self.workload.fitness.speedup(candidate_ms, baseline_ms, bench_problems(data, self.shape.name))
         best = baseline_ms.get(speedup.best_baseline or "", {}).get(self.shape.name)
         return Retime(job.candidate_id, speedup.value, candidate_ms.get(self.shape.name), best,
                       error=None if speedup.value is not None else f"speedup undefined: {speedup.undefined}",
                       samples=keep.name)
+
+
+def _tail(output: str, lines: int = 15) -> str:
+    return "\n".join(output.strip().splitlines()[-lines:])
 
 
 def bench_medians(data: Mapping[str, Any], shape: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
@@ -284,6 +293,11 @@ def bench_problems(data: Mapping[str, Any], shape: str) -> dict[str, str]:
         for name, why in (report.get("unavailable") or {}).items():
             problems[str(name)] = f"not available: {why}"
     return problems
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded: a CAKE bug (an internal error relayed by the worker) or an error."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

@@ -185,7 +185,7 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
         except LoweringError as error:
             result.skipped.append(f"{kernel.name} [{key}]: " + "; ".join(d.message for d in error.diagnostics))
             continue
-        cubins = {}
+        cubins, resources = {}, {}
         for arch, target in targets.items():
             smem = {c.kname: c.smem_bytes for c in program.launches}
             tmem = {c.kname: c.tmem_columns for c in program.launches}
@@ -203,12 +203,13 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
             (pkg / rel).write_bytes(compiled.cubin)
             files[rel] = cert.sha256_text_bytes(compiled.cubin)
             cubins[target] = rel
+            resources[target] = compiled.report.gate_mapping()  # ptxas's figures, for RES-02 in `cake certify`
         if not cubins:
             continue
         (pkg / f"{stem}.cu").write_text(program.source)
         files[f"{stem}.cu"] = cert.sha256_text(program.source)
         specs.append({"key": key, "dtypes": {k: v.value for k, v in dtypes.items()}, "statics": static_dims,
-                      "source": f"{stem}.cu", "cubins": cubins, "codes": launch_codes(program),
+                      "source": f"{stem}.cu", "cubins": cubins, "resources": resources, "codes": launch_codes(program),
                       "tma_extents": tma_extents(program)})
     if not specs:
         raise ExportError(f"`{kernel.name}`: no specialization compiled:\n  " + "\n  ".join(result.skipped))
@@ -226,7 +227,7 @@ def _elem_name(elem: Any) -> str:
 
 def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[str, Any], reference: str
              ) -> dict[str, Any]:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
     inputs = [{"name": t.name, "dims": list(t.dims), "dtype": t.dtype_rule} for t in contract.inputs]
@@ -257,7 +258,7 @@ def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[st
 
 def _copy_reference(op: str, pkg: Path, copied: dict[str, str]) -> tuple[str, str]:
     """The contract's reference module, copied verbatim (it must import only torch, math, __future__)."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     fn = get_contract(op).reference
     source = inspect.getsourcefile(fn)
