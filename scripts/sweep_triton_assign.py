@@ -12,7 +12,8 @@ shape key (`B=..,N=..,K=..,D=..:dtype`), the best config, its median and every c
 provenance (device, versions, grid, timing settings, command, date). `baselines.load_triton_assign` reads
 it; commit the H200's output as `experiments/kmeans/triton_assign_configs.json`.
 
-The wall-clock budget (`--budget-s`) bounds GPU time: once spent, the remaining shapes are listed as not
+The wall-clock budget (`--budget-s`) bounds GPU time (compiles dominate it: every config compiles once per
+`compile_class`, so shapes that share a class go first): once spent, the remaining shapes are listed as not
 swept (they then run the untuned default, and say so), never silently dropped.
 """
 
@@ -86,6 +87,23 @@ def enumerate_configs(grid: Grid, d: int, dtype: str, smem_limit_bytes: int) -> 
     return keep, pruned
 
 
+def compile_class(shape: Shape) -> tuple[str, int, bool, bool]:
+    """What makes Triton compile a new variant of the kernel: dtype, D (the tile width) and whether N and K are
+    multiples of 16 (Triton specializes integer arguments and strides on that)."""
+    dims = shape.dim_map
+    return shape.dtype, dims["D"], dims["N"] % 16 == 0, dims["K"] % 16 == 0
+
+
+def compile_order(shapes: Sequence[Shape]) -> list[Shape]:
+    """Shapes grouped by compile class, in order of first appearance: under a time budget, the shapes that
+    reuse already compiled variants are swept before a shape that needs a new set of compiles."""
+    classes: list[tuple[str, int, bool, bool]] = []
+    for shape in shapes:
+        if compile_class(shape) not in classes:
+            classes.append(compile_class(shape))
+    return sorted(shapes, key=lambda s: classes.index(compile_class(s)))
+
+
 def shape_key_of(shape: Shape) -> str:
     from cake.experiments.kmeans.triton_assign import shape_key
 
@@ -129,7 +147,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = [name for name in args.shapes or () if name not in known]
     if unknown:
         parser.error(f"unknown shape(s) {unknown}; known: {', '.join(known)}")
-    args.shape_list = [known[name] for name in args.shapes] if args.shapes else list(GPU_SHAPES)
+    args.shape_list = compile_order([known[name] for name in args.shapes] if args.shapes else list(GPU_SHAPES))
     args.grid = Grid(tuple(args.bn), tuple(args.bk), tuple(args.warps), tuple(args.stages))
     return args
 

@@ -107,6 +107,9 @@ def test_the_sweep_enumerates_the_grid_and_prunes_with_reasons() -> None:
 def test_the_sweep_parses_its_grid_and_refuses_unknown_shapes_and_a_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     args = sweep.parse_args(["--out", "t.json", "--shapes", "k128", "cake_cell", "--bn", "64", "--stages", "4"])
     assert [s.name for s in args.shape_list] == ["k128", "cake_cell"]
+    # by default, the shapes that share compiled variants with the cell come right after it
+    default = [s.name for s in sweep.parse_args(["--out", "t.json"]).shape_list]
+    assert default == ["cake_cell", "large_n", "k128", "fk_fp16", "d64"]
     assert args.grid == sweep.Grid(bn=(64,), bk=sweep.DEFAULT_BK, warps=sweep.DEFAULT_WARPS, stages=(4,))
     with pytest.raises(SystemExit):
         sweep.parse_args(["--out", "t.json", "--shapes", "nope"])
