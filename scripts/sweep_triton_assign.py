@@ -104,6 +104,74 @@ def compile_order(shapes: Sequence[Shape]) -> list[Shape]:
     return sorted(shapes, key=lambda s: classes.index(compile_class(s)))
 
 
+@dataclass(frozen=True, slots=True)
+class CompileJob:
+    """Compile one config for one compile class, on small inputs of that class (same dtype and D, N and K of
+    the same divisibility by 16), so that the sweep's launch at the real shape finds it in Triton's disk cache."""
+
+    config: tuple[int, int, int, int]  # bn, bk, warps, stages
+    dtype: str
+    d: int
+    n16: bool
+    k16: bool
+    device: str = "cuda"
+
+
+def compile_jobs(shapes: Sequence[Shape], configs_for: Any) -> list[CompileJob]:
+    """One job per (compile class, config to time), in sweep order; `configs_for(shape)` gives a shape's configs."""
+    jobs: list[CompileJob] = []
+    for shape in shapes:
+        dtype, d, n16, k16 = compile_class(shape)
+        for config in configs_for(shape):
+            job = CompileJob((config.bn, config.bk, config.warps, config.stages), dtype, d, n16, k16)
+            if job not in jobs:
+                jobs.append(job)
+    return jobs
+
+
+def run_compile_job(job: CompileJob) -> str | None:
+    """Compile (by one launch) in this process; None when it compiled, else why not (a refusal is not a crash:
+    the sweep records it again at the shape)."""
+    import torch
+    from cake.experiments.kmeans import triton_assign
+    from cake.verifier.runner import kernel_errors
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.dtype]
+    n, k = (256 if job.n16 else 264 + 1), (64 if job.k16 else 72 + 1)  # 265, 73: not multiples of 16, not 1
+    gen = torch.Generator(device=job.device).manual_seed(0)
+    x = torch.randn(1, n, job.d, generator=gen, device=job.device).to(dtype)
+    c = torch.randn(1, k, job.d, generator=gen, device=job.device).to(dtype)
+    try:
+        triton_assign.launch(*triton_assign.prepare(x, c), config=triton_assign.Config(*job.config))
+        if job.device == "cuda":
+            torch.cuda.synchronize()
+    except (*kernel_errors(), OutOfResources, CompilationError) as error:
+        return f"{type(error).__name__}: {str(error)[:200]}"
+    return None
+
+
+def precompile(jobs: Sequence[CompileJob], workers: int) -> dict[str, Any]:
+    """Run the compile jobs on a pool of `workers` fresh processes (compiles are CPU work; the GPU idles
+    meanwhile, so this is what shortens the sweep's GPU time). Returns a summary for the provenance."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    started = time.perf_counter()
+    failures: dict[str, str] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for job, why in zip(jobs, pool.map(run_compile_job, jobs), strict=True):
+                if why is not None:
+                    failures[f"{job.config} {job.dtype} D={job.d}"] = why
+    except BrokenProcessPool as broken:  # the sweep still compiles whatever is missing, serially
+        return {"jobs": len(jobs), "workers": workers, "seconds": time.perf_counter() - started,
+                "broken": str(broken), "failures": failures}
+    return {"jobs": len(jobs), "workers": workers, "seconds": time.perf_counter() - started, "failures": failures}
+
+
 def shape_key_of(shape: Shape) -> str:
     from cake.experiments.kmeans.triton_assign import shape_key
 
@@ -142,6 +210,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, default=3.0, help="sampling guard per shape")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape starts after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile-workers", type=int, default=8,
+                        help="processes that compile every config first, in parallel (0: compile serially)")
     args = parser.parse_args(argv)
     known = {s.name: s for s in GPU_SHAPES}
     unknown = [name for name in args.shapes or () if name not in known]
@@ -236,6 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "shuffled order, median; fp64 spot check before and after timing"}
     rows: dict[str, dict[str, Any]] = {}
     not_swept: dict[str, str] = {}
+    if args.compile_workers > 0:
+        jobs = compile_jobs(args.shape_list,
+                            lambda shape: enumerate_configs(args.grid, shape.dim_map["D"], shape.dtype, smem_limit)[0])
+        provenance["precompile"] = precompile(jobs, args.compile_workers)
+        print(f"precompiled {len(jobs)} variants on {args.compile_workers} processes in "
+              f"{provenance['precompile']['seconds']:.0f} s", flush=True)
     for shape in args.shape_list:
         key = shape_key_of(shape)
         if time.perf_counter() - started > args.budget_s:
