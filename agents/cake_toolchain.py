@@ -228,7 +228,7 @@ class CakeToolchain:
         candidate_ms, baseline_ms = bench_medians(data or {}, self.shape.name)
         speedup = self.workload.fitness.speedup(candidate_ms, baseline_ms, bench_problems(data or {}, self.shape.name))
         fitness = speedup.value
-        best_baseline = min((t[self.shape.name] for t in baseline_ms.values() if self.shape.name in t), default=None)
+        best_baseline = baseline_ms.get(speedup.best_baseline or "", {}).get(self.shape.name)  # what fitness is over
         timings = {"candidate_ms": candidate_ms.get(self.shape.name),
                    **{f"{b}_ms": t.get(self.shape.name) for b, t in baseline_ms.items()}}
         problem = None if fitness is not None else \
