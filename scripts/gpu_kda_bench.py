@@ -28,7 +28,7 @@ from cake.verifier.contracts import get_contract
 from cake.verifier.timing import Clock, Contestant, TimingConfig, Verification, measure, spot_check
 
 OP = "kda_forward"
-SEED_SCHEDULE = Path(__file__).resolve().parent / "kda" / "kda_fused_chunk16.cake"
+SEED_SCHEDULE = Path(__file__).resolve().parents[1] / "experiments" / "kda" / "kda_fused_chunk16.cake"
 CONFIG = TimingConfig(warmup_calls=3, min_reps=10, max_reps=40, max_wall_s=3.0)
 # One input set per shape (805 MB at H=96, far past the L2; every call starts cold anyway): the fp64 spot
 # check, a token-by-token loop on the host, runs before and after timing for each set and contestant.
