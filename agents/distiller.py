@@ -37,8 +37,8 @@ from cake.ir.nodes import Kernel
 from cake.ir.parser import parse
 
 from cake.diagnostics import Diagnostic, DiagnosticError
-from cake.rulestore import RuleStatus, RuleStore, StoredRule, effective_rules, scopes
-from cake.store import CandidateRow, CandidateStatus, FitnessKind, RunStore
+from cake.runs.rulestore import RuleStatus, RuleStore, StoredRule, effective_rules, scopes
+from cake.runs.store import CandidateRow, CandidateStatus, FitnessKind, RunStore
 
 DEFAULT_THRESHOLD = 3
 # A prediction off by more than 2x either way is a calibration target (the model exists to rank).

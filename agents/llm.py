@@ -29,7 +29,7 @@ from cake.agents.llm_client import (
     ResponseCache,
 )
 
-from cake.store import ir_hash
+from cake.runs.store import ir_hash
 
 # A schedule longer than this is not parsed: the anchor schedules are ~3 KB.
 MAX_SCHEDULE_CHARS = 40_000

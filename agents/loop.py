@@ -7,7 +7,10 @@ Turn 0 evaluates the workload's plain seed schedules (a clean start). Every late
 3. checks each statically — rejections are stored with their diagnostics and counted by ID;
 4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
 5. writes the whole turn in one transaction;
-6. evaluates the queue on one worker per device, each evaluation committed on its own.
+6. evaluates the queue through an `Executor` (default: a local pool, one slot per device), each
+   evaluation committed on its own; a candidate that would become the best is first confirmed
+   (`Toolchain.confirm`: the gates under several seeds in every dtype its schedule declares) and stored as
+   FAILED when that does not hold.
 
 Resuming a run replays this from the store: finished turns are skipped, a turn that was proposed but not
 finished evaluates only what is still queued, and a turn that was never written is proposed again from the
@@ -21,7 +24,6 @@ import enum
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,15 +31,18 @@ from typing import Any, Protocol
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import Features, features_of
 from cake.agents.population import Archive, Member
-from cake.agents.toolchain import EvalJob, Toolchain
+from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
-from cake.store import (
+from cake.evaluation.executors import LocalPoolExecutor
+from cake.evaluation.protocol import Executor
+from cake.runs.store import (
     CandidateRow,
     CandidateStatus,
     Evaluation,
     FitnessKind,
     NewCandidate,
+    Retime,
     RunStore,
     internal_diagnostic,
     ir_hash,
@@ -120,6 +125,7 @@ class RunResult:
     best: CandidateRow | None
     summaries: list[TurnSummary] = field(default_factory=list)
     skipped_evaluations: int = 0  # finished evaluations found on resume (not repeated)
+    best_retime: Retime | None = None  # the best's re-timing in a fresh process (measured fitness)
 
 
 def turn_rng(seed: int, turn: int) -> random.Random:
@@ -129,10 +135,13 @@ def turn_rng(seed: int, turn: int) -> random.Random:
 class EvolutionLoop:
     def __init__(self, store: RunStore, agent: Agent, toolchain: Toolchain, settings: LoopSettings,
                  seeds: Sequence[Path], progress: Progress | None = None,
-                 after_turn: Callable[[int], object] | None = None):
+                 after_turn: Callable[[int], object] | None = None, executor: Executor | None = None):
         self.store = store
         self.agent = agent
         self.toolchain = toolchain
+        # Where evaluations run; the default pool has one slot per device the toolchain names.
+        self._owns_executor = executor is None
+        self.executor = executor or LocalPoolExecutor(toolchain, toolchain.devices())
         self.settings = settings
         self.seeds = tuple(seeds)
         self.progress = progress or SilentProgress()
@@ -144,6 +153,13 @@ class EvolutionLoop:
     # ------------------------------------------------------------------------------------ driving
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        finally:
+            if self._owns_executor:
+                self.executor.close()
+
+    def _run(self) -> RunResult:
         result = RunResult(StopReason.TURNS, None)
         for turn in range(self.settings.turns):
             recorded = self.store.turn(turn)
@@ -172,6 +188,7 @@ class EvolutionLoop:
         else:
             result.stop = StopReason.TURNS
         result.best = self.best()
+        result.best_retime = self.store.retimes().get(result.best.id) if result.best is not None else None
         self.store.log("stop", result.stop.value)
         return result
 
@@ -356,33 +373,68 @@ class EvolutionLoop:
         return self.settings.budget_wall_s is not None and self._elapsed() >= self.settings.budget_wall_s
 
     def _evaluate_turn(self, turn: int) -> bool:
-        """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started."""
+        """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started.
+        Jobs are submitted only while a slot is free, so the budget is checked before each one starts."""
         queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
         complete = True
-        devices = list(self.toolchain.devices())
-        free = list(devices)
-        pending: dict[Future[Evaluation], tuple[CandidateRow, str]] = {}
-        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-            while queue or pending:
-                if queue and self._wall_spent():
-                    complete, queue = False, []
-                while queue and free:
-                    row, device = queue.pop(0), free.pop(0)
-                    job = EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
-                                  row.predicted_ms)
-                    pending[pool.submit(self.toolchain.evaluate, job, device)] = (row, device)
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    row, device = pending.pop(future)
-                    free.append(device)
-                    self.store.record_evaluation(row.id, future.result())
-                    self.progress.evaluated(self.store.candidate(row.id))
+        slots = sum(self.executor.capacity().values())
+        while queue or self.executor.pending():
+            if queue and self._wall_spent():
+                complete, queue = False, []
+            while queue and self.executor.pending() < slots:
+                row = queue.pop(0)
+                self.executor.submit(self._job(row))
+            for done in self.executor.collect():
+                evaluation = done.evaluation
+                if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
+                    evaluation = self.toolchain.confirm(done.job, done.device, evaluation)
+                # Nothing new is submitted until the completions are stored (and a new best re-timed on the
+                # device it was timed on, which is idle until then: jobs are only submitted to free slots).
+                prior = self.best()
+                self.store.record_evaluation(done.job.candidate_id, evaluation)
+                self._retime_new_best(done.job, evaluation, done.device, prior)
+                self.progress.evaluated(self.store.candidate(done.job.candidate_id))
         return complete
+
+    def _would_be_best(self, evaluation: Evaluation) -> bool:
+        if evaluation.status is not CandidateStatus.PASSED or evaluation.fitness is None:
+            return False
+        best = self.best()
+        return best is None or best.fitness is None or evaluation.fitness > best.fitness
+
+    def _retimes(self) -> bool:
+        return isinstance(self.toolchain, Retimer) and self.toolchain.fitness_kind is FitnessKind.MEASURED
+
+    def _job(self, row: CandidateRow) -> EvalJob:
+        return EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake", row.predicted_ms)
+
+    def _retime_new_best(self, job: EvalJob, evaluation: Evaluation, device: str, prior: CandidateRow | None) -> None:
+        """Re-time, in a fresh process, a candidate whose measured fitness beats the best reported so far."""
+        if not self._retimes() or evaluation.fitness is None or evaluation.fitness_kind is not FitnessKind.MEASURED:
+            return
+        reported = self.reported_fitness(prior) if prior is not None else None
+        if reported is not None and evaluation.fitness <= reported:
+            return
+        assert isinstance(self.toolchain, Retimer)
+        self.store.record_retime(self.toolchain.retime(job, device))
 
     # ------------------------------------------------------------------------------------ results
 
+    def reported_fitness(self, row: CandidateRow) -> float | None:
+        """What the run reports for a candidate: with measured fitness and a toolchain that re-times, the
+        re-timing in a fresh process (None until re-timed); otherwise the evaluation's fitness."""
+        if not self._retimes():
+            return row.fitness
+        retime = self.store.retimes().get(row.id)
+        return None if retime is None else retime.fitness
+
     def best(self) -> CandidateRow | None:
+        """The passed candidate with the best reported fitness (a measured best is always a re-timed one)."""
         passed = [c for c in self.store.candidates(status=CandidateStatus.PASSED) if c.fitness is not None]
+        if self._retimes():
+            retimes = self.store.retimes()
+            confirmed = [c for c in passed if c.id in retimes and retimes[c.id].fitness is not None]
+            return max(confirmed, key=lambda c: (retimes[c.id].fitness or 0.0, -c.id)) if confirmed else None
         return max(passed, key=lambda c: (c.fitness or 0.0, -c.id)) if passed else None
 
     def _summary(self, turn: int) -> TurnSummary:
@@ -395,7 +447,7 @@ class EvolutionLoop:
                 verdicts[row.status.value] = verdicts.get(row.status.value, 0) + 1
         best = self.best()
         return TurnSummary(turn, turn_row.n_proposed, turn_row.n_rejected, dict(turn_row.rejections),
-                           sum(verdicts.values()), verdicts, best.fitness if best else None,
+                           sum(verdicts.values()), verdicts, self.reported_fitness(best) if best else None,
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
 
 

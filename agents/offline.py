@@ -26,7 +26,7 @@ from cake.ir import nodes as n
 from cake.ir.printer import print_kernel
 
 from cake.diagnostics import Diagnostic
-from cake.store import ir_hash
+from cake.runs.store import ir_hash
 
 # Operator weights before adaptation; parametric moves dominate, as in any tuner, with structural moves
 # often enough that every turn tries a few.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from cake.ir.rules import FactValue
 from cake.verifier.tokens import BadTokenError, ReplayToken
 
-from cake.store import CandidateRow, CandidateStatus
+from cake.runs.store import CandidateRow, CandidateStatus
 
 Facts = Mapping[str, FactValue]
 

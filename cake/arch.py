@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import cache
 
 
 class Feature(enum.Enum):
@@ -288,6 +289,7 @@ def arch(name: str) -> ArchSpec:
         raise UnknownArchError(f"unknown arch `{name}`; known targets: {known}") from None
 
 
+@cache
 def mma_forms_of(family: MmaFamily) -> tuple[MmaForm, ...]:
     """Every form of `family` that some target lists (the shapes the ISA defines, as far as CAKE emits)."""
     seen: dict[str, MmaForm] = {}

@@ -130,22 +130,24 @@ def _scan(t: Typer, call: n.Call, args: list[Type]) -> Type:
     return Type(args[0].elem, None if axis is None else args[0].shape)
 
 
-def _length(t: Typer, call: n.Call, arg: Type) -> None:
+def _length(t: Typer, call: n.Call, arg: Type) -> bool:
+    """The length argument is a scalar; else reported (and the result's shape is unknown, so it reports once)."""
     if arg.shape:
         what = f"{'an' if call.func[0] in 'aeiou' else 'a'} {call.func} length"
         t.report("E0201", call.args[0], what, "a tile, expected a scalar",
                  what=what, expected="[]", got=shape_text(arg.shape))
+        return False
+    return True
 
 
 def _arange(t: Typer, call: n.Call, args: list[Type]) -> Type:
-    _length(t, call, args[0])
-    return Type(n.DType.I32, (call.args[0],))
+    return Type(n.DType.I32, (call.args[0],) if _length(t, call, args[0]) else None)
 
 
 def _tril(t: Typer, call: n.Call, args: list[Type]) -> Type:
-    _length(t, call, args[0])
+    scalar = _length(t, call, args[0])
     t.keyword_scalar(call, "diagonal", "a tril diagonal")
-    return Type(n.DType.BOOL, (call.args[0], call.args[0]))
+    return Type(n.DType.BOOL, (call.args[0], call.args[0]) if scalar else None)
 
 
 def _scalar(t: Typer, call: n.Call, args: list[Type]) -> Type:

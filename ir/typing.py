@@ -18,11 +18,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.builtins import BUILTINS
+from cake.ir.extents import Extents
 from cake.ir.types import (
     ANY,
     INDEX,
@@ -38,60 +38,6 @@ from cake.ir.types import (
 )
 
 from cake.diagnostics import Span
-
-
-class Extents:
-    """Equality of symbolic extents for one kernel: two extents are the same when they agree for every
-    value of the params they mention (structural equality is enough). Dims bound in `dims` are fixed."""
-
-    def __init__(self, kernel: n.Kernel, dims: Mapping[str, int] | None = None):
-        self.kernel = kernel
-        self.dims: dict[str, int] = dict(dims or {})
-        self._variations: dict[frozenset[str], tuple[an.Env, ...]] = {}
-        self._same: dict[tuple[n.Expr, n.Expr], bool] = {}
-        self._ones: dict[n.Expr, bool] = {}
-
-    @cached_property
-    def env(self) -> an.Env:
-        """Params at their defaults, bound dims, each dtype variable at its first choice."""
-        return an.default_env(self.kernel, self.dims)
-
-    @cached_property
-    def identity_envs(self) -> tuple[an.Env, ...]:
-        """Defaults with unbound dims at sample values: for testing that two extents are one polynomial."""
-        base = an.default_env(self.kernel)
-        return tuple(base.bind(sample) for sample in an.identity_samples(self.kernel, self.dims))
-
-    @cached_property
-    def param_names(self) -> frozenset[str]:
-        return frozenset(p.name for p in self.kernel.params)
-
-    def variation_envs(self, *exprs: n.Expr | None) -> tuple[an.Env, ...]:
-        """Identity envs, plus each param that `exprs` mention moved through its domain."""
-        names = frozenset(e.id for expr in exprs for e in an.walk_expr(expr) if isinstance(e, n.Name)
-                          ) & self.param_names
-        cached = self._variations.get(names)
-        if cached is None:
-            envs = list(self.identity_envs)
-            for name in sorted(names):
-                envs.extend(self.identity_envs[0].bind({name: v}) for v in an.domain_values(self.kernel, name))
-            cached = self._variations[names] = tuple(envs)
-        return cached
-
-    def same_extent(self, a: n.Expr, b: n.Expr) -> bool:
-        if a == b:
-            return True
-        key = (a, b)
-        if key not in self._same:
-            self._same[key] = all(
-                (va := an.try_value(a, env)) is not None and va == an.try_value(b, env)
-                for env in self.variation_envs(a, b))
-        return self._same[key]
-
-    def is_one(self, extent: n.Expr) -> bool:
-        if extent not in self._ones:
-            self._ones[extent] = all(an.try_value(extent, env) == 1 for env in self.identity_envs)
-        return self._ones[extent]
 
 
 class Kind(enum.Enum):
@@ -178,6 +124,13 @@ class Typing:
     def rank(self, node: n.Expr | n.Let) -> int | None:
         shape = self.shape(node)
         return None if shape is None else len(shape)
+
+    def tile_type(self, node: n.Expr | n.Let) -> n.TileType | None:
+        """The node's type as a declared tile type (element type and shape), when both are known."""
+        ty = self.types.get(id(node))
+        if ty is None or ty.shape is None or not isinstance(ty.elem, (n.DType, n.TypeVar)):
+            return None
+        return n.TileType(ty.elem, ty.shape)
 
     def problems_of(self, code: str) -> tuple[Problem, ...]:
         return tuple(p for p in self.problems if p.code == code)

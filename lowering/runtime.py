@@ -10,10 +10,10 @@ order) and returns its `out` tensors (one tensor, or a tuple). Dtype variables a
 tensors at each call; dims from their shapes. Compiler errors raised at call time become `KernelCompileError`
 (a `DiagnosticError` and a `RuntimeError`) located at the schedule line that produced the failing code.
 
-The verifier's worker loads schedules by name through `load_schedule(path)` and asks for their op with
-`schedule_op(path)`; `load_schedule_with_params(path, params_json)` lets the evolve loop pass a param
-assignment. `$CAKE_BACKEND` (default `triton`) and `$CAKE_ARCH` (default: the schedule's target) choose the
-backend and target for those loaders, since a loader reference carries only the path.
+The verifier's worker loads schedules by name (`SCHEDULE_LOADER`: `load_schedule(path, backend=, arch=,
+params=)`, the options a `KernelRef` carries) and asks for their op with `schedule_op(path)`. A backend or
+arch left unset falls back to `$CAKE_BACKEND` (default `triton`) and `$CAKE_ARCH` (default: the schedule's
+target), for a user's shell; CAKE itself always names them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from cake.lowering.pipeline import EMIT, LowerContext, guarded, run_passes
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, render_all
 
+# The verifier names its schedule loader by this string (it never imports the lowering); `cake verify
+# --schedule`, `cake bench` and the evaluator all use it, so their verdict cache keys agree.
+SCHEDULE_LOADER = f"{__name__}:load_schedule"
 BACKEND_ENV = "CAKE_BACKEND"
 ARCH_ENV = "CAKE_ARCH"
 DEFAULT_BACKEND = "triton"
@@ -142,20 +145,21 @@ def schedule_op(path: str) -> str:
     return read_schedule(path)[0].op
 
 
-def load_schedule(path: str) -> LoadedKernel:
-    """Lower the schedule at `path` with its default params and load it (the verifier's loader)."""
-    return load_schedule_with_params(path, "{}")
+def load_schedule(path: str, *, backend: str | None = None, arch: str | None = None,
+                  params: str | None = None) -> LoadedKernel:
+    """Lower the schedule at `path` and load it (the verifier's loader: `SCHEDULE_LOADER`).
 
-
-def load_schedule_with_params(path: str, params_json: str) -> LoadedKernel:
-    """Like `load_schedule`, with a param assignment given as a JSON object (`{"BN": 64}`)."""
-    params = json.loads(params_json)
-    if not isinstance(params, dict) or not all(isinstance(v, int) for v in params.values()):
-        raise ValueError(f"params must be a JSON object of integers, got {params_json!r}")
+    `backend`, `arch` and `params` (a JSON object of integers, `{"BN": 64}`; default: the schedule's own
+    defaults) are what a `KernelRef`'s options carry, so a worker builds exactly the kernel it was named.
+    Unset backend/arch fall back to $CAKE_BACKEND/$CAKE_ARCH — for a user's shell (`CAKE_BACKEND=cuda cake
+    verify ...`), never set by CAKE itself — and then to the backend's defaults."""
+    assignment = json.loads(params or "{}")
+    if not isinstance(assignment, dict) or not all(isinstance(v, int) for v in assignment.values()):
+        raise ValueError(f"params must be a JSON object of integers, got {params!r}")
     kernel, text = read_schedule(path)
-    backend = os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    backend = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
     try:
-        lowered = lower(kernel, backend, params=params, arch=os.environ.get(ARCH_ENV) or None,
+        lowered = lower(kernel, backend, params=assignment, arch=arch or os.environ.get(ARCH_ENV) or None,
                         filename=str(path), source_text=text)
     except DiagnosticError as error:
         raise ScheduleError(error.diagnostics, text) from None

@@ -1,10 +1,10 @@
-"""Ping-pong assign variants at the CAKE cell through `cake bench`: verified by the gates, then timed
-interleaved with flash-kmeans. A table and JSON of every variant's median against flash-kmeans'.
+"""Ping-pong assign variants at the CAKE cell through the evaluator's bench worker: verified by the gates,
+then timed interleaved with flash-kmeans. A table and JSON of every variant's median against flash-kmeans'.
 
     python3 scripts/gpu_assign_variants.py --out "$OUT" [--max-seconds 3]
 
 Each variant is a shipped schedule at a param assignment, written specialized (`experiments.schedules`)
-and lowered by the CUDA backend. `cake bench` runs in its own process per variant, so a variant that
+and lowered by the CUDA backend. The bench worker runs in its own process per variant, so a variant that
 crashes or hangs costs its own time only; it refuses to time one that fails its gates (bf16 battery).
 """
 
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from cake.agents.cake_toolchain import bench_medians
-from cake.experiments.kmeans.workload import FOLDER
+from cake.experiments.kmeans.workload import ASSIGN, FOLDER
 from cake.experiments.schedules import write_specialized
+
+from cake.evaluation.bench import BenchRequest, BenchTimes
+from cake.evaluation.evaluator import KernelSpec, run_bench_worker
 
 SHAPE = "cake_cell"
 BASELINE = "flash_kmeans"
@@ -39,23 +39,17 @@ VARIANTS: tuple[tuple[str, dict[str, int]], ...] = (
 VARIANT_TIMEOUT_S = 120.0
 
 
-def bench_variant(path: Path, max_seconds: float, out: Path) -> dict[str, object]:
-    target = out / f"{path.stem}.json"
-    command = [sys.executable, "-m", "cake", "bench", "--schedule", str(path), "--shapes", SHAPE,
-               "--baseline", BASELINE, "--max-seconds", str(max_seconds), "--json", str(target)]
-    env = {**os.environ, "CAKE_BACKEND": "cuda"}
+def bench_variant(path: Path, max_seconds: float) -> dict[str, object]:
+    request = BenchRequest("kmeans_assign", KernelSpec(path, "cuda").ref(), (ASSIGN.shape(SHAPE),), (BASELINE,),
+                           max_seconds=max_seconds)
     started = time.perf_counter()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=VARIANT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"status": f"timed out after {VARIANT_TIMEOUT_S:g} s"}
-    tail = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
-    data = json.loads(target.read_text()) if target.is_file() else {}
-    ours, baselines = bench_medians(data, SHAPE)
-    mine, theirs = ours.get(SHAPE), baselines.get(BASELINE, {}).get(SHAPE)
-    return {"status": "timed" if mine else f"exit {proc.returncode}", "ms": mine, "flash_kmeans_ms": theirs,
+    outcome, tail = run_bench_worker(request, "cuda", timeout_s=VARIANT_TIMEOUT_S)
+    times = outcome if isinstance(outcome, BenchTimes) else BenchTimes()
+    mine, theirs = times.candidate.get(SHAPE), times.baselines.get(BASELINE, {}).get(SHAPE)
+    status = "timed" if mine else (outcome if isinstance(outcome, str) else times.refused or "no time")
+    return {"status": status, "ms": mine, "flash_kmeans_ms": theirs,
             "speedup": theirs / mine if mine and theirs else None, "seconds": round(time.perf_counter() - started, 1),
-            "tail": tail}
+            "tail": tail.splitlines()[-6:]}
 
 
 def main() -> int:
@@ -67,7 +61,7 @@ def main() -> int:
     rows = []
     for name, params in VARIANTS:
         path = write_specialized(FOLDER / name, params, args.out)
-        row = {"schedule": name, "params": params, **bench_variant(path, args.max_seconds, args.out)}
+        row = {"schedule": name, "params": params, **bench_variant(path, args.max_seconds)}
         rows.append(row)
         speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "-"
         print(f"{name:28} {json.dumps(params):36} {row.get('ms') or '-':>10} ms  fk {row.get('flash_kmeans_ms') or '-'}"

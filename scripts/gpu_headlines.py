@@ -182,7 +182,7 @@ def run_worker(args: argparse.Namespace) -> int:
     import torch
     from cake.verifier.timing import CudaClock, Verification
 
-    from cake.cli.bench import load_baselines
+    from cake.evaluation.bench import load_baselines
     from cake.stats import ProcessSamples
 
     clock = CudaClock()

@@ -149,10 +149,9 @@ def stage_lower(candidate: Candidate, out_dir: Path) -> dict[str, Any]:
 
 
 def stage_verify(candidate: Candidate) -> dict[str, Any]:
+    from cake.lowering.runtime import SCHEDULE_LOADER
     from cake.verifier.worker import verify_in_worker
     from cake.verifier.worker_protocol import KernelRef
-
-    from cake.cli.verify import SCHEDULE_LOADER
 
     verdict = verify_in_worker(candidate.op, KernelRef.loader(SCHEDULE_LOADER, str(candidate.path)), device="cuda",
                                dtypes=DTYPES, seed=0, all_gates=True, timeout_s=GATE_TIMEOUT_S,
@@ -168,7 +167,8 @@ def stage_time(spec: Any, candidates: list[Candidate], shape_names: tuple[str, .
     from cake.verifier.timing import CudaClock, TimingConfig
 
     from cake.arch import DEVICES
-    from cake.cli.bench import bench_shape, load_baselines, print_reports, verdict_verification
+    from cake.cli.bench import print_reports
+    from cake.evaluation.bench import bench_shape, load_baselines, verdict_verification
 
     baseline_names = ["flash_kmeans", "torch_mm"] if spec.contract == "kmeans_assign" else \
         ["flash_kmeans", "torch_index_add"]

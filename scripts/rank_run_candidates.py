@@ -20,7 +20,7 @@ from cake.ir.cost import CostError, predict
 from cake.ir.cost_calibration import spearman, top_k_recall
 from cake.ir.parser import parse
 
-from cake.store import RunStore
+from cake.runs.store import RunStore
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cake.rulestore import (
+from cake.runs.rulestore import (
     FORMAT,
     RuleFileError,
     RuleStatus,

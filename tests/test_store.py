@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from cake.store import (
+from cake.runs.store import (
     CandidateStatus,
     Evaluation,
     FitnessKind,

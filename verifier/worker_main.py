@@ -57,7 +57,7 @@ def load_kernel(ref: KernelRef) -> Callable[..., Any] | str:
         loader = getattr(module, ref.name, None)
         if loader is None:
             return f"loader module {ref.target!r} has no function {ref.name!r}"
-        kernel = loader(ref.argument)
+        kernel = loader(ref.argument, **dict(ref.options))
     if not callable(kernel):
         return f"{ref.describe()} is not callable"
     return kernel

@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,14 +39,17 @@ class KernelRef:
     """Names a kernel callable so that a fresh process can load it.
 
     FILE: `target` is an absolute path to a `.py` file and `name` the callable in it.
-    LOADER: `target` is an importable module, `name` a function in it, and `argument` what the
-    function is called with; it returns the kernel callable.
+    LOADER: `target` is an importable module, `name` a function in it, called as
+    `function(argument, **options)`; it returns the kernel callable. `options` carry everything else that
+    decides the kernel (a schedule's backend, arch and params), so the reference alone names the kernel:
+    no environment variable has to travel with it, and the verdict cache keys on them.
     """
 
     kind: RefKind
     target: str
     name: str
     argument: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
     def parse(text: str) -> KernelRef:
@@ -63,19 +67,24 @@ class KernelRef:
         return KernelRef(RefKind.FILE, str(resolved), func)
 
     @staticmethod
-    def loader(loader: str, argument: str) -> KernelRef:
-        """`loader` is `module:function`; a path-like argument is resolved to an absolute path."""
+    def loader(loader: str, argument: str, options: Mapping[str, str] | None = None) -> KernelRef:
+        """`loader` is `module:function`; a path-like argument is resolved to an absolute path; `options`
+        are keyword arguments of the loader (strings, sorted by name)."""
         module, sep, func = loader.rpartition(":")
         if not sep or not module or not func.isidentifier():
             raise KernelRefError(f"loader {loader!r} is not of the form package.module:function")
+        bad = [k for k in (options or {}) if not k.isidentifier()]
+        if bad:
+            raise KernelRefError(f"loader options {bad} are not Python identifiers")
         arg_path = Path(argument).expanduser()
         resolved = str(arg_path.resolve()) if arg_path.exists() else argument
-        return KernelRef(RefKind.LOADER, module, func, resolved)
+        return KernelRef(RefKind.LOADER, module, func, resolved, tuple(sorted((options or {}).items())))
 
     def describe(self) -> str:
         if self.kind is RefKind.FILE:
             return f"{self.target}:{self.name}"
-        return f"{self.target}:{self.name}({self.argument!r})"
+        extra = "".join(f", {k}={v!r}" for k, v in self.options)
+        return f"{self.target}:{self.name}({self.argument!r}{extra})"
 
     def source_hash(self) -> str:
         """Hash of what determines the kernel's behaviour, for the verdict cache.
@@ -86,6 +95,8 @@ class KernelRef:
         """
         digest = hashlib.sha256()
         digest.update(f"{self.kind.value}\0{self.target}\0{self.name}\0".encode())
+        for key, value in self.options:  # absent options add nothing: older cache keys stay valid
+            digest.update(f"{key}={value}\0".encode())
         if self.kind is RefKind.FILE:
             digest.update(Path(self.target).read_bytes())
         elif self.argument is not None:
@@ -94,11 +105,13 @@ class KernelRef:
         return digest.hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "target": self.target, "name": self.name, "argument": self.argument}
+        return {"kind": self.kind.value, "target": self.target, "name": self.name, "argument": self.argument,
+                "options": dict(self.options)}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> KernelRef:
-        return KernelRef(RefKind(data["kind"]), data["target"], data["name"], data.get("argument"))
+        options = tuple(sorted((str(k), str(v)) for k, v in dict(data.get("options") or {}).items()))
+        return KernelRef(RefKind(data["kind"]), data["target"], data["name"], data.get("argument"), options)
 
 
 class MessageType(enum.Enum):

@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cake.cli.common import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from cake.arch import DeviceSpec
-    from cake.experiments.workload import OpSpec, Prepared, Shape
-    from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
+    from cake.evaluation.bench import ShapeReport
+    from cake.experiments.workload import OpSpec, Shape
 
 DEFAULT_VERIFY_TIMEOUT_S = 600.0
 NO_GPU = "cake bench: no CUDA device here; timings are taken only on a GPU (nothing was timed)"
@@ -52,103 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-# ---- the glue the CLI and the GPU scripts share --------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class ShapeReport:
-    shape: Shape
-    measurements: tuple[Measurement, ...]
-    unavailable: tuple[tuple[str, str], ...]  # baselines that could not run: (name, why)
-
-    @property
-    def candidate(self) -> Measurement | None:
-        return next((m for m in self.measurements if m.candidate), None)
-
-    def to_json(self) -> dict[str, object]:
-        return {"shape": self.shape.to_json(), "measurements": [m.to_json() for m in self.measurements],
-                "unavailable": dict(self.unavailable)}
-
-
-def load_baselines(spec: OpSpec, names: Sequence[str] | None) -> tuple[list[tuple[str, Prepared]], list[tuple[str, str]]]:
-    from cake.experiments.workload import BaselineUnavailable
-
-    chosen = [spec.baseline(n) for n in names] if names else list(spec.baselines)
-    ready, missing = [], []
-    for baseline in chosen:
-        try:
-            ready.append((baseline.name, baseline.load()))
-        except BaselineUnavailable as why:
-            missing.append((baseline.name, str(why)))
-    return ready, missing
-
-
-def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Callable[..., Any], Verification]],
-                baselines: Sequence[tuple[str, Prepared]], clock: Clock, config: TimingConfig, device_spec: DeviceSpec,
-                *, device: str = "cuda", seed: int = 0, pool: int | None = None,
-                unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
-    """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
-    from cake.stats import speedup_over_best
-    from cake.verifier.registry import get_contract
-    from cake.verifier.timing import (
-        Contestant,
-        input_set_bytes,
-        make_inputs,
-        measure,
-        pool_size,
-        spot_check,
-        summarize,
-    )
-
-    contract = get_contract(spec.contract)
-    dims, dtype = shape.dim_map, shape.torch_dtype
-    n_sets = pool or pool_size(input_set_bytes(contract, dims, dtype), device_spec.l2_bytes)
-    sets = [make_inputs(contract, dims, dtype, device, seed + i) for i in range(n_sets)]
-    contestants = [Contestant(name, fn, verification=v) for name, fn, v in candidates]
-    contestants += [Contestant(name, p.run, p.prepared, candidate=False) for name, p in baselines]
-    samples = measure(contestants, sets, clock, spot_check(contract, dtype, dict(spec.spot_sample), seed), config)
-    against, baseline_ms, problems = speedup_inputs(spec, samples, unavailable)
-    measurements = []
-    for s in samples:
-        if not s.candidate:
-            measurements.append(summarize(s, contract, dims, dtype, device_spec))
-            continue
-        speedup = speedup_over_best(s.median_ms if s.ok else None, baseline_ms, against,
-                                    candidate_problem=s.failure, problems=problems)
-        best = baseline_ms[speedup.best_baseline] if speedup.best_baseline else None
-        m = summarize(s, contract, dims, dtype, device_spec, best)
-        measurements.append(replace(m, extra={**m.extra, "speedup": speedup.to_json()}))
-    return ShapeReport(shape, tuple(measurements), tuple(unavailable))
-
-
-def speedup_inputs(spec: OpSpec, samples: Sequence[Samples], unavailable: Sequence[tuple[str, str]]
-                   ) -> tuple[list[str], dict[str, float | None], dict[str, str]]:
-    """(the baselines a speedup is over, their medians, why each one without a time has none). A workload's
-    references are timed alongside but are not baselines; a baseline that could not load or failed its check
-    stays among them without a time, so the speedup is undefined rather than over the others."""
-    def is_reference(name: str) -> bool:
-        try:
-            return spec.baseline(name).reference
-        except KeyError:
-            return False
-
-    against = [s.name for s in samples if not s.candidate and not is_reference(s.name)]
-    against += [name for name, _ in unavailable if name not in against and not is_reference(name)
-                and any(b.name == name for b in spec.baselines)]
-    baseline_ms = {s.name: (s.median_ms if s.ok else None) for s in samples if not s.candidate}
-    problems = {s.name: s.failure or "not timed" for s in samples if not s.candidate and not s.ok}
-    problems.update({name: f"not available: {why}" for name, why in unavailable})
-    return against, baseline_ms, problems
-
-
-def verdict_verification(verdict: Any) -> Verification:
-    from cake.verifier.timing import Verification
-
-    if verdict.passed:
-        return Verification(True, "battery", f"{len(verdict.gates)} gates, none failed")
-    failed = ", ".join(f"{g.gate_id} ({g.status.value})" for g in verdict.failures)
-    return Verification(False, "battery", f"failed: {failed}")
-
-
 # ---- the command ------------------------------------------------------------------------------------------------
 
 def _resolve_shapes(spec: OpSpec, texts: Sequence[str] | None) -> list[Shape]:
@@ -164,70 +65,43 @@ def _resolve_shapes(spec: OpSpec, texts: Sequence[str] | None) -> list[Shape]:
 
 def run(args: argparse.Namespace) -> int:
     from cake.cli.verify import check_op, resolve_kernel
+    from cake.evaluation.bench import BenchRequest, BenchSetupError, bench_kernel
+    from cake.experiments.workload import UnknownWorkloadError, workload_for_op
 
     op, ref = resolve_kernel(args)
     check_op(op)
-    from cake.experiments.workload import UnknownWorkloadError, workload_for_op
-
     try:
         spec = workload_for_op(op).op(op)
     except UnknownWorkloadError as error:
         raise UsageError(f"{error}; `cake bench` needs a workload with shapes and baselines for {op}") from None
     shapes = _resolve_shapes(spec, args.shapes)
-    if args.baseline:
-        for name in args.baseline:
-            try:
-                spec.baseline(name)
-            except KeyError as error:
-                raise UsageError(str(error.args[0])) from None
+    for name in args.baseline or ():
+        try:
+            spec.baseline(name)
+        except KeyError as error:
+            raise UsageError(str(error.args[0])) from None
 
     import torch
 
     if not torch.cuda.is_available():
         print(NO_GPU, file=sys.stderr)
         return ExitCode.USAGE
-
-    from cake.verifier.timing import CudaClock, TimingConfig, match_device
-    from cake.verifier.worker import KernelLoadError, verify_in_worker
-    from cake.verifier.worker_main import load_kernel
-
-    clock = CudaClock()
-    device_spec = clock.device_spec or match_device(clock.device_name)
-    if device_spec is None:
-        raise UsageError(f"`{clock.device_name}` is not in cake.arch's device table; add it to judge its ceilings")
-    dtype_names = sorted({str(s.torch_dtype).removeprefix("torch.") for s in shapes})
-    verifications = {}
-    for dtype_name in dtype_names:
-        try:
-            verdict = verify_in_worker(op, ref, device="cuda", dtypes=[dtype_name], seed=args.seed, all_gates=False,
-                                       timeout_s=args.timeout, use_cache=not args.no_cache)
-        except KernelLoadError as error:
-            raise UsageError(str(error)) from None
-        verifications[dtype_name] = verdict_verification(verdict)
-    refused = {d: v for d, v in verifications.items() if not v.passed}
-    if refused:
-        for dtype_name, v in refused.items():
-            print(f"cake bench: refusing to time {ref.describe()} at {dtype_name}: it has not passed the contract "
-                  f"gates ({v.detail}); run `cake verify` for the evidence", file=sys.stderr)
+    request = BenchRequest(op, ref, tuple(shapes), tuple(args.baseline) if args.baseline else None, seed=args.seed,
+                           gate_timeout_s=args.timeout, reps=args.reps, max_seconds=args.max_seconds,
+                           use_cache=not args.no_cache)
+    try:
+        bench = bench_kernel(request)
+    except BenchSetupError as error:
+        raise UsageError(str(error)) from None
+    for dtype_name, v in bench.refused:
+        print(f"cake bench: refusing to time {bench.kernel} at {dtype_name}: it has not passed the contract "
+              f"gates ({v.detail}); run `cake verify` for the evidence", file=sys.stderr)
+    if bench.refused:
         return ExitCode.FINDINGS
-
-    kernel = load_kernel(ref)
-    if isinstance(kernel, str):
-        raise UsageError(kernel)
-    baselines, missing = load_baselines(spec, args.baseline)
-    config = TimingConfig(max_reps=args.reps, min_reps=min(10, args.reps), max_wall_s=args.max_seconds)
-    reports = []
-    for shape in shapes:
-        v = verifications[str(shape.torch_dtype).removeprefix("torch.")]
-        reports.append(bench_shape(spec, shape, [("candidate", kernel, v)], baselines, clock, config, device_spec,
-                                   seed=args.seed, unavailable=missing))
-    print_reports(reports, title=f"{op} · {ref.describe()} · {clock.device_name}")
+    print_reports(bench.reports, title=f"{op} · {bench.kernel} · {bench.device_name}")
     if args.json is not None:
-        payload = {"op": op, "kernel": ref.describe(), "device": clock.device_name,
-                   "torch": torch.__version__, "shapes": [r.to_json() for r in reports]}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-    bad = [r for r in reports if r.candidate is None or r.candidate.failure or r.candidate.implausible]
-    return ExitCode.FINDINGS if bad else ExitCode.OK
+        args.json.write_text(json.dumps(bench.to_json(torch=torch.__version__), indent=2) + "\n")
+    return ExitCode.OK if bench.all_timed else ExitCode.FINDINGS
 
 
 def _f(value: float | None, fmt: str) -> str:

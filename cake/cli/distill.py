@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     from cake.agents.distiller import DistillSettings, distill
     from cake.agents.synthesis import text
-    from cake.rulestore import RuleFileError
-    from cake.store import NotARunError, RunStore
+    from cake.runs.rulestore import RuleFileError
+    from cake.runs.store import NotARunError, RunStore
 
     settings = DistillSettings()
     for name, value in (("threshold", args.threshold), ("max_conditions", args.max_conditions),

@@ -131,7 +131,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cake.store import NotARunError, RunExistsError, RunStore
+    from cake.runs.store import NotARunError, RunExistsError, RunStore
 
     if args.resume is not None:
         try:
@@ -154,37 +154,34 @@ def run(args: argparse.Namespace) -> int:
 def _evolve(store: Any, resumed: bool) -> int:
     from rich.console import Console
 
-    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
-    from cake.agents.distiller import LearnedRules
-    from cake.agents.loop import EvolutionLoop, LoopSettings
+    from cake.agents.llm import MissingKeyError
+    from cake.agents.session import open_session
     from cake.cli.evolve_progress import RichProgress
+    from cake.evaluation.executors import LocalPoolExecutor
 
     console = Console(highlight=False, soft_wrap=True)
     config = store.config
-    seeds = [Path(s) for s in config["seeds"]]
-    settings = LoopSettings.from_json(config["loop"])
-    ev = config["eval"]
-    learned = LearnedRules(store.root)  # the user's and this run's active learned rules; distilled every turn
-    toolchain = CakeToolchain(workload=config["workload"], op=config["op"], arch=config["arch"], seeds=seeds,
-                              rules=learned.specs,
-                              settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
-                                                    verdict_cache=ev["verdict_cache"],
-                                                    cpu_workers=int(ev.get("cpu_workers", 1))))
-    agent = _agent(config, store.root)
+    try:
+        session = open_session(store)
+    except MissingKeyError as error:
+        raise UsageError(str(error)) from None
+    toolchain, settings = session.toolchain, session.settings
     verb = "resuming" if resumed else "run"
     console.print(f"[bold]cake evolve[/bold] {verb} [cyan]{store.root}[/cyan]: {config['workload']}/{config['op']} "
                   f"on {config['arch']}, agent {config['agent']}, backend {config['eval']['backend']}, seed {settings.seed}")
     console.print(toolchain.describe())
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
+    executor = LocalPoolExecutor(toolchain.evaluator, toolchain.devices())  # one slot per GPU, or N CPU workers
     try:
         with progress:
-            result = EvolutionLoop(store, agent, toolchain, settings, seeds, progress,
-                                   after_turn=lambda turn: learned.after_turn(store, turn)).run()
+            result = session.loop(executor, progress).run()
     except KeyboardInterrupt:
         # Every finished evaluation is already committed; the one in flight is redone on resume.
         console.print(f"interrupted; continue with: cake evolve --resume {store.root}")
         return INTERRUPTED
+    finally:
+        executor.close()
     if result.skipped_evaluations:
         console.print(f"resume: {result.skipped_evaluations} finished evaluations kept, none repeated")
     console.print(f"stopped: {result.stop.value}")
@@ -194,24 +191,12 @@ def _evolve(store: Any, resumed: bool) -> int:
     else:
         kind = best.evaluation.fitness_kind.value if best.evaluation.fitness_kind else "?"
         note = " (cost-model prediction, not a timing)" if kind == "model" else ""
-        console.print(f"best: #{best.id} {best.mutation} — speedup {best.fitness:.3f}x, fitness_kind={kind}{note}")
+        retime = result.best_retime
+        if retime is not None and retime.fitness is not None:
+            console.print(f"best: #{best.id} {best.mutation} — speedup {retime.fitness:.3f}x re-timed in a fresh "
+                          f"process (selected at {best.fitness:.3f}x), fitness_kind={kind}")
+        else:
+            console.print(f"best: #{best.id} {best.mutation} — speedup {best.fitness:.3f}x, fitness_kind={kind}{note}")
     console.print(f"run directory: {store.root}")
     console.print(f"report: cake report {store.root}")
     return ExitCode.OK
-
-
-def _agent(config: dict[str, Any], root: Path) -> Any:
-    if config["agent"] == "offline":
-        from cake.agents.offline import OfflineAgent
-
-        return OfflineAgent()
-    from cake.agents.llm import LLMAgent, LLMSettings, MissingKeyError
-
-    settings = LLMSettings(**config["llm"])
-    replay = config.get("llm_replay") or {}
-    try:
-        return LLMAgent.connect(settings, cache_path=root / "llm_cache.sqlite",
-                                replay_from=tuple(Path(p) for p in replay.get("from", ())),
-                                replay_only=bool(replay.get("replay_only")))
-    except MissingKeyError as error:
-        raise UsageError(str(error)) from None

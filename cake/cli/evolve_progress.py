@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cake.store import CandidateRow
+from cake.runs.store import CandidateRow
 
 
 class RichProgress:

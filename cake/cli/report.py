@@ -24,11 +24,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cake.report import build, write
-    from cake.store import NotARunError, RunStore
+    from cake.runs.report import build, write
+    from cake.runs.store import NotARunError, RunStore
 
     try:
-        store = RunStore.open(args.run_dir)
+        store = RunStore.open_read_only(args.run_dir)  # committed runs stay byte-identical
     except NotARunError as error:
         raise UsageError(str(error)) from None
     with store:

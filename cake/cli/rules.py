@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cake.rulestore import RuleFileError, UnknownRuleError
+    from cake.runs.rulestore import RuleFileError, UnknownRuleError
 
     if args.run_dir is not None and not args.run_dir.is_dir():
         raise UsageError(f"{args.run_dir} is not a directory")
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _find(args: argparse.Namespace) -> Any:
     """The rule `args.id`, the run's copy first (it overrides the user's)."""
-    from cake.rulestore import UnknownRuleError, scopes
+    from cake.runs.rulestore import UnknownRuleError, scopes
 
     for store in reversed(scopes(args.run_dir)):
         if store.has(args.id):
@@ -70,7 +70,7 @@ def _find(args: argparse.Namespace) -> Any:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from cake.rulestore import effective_rules, scopes
+    from cake.runs.rulestore import effective_rules, scopes
 
     rules = [r for r in effective_rules(scopes(args.run_dir)) if args.all or r.active]
     if not rules:
@@ -107,7 +107,7 @@ def _test(args: argparse.Namespace) -> int:
     from cake.agents.distiller import KnownGood, gate_rule, known_good, shipped_schedules
     from cake.diagnostics import DiagnosticError, render_all
     from cake.ir.parser import parse
-    from cake.store import NotARunError, RunStore
+    from cake.runs.store import NotARunError, RunStore
 
     rule, _ = _find(args)
     if args.files:
@@ -142,7 +142,7 @@ def _test(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace, active: bool) -> int:
-    from cake.rulestore import RuleStatus
+    from cake.runs.rulestore import RuleStatus
 
     rule, store = _find(args)
     verb = "enabled" if active else "disabled"

@@ -151,10 +151,11 @@ def _variant(cand: Candidate, vid: str, pkg: Path, backend: str, archs: Sequence
 def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: ShapeDomain,
                 files: dict[str, str], result: ExportResult) -> dict[str, Any]:
     from cake.arch import arch as arch_spec
+    from cake.diagnostics import DiagnosticError
+    from cake.errors import ShapeNotSupported
     from cake.ir.nodes import DType
-    from cake.lowering.cuda.backend import compile_target, tma_extents
+    from cake.lowering.cuda.backend import compile_target, specialize_for_call, tma_extents
     from cake.lowering.cuda.compile import CompileError, compile_cubin
-    from cake.lowering.cuda.errors import LoweringError
     from cake.lowering.cuda.program import generate
 
     statics = [d.name for d in kernel.dims if d.static]
@@ -180,9 +181,13 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
         key = ";".join([f"{v}={dtype.value}" for v in var_names if dtype is not None] +  # _kernels.spec_key
                        [f"{d}={static_dims[d]}" for d in statics])
         stem = f"kernels/{vid}_{kernel.name}." + key.replace(";", "_").replace("=", "-")
-        try:
-            program = generate(kernel, kernel.target, dtypes=dtypes, static_dims=static_dims)
-        except LoweringError as error:
+        try:  # as a call specializes: the checker with these static dims bound, then codegen
+            bound = specialize_for_call(kernel, kernel.target, dtypes, static_dims)
+            program = generate(bound, kernel.target, dtypes=dtypes, static_dims=static_dims)
+        except ShapeNotSupported as error:
+            result.skipped.append(f"{kernel.name} [{key}]: {error.reason}")
+            continue
+        except DiagnosticError as error:  # LoweringError included
             result.skipped.append(f"{kernel.name} [{key}]: " + "; ".join(d.message for d in error.diagnostics))
             continue
         cubins, resources = {}, {}

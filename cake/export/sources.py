@@ -43,11 +43,11 @@ def from_files(paths: Sequence[Path]) -> list[Candidate]:
 
 def from_run(run_dir: Path, ops: Sequence[str], top: int) -> tuple[list[Candidate], str]:
     """The `top` passed candidates per op of a run, best fitness first, and the run's backend."""
-    from cake.store import DB_NAME, CandidateStatus, RunStore
+    from cake.runs.store import DB_NAME, CandidateStatus, RunStore
 
     if not (run_dir / DB_NAME).exists():
         raise ExportError(f"{run_dir} is not a run directory (no run database)")
-    with RunStore.open(run_dir) as store:
+    with RunStore.open_read_only(run_dir) as store:  # a committed run stays byte-identical
         config = store.config
         passed = [c for c in store.candidates(status=CandidateStatus.PASSED) if c.evaluation is not None]
     run_op = str(config.get("op", ""))

@@ -12,8 +12,9 @@ from typing import TypeVar
 
 from cake.ir import analysis as an
 from cake.ir.checks.registry import Backend, Finding
+from cake.ir.extents import Extents
 from cake.ir.nodes import DType, Expr, Kernel, Launch
-from cake.ir.typing import Extents, Typing, type_kernel
+from cake.ir.typing import Typing, type_kernel
 
 from cake.arch import ARCHS, ArchSpec
 

@@ -36,7 +36,6 @@ from cake.ir.nodes import (
 )
 from cake.ir.typing import Typing
 from cake.lowering.cuda.errors import Code, Unlowerable
-from cake.lowering.cuda.rules import REDUCTIONS
 from cake.lowering.cuda.values import Fam
 
 
@@ -75,11 +74,15 @@ class _Classes:
         self.hints.setdefault(self.find(a), set()).add(fam)
 
 
+def _kind(func: str) -> BuiltinKind | None:
+    row = BUILTINS.get(func)
+    return None if row is None else row.kind
+
+
 def _elementwise(func: str) -> bool:
     """Elementwise builtins relate their vector operands' layouts; reductions, scans (through shared memory)
     and index builders do not."""
-    row = BUILTINS.get(func)
-    return row is not None and row.kind is BuiltinKind.ELEMENTWISE
+    return _kind(func) is BuiltinKind.ELEMENTWISE
 
 
 def _axis(call: Call) -> int | None:
@@ -201,7 +204,7 @@ class RoleInference:
 
     def _top_reductions(self, expr: Expr) -> list[Call]:
         out: list[Call] = []
-        if isinstance(expr, Call) and expr.func in REDUCTIONS:
+        if isinstance(expr, Call) and _kind(expr.func) is BuiltinKind.REDUCTION:
             out.append(expr)
         elif isinstance(expr, BinOp):
             out += self._top_reductions(expr.lhs) + self._top_reductions(expr.rhs)

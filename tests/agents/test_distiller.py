@@ -23,8 +23,8 @@ from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
 
 from cake.cli import main
-from cake.rulestore import RuleStatus, RuleStore, active_rule_data
-from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
+from cake.runs.rulestore import RuleStatus, RuleStore, active_rule_data
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
 PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 ARCH = "sm_90a"
@@ -237,7 +237,7 @@ def test_learned_rules_reach_the_validator_and_the_report(tmp_path: Path) -> Non
     from cake.agents.distiller import LearnedRules
     from cake.agents.validation import make_validator
 
-    from cake.rulestore import learned_rule_savings
+    from cake.runs.rulestore import learned_rule_savings
 
     store, _ = make_run(tmp_path / "run")
     learned = LearnedRules(store.root)

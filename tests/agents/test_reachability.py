@@ -53,7 +53,7 @@ from conftest import REPO, SEED
 from fake_toolchain import FakeToolchain
 
 from cake.diagnostics import render_all
-from cake.store import CandidateStatus, RunStore
+from cake.runs.store import CandidateStatus, RunStore
 
 ARCH, BACKEND = "sm_90a", "cuda"
 SHAPE = get_workload("flash_kmeans").fitness_shape("kmeans_assign")

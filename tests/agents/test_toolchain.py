@@ -1,16 +1,17 @@
-"""The real toolchain's glue that a CPU can test: reading `cake bench --json` and scoring it."""
+"""The evaluator's glue that a CPU can test: a bench's typed result becomes the workload's score, the
+kernel reference names backend and arch explicitly, and the verdict a bench stores is found again."""
 
 from __future__ import annotations
 
 import json
+import os
 
-from cake.agents.cake_toolchain import bench_medians, bench_problems
 from cake.experiments.kmeans.shapes import CAKE_CELL
 from cake.experiments.kmeans.workload import WORKLOAD
-from cake.verifier.timing import Measurement
+from cake.verifier.timing import Measurement, Verification
 from conftest import SEED  # at import time: a lazy import can meet another folder's conftest under xdist
 
-from cake.cli.bench import ShapeReport
+from cake.evaluation.bench import BenchRun, BenchTimes, ShapeReport
 
 
 def _m(name: str, median: float | None, candidate: bool = False, failure: str | None = None,
@@ -19,47 +20,67 @@ def _m(name: str, median: float | None, candidate: bool = False, failure: str | 
                        implausible, failure)
 
 
-def _payload(*measurements: Measurement) -> dict:
-    report = ShapeReport(CAKE_CELL, measurements, (("torch_mm", "not requested"),))
-    return json.loads(json.dumps({"op": "kmeans_assign", "shapes": [report.to_json()]}))
+def _run(*measurements: Measurement) -> BenchRun:
+    unavailable = () if any(m.name == "torch_mm" for m in measurements) else (("torch_mm", "not requested"),)
+    return BenchRun("kmeans_assign", "k", "H200", (ShapeReport(CAKE_CELL, measurements, unavailable),))
 
 
-def test_bench_json_becomes_the_workload_score() -> None:
-    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("triton_assign", 1.4),
-                    _m("torch_mm", 24.0), _m("plain_sweep_best", 1.3))
-    candidate, baselines = bench_medians(data, "cake_cell")
-    assert candidate == {"cake_cell": 1.25}
-    assert baselines["flash_kmeans"] == {"cake_cell": 1.564} and baselines["triton_assign"] == {"cake_cell": 1.4}
+def test_bench_times_become_the_workload_score_and_survive_json() -> None:
+    times = _run(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564), _m("triton_assign", 1.4),
+                 _m("torch_mm", 24.0), _m("plain_sweep_best", 1.3)).times()
+    assert times.candidate == {"cake_cell": 1.25}
+    assert times.baselines["flash_kmeans"] == {"cake_cell": 1.564} and times.baselines["triton_assign"] == {"cake_cell": 1.4}
+    assert BenchTimes.from_json(json.loads(json.dumps(times.to_json()))) == times  # what crosses the process boundary
     # against the best baseline; plain_sweep_best is a CAKE reference, not one of them
-    assert WORKLOAD.fitness.score(candidate, baselines) == 1.4 / 1.25
+    assert WORKLOAD.fitness.score(times.candidate, times.baselines) == 1.4 / 1.25
 
 
 def test_a_failed_or_missing_baseline_makes_the_score_undefined_with_its_reason() -> None:
-    data = _payload(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564),
-                    _m("triton_assign", None, failure="wrong before timing (input set 0): ids differ"))
-    candidate, baselines = bench_medians(data, "cake_cell")
-    speedup = WORKLOAD.fitness.speedup(candidate, baselines, bench_problems(data, "cake_cell"))
-    assert speedup.value is None and WORKLOAD.fitness.score(candidate, baselines) is None
+    times = _run(_m("candidate", 1.25, candidate=True), _m("flash_kmeans", 1.564),
+                 _m("triton_assign", None, failure="wrong before timing (input set 0): ids differ")).times()
+    speedup = WORKLOAD.fitness.speedup(times.candidate, times.baselines, times.problems)
+    assert speedup.value is None and WORKLOAD.fitness.score(times.candidate, times.baselines) is None
     assert "baseline triton_assign: wrong before timing" in str(speedup.undefined)
     assert "baseline torch_mm: not available: not requested" in str(speedup.undefined)
 
 
-def test_a_refused_or_implausible_candidate_has_no_score() -> None:
+def test_a_refused_wrong_or_implausible_candidate_has_no_score() -> None:
     for bad in (_m("candidate", None, candidate=True, failure="re-check failed"),
                 _m("candidate", 0.1, candidate=True, implausible=True)):
-        candidate, baselines = bench_medians(_payload(bad, _m("flash_kmeans", 1.564)), "cake_cell")
-        assert candidate == {} and WORKLOAD.fitness.score(candidate, baselines) is None
+        times = _run(bad, _m("flash_kmeans", 1.564)).times()
+        assert times.candidate == {} and WORKLOAD.fitness.score(times.candidate, times.baselines) is None
+    refused = BenchRun("kmeans_assign", "k", "H200", refused=(("bfloat16", Verification(False, "battery", "EXC-01")),))
+    assert refused.times().refused == "bfloat16: EXC-01" and not refused.all_timed
 
 
-def test_the_verdict_cake_bench_stores_is_found_without_running_anything(tmp_path, monkeypatch) -> None:
+def test_the_evaluator_names_backend_and_arch_in_the_kernel_ref_not_the_environment(tmp_path, monkeypatch) -> None:
     from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
 
-    for name in ("CAKE_BACKEND", "CAKE_ARCH"):  # the toolchain sets them for its workers; restored after the test
-        monkeypatch.setenv(name, "")
-
+    for name in ("CAKE_BACKEND", "CAKE_ARCH"):
+        monkeypatch.delenv(name, raising=False)
     toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
                               settings=EvalSettings(device="cpu", backend="triton", seed=3,
                                                     verdict_cache=str(tmp_path / "verdicts")))
-    assert toolchain._cached_verdict(SEED, "float32", device="cpu") is None
-    verdict = toolchain._verify(SEED, "cpu", ["float32"])  # what `cake bench` does, on the CPU
-    assert toolchain._cached_verdict(SEED, "float32", device="cpu") == verdict
+    assert "CAKE_BACKEND" not in os.environ and "CAKE_ARCH" not in os.environ
+    evaluator = toolchain.evaluator
+    ref = evaluator.kernel(SEED).ref()
+    assert dict(ref.options) == {"backend": "triton", "arch": "sm_90a"}
+    assert evaluator.kernel(SEED).ref().source_hash() != \
+        type(evaluator.kernel(SEED))(SEED, "cuda", "sm_90a").ref().source_hash()  # the cache keys on the backend
+    assert evaluator.cached_verdict(SEED, "float32", device="cpu") is None
+    verdict = evaluator.verify(SEED, "cpu", ["float32"])  # what the bench worker does, on the CPU
+    assert evaluator.cached_verdict(SEED, "float32", device="cpu") == verdict
+
+
+def test_declared_dtypes_cover_the_schedules_type_variable() -> None:
+    from pathlib import Path
+
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+
+    toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                              settings=EvalSettings(device="cpu", backend="triton", seed=0))
+    folder = Path(SEED).parent
+    fitness = str(toolchain.shape.torch_dtype).removeprefix("torch.")
+    pingpong = toolchain.evaluator.declared_dtypes(folder / "assign_pingpong.cake")
+    assert pingpong[0] == fitness and set(pingpong) == {"bfloat16", "float16"}
+    assert set(toolchain.evaluator.declared_dtypes(folder / "assign_plain.cake")) == {"float32", "float16", "bfloat16"}

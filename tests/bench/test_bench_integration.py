@@ -15,7 +15,7 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import json, torch
     from cake.arch import DEVICES
-    from cake.cli.bench import bench_shape
+    from cake.evaluation.bench import bench_shape
     from cake.experiments.kmeans.baselines import torch_assign_mm
     from cake.experiments.kmeans.workload import ASSIGN, FOLDER
     from cake.experiments.schedules import load_any_backend

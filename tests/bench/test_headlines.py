@@ -115,7 +115,7 @@ def test_aggregate_only_recomputes_the_headlines_from_the_process_payloads(tmp_p
 WORKER = textwrap.dedent("""
     import json
     from cake.arch import DEVICES
-    from cake.cli.bench import load_baselines
+    from cake.evaluation.bench import load_baselines
     from cake.experiments.kmeans import triton_assign as ta
     from cake.experiments.kmeans.workload import ASSIGN
     from gpu_headlines import measure_shape

@@ -28,6 +28,11 @@ FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TRITON_PKG = "cake_test_export_triton"
 CUDA_PKG = "cake_test_export_cuda"
 
+# A CPU call of a CUDA-only package runs the reference and warns once with the package's own warning class; under
+# pytest-xdist an uncaught warning whose class lives in a package the controller cannot import crashes the run
+# (INTERNALERROR), so the warning is silenced here and asserted where it matters (the fallback test).
+pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
+
 
 @pytest.fixture(scope="module")
 def triton_export(tmp_path_factory: pytest.TempPathFactory) -> Path:

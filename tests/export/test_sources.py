@@ -8,7 +8,7 @@ import pytest
 
 from cake.export import ExportError, from_run
 from cake.export.certificate import verdict_summary
-from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore
 
 PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 VERDICT = {"op": "kmeans_assign", "passed": True, "refused": [], "gates": [

@@ -12,7 +12,7 @@ from cake.agents.distiller import CALIBRATION_TARGETS, record_mispredictions
 from cake.experiments.kmeans.shapes import CAKE_CELL
 from cake.ir.cost_calibration import MeasuredSample, load_calibration_targets
 
-from cake.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
 
 SCHEDULES = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TOOLCHAIN = "triton-3.6.0+torch-2.11.0"

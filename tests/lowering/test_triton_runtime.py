@@ -17,7 +17,6 @@ from cake.lowering.runtime import (
     ScheduleError,
     load,
     load_schedule,
-    load_schedule_with_params,
     lower,
     schedule_op,
 )
@@ -99,10 +98,10 @@ def test_bad_calls_say_what_is_wrong(interpreter: None) -> None:
 
 
 def test_params_by_json_for_the_evolve_loop() -> None:
-    kernel = load_schedule_with_params(str(ROW_SUM), json.dumps({"BM": 16, "BN": 32}))
+    kernel = load_schedule(str(ROW_SUM), params=json.dumps({"BM": 16, "BN": 32}))
     assert kernel.lowered.param_dict == {"BM": 16, "BN": 32}
     with pytest.raises(ScheduleError) as raised:
-        load_schedule_with_params(str(ROW_SUM), json.dumps({"BM": 20}))
+        load_schedule(str(ROW_SUM), params=json.dumps({"BM": 20}))
     assert raised.value.diagnostics[0].code == codes.BAD_PARAM
     assert "param `BM` = 20 is outside its domain" in str(raised.value)  # rendered, with the source line
     assert "param BM = 24 in {16, 24, 32}" in str(raised.value)

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
+from cake.verifier.audit import AuditRow, TwoByTwo, gate_failure_counts
 from cake.verifier.battery import make_context
 from cake.verifier.inputs import materialize
 from cake.verifier.registry import get_contract
@@ -21,8 +22,6 @@ from cake.verifier.results import Verdict
 from cake.verifier.worker import StandardOutcome, WorkerSession, run_battery_in_session
 from cake.verifier.worker_protocol import KernelRef, ReplayOutcome
 from corpus.manifest import CONTROLS, ENTRIES, KNOWN_MISSES, Entry
-
-from cake.cli.audit import AuditRow, TwoByTwo, gate_failure_counts
 
 SEED = 0
 TIMEOUT_S = 120.0  # per gate; the slowest interpreted control needs ~20 s for its whole battery

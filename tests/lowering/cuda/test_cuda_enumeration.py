@@ -5,7 +5,7 @@ and compiled by nvcc for that arch. Never "the checker accepted it but it does n
 
 CI: every variant is checked and lowered (no compiler needed); a seeded sample of the accepted ones (plus the
 `BK = 96` / `wgmma.m64n96k16` case of the issue) is compiled with nvcc. The whole enumeration compiles every
-accepted variant: the slow test here, or `python experiments/bench_compile_enumeration.py`.
+accepted variant: the slow test here, or `python scripts/bench_compile_enumeration.py`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import random
 from pathlib import Path
 
 import pytest
-from cake.experiments.bench_compile_enumeration import Outcome, Variant, all_variants, judge
+from bench_compile_enumeration import Outcome, Variant, all_variants, judge
 from cuda_cases import HAVE_NVCC, NO_NVCC
 
 SAMPLE = 6  # nvcc compiles in CI: about 1-3 s each on two cores
 SEED = int(os.environ.get("CAKE_ENUMERATION_SEED", "0"))
 FULL = os.environ.get("CAKE_FULL_ENUMERATION") == "1"
-ISSUE_CASE = ("experiments/flash_kmeans/assign_pingpong.cake", "wgmma.m64n96k16 BK=96")
+ISSUE_CASE = ("experiments/kmeans/assign_pingpong.cake", "wgmma.m64n96k16 BK=96")
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +41,9 @@ def _failures(outcomes: list[Outcome]) -> list[str]:
 def test_the_enumeration_covers_domains_dtypes_and_widths(variants: list[Variant]) -> None:
     labels = {(v.schedule, v.label) for v in variants}
     assert ISSUE_CASE in labels
-    assert ("experiments/flash_kmeans/assign_pingpong.cake", "wgmma.m64n32k16") in labels  # evolve's proposal
-    assert ("experiments/flash_kmeans/assign_tcgen05.cake", "tcgen05.m128n48k16 BK=48") in labels
-    assert ("experiments/flash_kmeans/assign_cp_async.cake", "STAGES=5") in labels
+    assert ("experiments/kmeans/assign_pingpong.cake", "wgmma.m64n32k16") in labels  # evolve's proposal
+    assert ("experiments/kmeans/assign_tcgen05.cake", "tcgen05.m128n48k16 BK=48") in labels
+    assert ("experiments/kmeans/assign_cp_async.cake", "STAGES=5") in labels
     assert {v.schedule.split("/")[-1] for v in variants} >= {"assign_pingpong.cake", "assign_cp_async.cake",
                                                             "assign_tcgen05.cake", "assign_plain.cake"}
 
@@ -72,7 +72,7 @@ def test_a_seeded_sample_of_accepted_variants_compiles(variants: list[Variant], 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_NVCC, reason=NO_NVCC)
 @pytest.mark.skipif(not FULL, reason="the full enumeration compiles every accepted variant (~140 nvcc runs, minutes): "
-                    "set CAKE_FULL_ENUMERATION=1, or run experiments/bench_compile_enumeration.py")
+                    "set CAKE_FULL_ENUMERATION=1, or run scripts/bench_compile_enumeration.py")
 def test_every_accepted_variant_compiles(variants: list[Variant], lowered: list[Outcome], tmp_path: Path) -> None:
     outcomes = [judge(v, compile_it=True, cache_root=tmp_path) if o.verdict == "accepted" else o
                 for v, o in zip(variants, lowered, strict=True)]

@@ -1,6 +1,6 @@
 """Enumeration: does every schedule the checker accepts compile? (issue 12, "Must show")
 
-    python experiments/bench_compile_enumeration.py [--sample N --seed S] [--out enumeration.json]
+    python scripts/bench_compile_enumeration.py [--sample N --seed S] [--out enumeration.json]
 
 For every shipped schedule that targets sm_80, sm_90a or sm_100a, variants are built one change at a time
 from the schedule as written: each value of each param's domain, each choice of each dtype variable, and

@@ -233,7 +233,7 @@ def is_learned(code: object) -> bool:
 
 
 def learned_rule_savings(store: Any) -> list[dict[str, Any]]:
-    """Per turn of a run (`cake.store.RunStore`): candidates rejected by learned rules, how many of them only
+    """Per turn of a run (`cake.runs.store.RunStore`): candidates rejected by learned rules, how many of them only
     a learned rule stopped (no built-in check objected: each is an evaluation the run did not spend, at most
     — it would have run only if ranked into the turn's top m), and the GPU seconds that saves, estimated
     from the evaluations the rule was learned from (their mean seconds)."""

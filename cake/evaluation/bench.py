@@ -1,0 +1,260 @@
+"""Bench orchestration: verify a kernel on the GPU, then time it interleaved with its baselines.
+
+`bench_kernel` is what `cake bench` runs and what the evaluator's bench worker runs; it returns a typed
+`BenchRun` (per shape, every contestant's `Measurement`). `BenchRun.times()` reduces it to the medians the
+fitness is computed from (`BenchTimes`), which is what crosses a process boundary — as typed JSON, never as
+text parsed from a command's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cake.arch import DeviceSpec
+    from cake.experiments.workload import OpSpec, Prepared, Shape
+    from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
+    from cake.verifier.worker_protocol import KernelRef
+
+
+class BenchSetupError(RuntimeError):
+    """The bench cannot start: no GPU, an unknown device, a kernel that does not load, a bad shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeReport:
+    shape: Shape
+    measurements: tuple[Measurement, ...]
+    unavailable: tuple[tuple[str, str], ...]  # baselines that could not run: (name, why)
+
+    @property
+    def candidate(self) -> Measurement | None:
+        return next((m for m in self.measurements if m.candidate), None)
+
+    def to_json(self) -> dict[str, object]:
+        return {"shape": self.shape.to_json(), "measurements": [m.to_json() for m in self.measurements],
+                "unavailable": dict(self.unavailable)}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchTimes:
+    """Medians in ms of the contestants that were timed, passed their checks and were plausible:
+    `candidate[shape]` and `baselines[name][shape]`; `problems[name]` says why a contestant ("candidate" or a
+    baseline) has no median (an undefined speedup names them); `refused` why the candidate was not timed."""
+
+    candidate: dict[str, float] = field(default_factory=dict)
+    baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    refused: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"candidate": self.candidate, "baselines": self.baselines, "problems": self.problems,
+                "refused": self.refused}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> BenchTimes:
+        return BenchTimes({str(k): float(v) for k, v in dict(data["candidate"]).items()},
+                          {str(b): {str(k): float(v) for k, v in dict(t).items()}
+                           for b, t in dict(data["baselines"]).items()},
+                          {str(k): str(v) for k, v in dict(data.get("problems") or {}).items()},
+                          None if data.get("refused") is None else str(data["refused"]))
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRun:
+    op: str
+    kernel: str  # the kernel reference, described
+    device_name: str
+    reports: tuple[ShapeReport, ...] = ()
+    refused: tuple[tuple[str, Verification], ...] = ()  # dtypes whose gates the kernel failed: not timed
+
+    @property
+    def all_timed(self) -> bool:
+        """Every shape timed, checked and plausible (and nothing refused)."""
+        return not self.refused and all(
+            r.candidate is not None and not r.candidate.failure and not r.candidate.implausible for r in self.reports)
+
+    def times(self) -> BenchTimes:
+        if self.refused:
+            return BenchTimes(refused="; ".join(f"{d}: {v.detail}" for d, v in self.refused))
+        times = BenchTimes()
+        for report in self.reports:
+            for name, why in report.unavailable:
+                times.problems[name] = f"not available: {why}"
+            for m in report.measurements:
+                name = "candidate" if m.candidate else m.name
+                if m.failure or m.implausible:
+                    times.problems[name] = m.failure or "implausibly fast (below the roofline floor)"
+                if m.median_ms is None or m.failure or m.implausible:
+                    continue
+                if m.candidate:
+                    times.candidate[report.shape.name] = m.median_ms
+                else:
+                    times.baselines.setdefault(m.name, {})[report.shape.name] = m.median_ms
+        return times
+
+    def to_json(self, **extra: object) -> dict[str, object]:
+        return {"op": self.op, "kernel": self.kernel, "device": self.device_name, **extra,
+                "refused": {d: v.detail for d, v in self.refused}, "shapes": [r.to_json() for r in self.reports]}
+
+
+def load_baselines(spec: OpSpec, names: Sequence[str] | None) -> tuple[list[tuple[str, Prepared]], list[tuple[str, str]]]:
+    from cake.experiments.workload import BaselineUnavailable
+
+    chosen = [spec.baseline(n) for n in names] if names else list(spec.baselines)
+    ready, missing = [], []
+    for baseline in chosen:
+        try:
+            ready.append((baseline.name, baseline.load()))
+        except BaselineUnavailable as why:
+            missing.append((baseline.name, str(why)))
+    return ready, missing
+
+
+def bench_shape(spec: OpSpec, shape: Shape, candidates: Sequence[tuple[str, Callable[..., Any], Verification]],
+                baselines: Sequence[tuple[str, Prepared]], clock: Clock, config: TimingConfig, device_spec: DeviceSpec,
+                *, device: str = "cuda", seed: int = 0, pool: int | None = None,
+                unavailable: Sequence[tuple[str, str]] = ()) -> ShapeReport:
+    """Time `candidates` interleaved with `baselines` at `shape`; speedups are against the fastest baseline."""
+    from cake.stats import speedup_over_best
+    from cake.verifier.registry import get_contract
+    from cake.verifier.timing import (
+        Contestant,
+        input_set_bytes,
+        make_inputs,
+        measure,
+        pool_size,
+        spot_check,
+        summarize,
+    )
+
+    contract = get_contract(spec.contract)
+    dims, dtype = shape.dim_map, shape.torch_dtype
+    n_sets = pool or pool_size(input_set_bytes(contract, dims, dtype), device_spec.l2_bytes)
+    sets = [make_inputs(contract, dims, dtype, device, seed + i) for i in range(n_sets)]
+    contestants = [Contestant(name, fn, verification=v) for name, fn, v in candidates]
+    contestants += [Contestant(name, p.run, p.prepared, candidate=False) for name, p in baselines]
+    samples = measure(contestants, sets, clock, spot_check(contract, dtype, dict(spec.spot_sample), seed), config)
+    against, baseline_ms, problems = speedup_inputs(spec, samples, unavailable)
+    measurements = []
+    for s in samples:
+        if not s.candidate:
+            measurements.append(summarize(s, contract, dims, dtype, device_spec))
+            continue
+        speedup = speedup_over_best(s.median_ms if s.ok else None, baseline_ms, against,
+                                    candidate_problem=s.failure, problems=problems)
+        best = baseline_ms[speedup.best_baseline] if speedup.best_baseline else None
+        m = summarize(s, contract, dims, dtype, device_spec, best)
+        measurements.append(replace(m, extra={**m.extra, "speedup": speedup.to_json()}))
+    return ShapeReport(shape, tuple(measurements), tuple(unavailable))
+
+
+def speedup_inputs(spec: OpSpec, samples: Sequence[Samples], unavailable: Sequence[tuple[str, str]]
+                   ) -> tuple[list[str], dict[str, float | None], dict[str, str]]:
+    """(the baselines a speedup is over, their medians, why each one without a time has none). A workload's
+    references are timed alongside but are not baselines; a baseline that could not load or failed its check
+    stays among them without a time, so the speedup is undefined rather than over the others."""
+    def is_reference(name: str) -> bool:
+        try:
+            return spec.baseline(name).reference
+        except KeyError:
+            return False
+
+    against = [s.name for s in samples if not s.candidate and not is_reference(s.name)]
+    against += [name for name, _ in unavailable if name not in against and not is_reference(name)
+                and any(b.name == name for b in spec.baselines)]
+    baseline_ms = {s.name: (s.median_ms if s.ok else None) for s in samples if not s.candidate}
+    problems = {s.name: s.failure or "not timed" for s in samples if not s.candidate and not s.ok}
+    problems.update({name: f"not available: {why}" for name, why in unavailable})
+    return against, baseline_ms, problems
+
+
+def verdict_verification(verdict: Any) -> Verification:
+    from cake.verifier.timing import Verification
+
+    if verdict.passed:
+        return Verification(True, "battery", f"{len(verdict.gates)} gates, none failed")
+    failed = ", ".join(f"{g.gate_id} ({g.status.value})" for g in verdict.failures)
+    return Verification(False, "battery", f"failed: {failed}")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    """What to bench: the kernel (a reference a fresh process can load), where and how."""
+
+    op: str
+    kernel: KernelRef
+    shapes: tuple[Shape, ...]
+    baselines: tuple[str, ...] | None = None  # None: every baseline of the op
+    seed: int = 0
+    gate_timeout_s: float = 600.0
+    reps: int = 100
+    max_seconds: float = 30.0
+    use_cache: bool = True
+
+
+def bench_kernel(request: BenchRequest) -> BenchRun:
+    """Verify `request.kernel` on the GPU at every dtype it is timed at (cached verdicts count), and time it at
+    each shape interleaved with the baselines; a kernel failing the gates at a dtype is refused, not timed.
+    Raises BenchSetupError when it cannot start (no GPU, unknown device, unloadable kernel, no workload)."""
+    import torch
+
+    from cake.experiments.workload import UnknownWorkloadError, workload_for_op
+    from cake.verifier.timing import CudaClock, TimingConfig, match_device
+    from cake.verifier.worker import KernelLoadError, verify_in_worker
+    from cake.verifier.worker_main import load_kernel
+
+    try:
+        spec = workload_for_op(request.op).op(request.op)
+    except UnknownWorkloadError as error:
+        raise BenchSetupError(f"{error}; benching needs a workload with shapes and baselines for {request.op}") from None
+    if not torch.cuda.is_available():
+        raise BenchSetupError("no CUDA device here; timings are taken only on a GPU (nothing was timed)")
+    clock = CudaClock()
+    device_spec = clock.device_spec or match_device(clock.device_name)
+    if device_spec is None:
+        raise BenchSetupError(f"`{clock.device_name}` is not in cake.arch's device table; add it to judge its ceilings")
+    described = request.kernel.describe()
+    verifications = {}
+    for dtype_name in sorted({str(s.torch_dtype).removeprefix("torch.") for s in request.shapes}):
+        try:
+            verdict = verify_in_worker(request.op, request.kernel, device="cuda", dtypes=[dtype_name],
+                                       seed=request.seed, all_gates=False, timeout_s=request.gate_timeout_s,
+                                       use_cache=request.use_cache)
+        except KernelLoadError as error:
+            raise BenchSetupError(str(error)) from None
+        verifications[dtype_name] = verdict_verification(verdict)
+    refused = tuple((d, v) for d, v in verifications.items() if not v.passed)
+    if refused:
+        return BenchRun(request.op, described, clock.device_name, refused=refused)
+    kernel = load_kernel(request.kernel)
+    if isinstance(kernel, str):
+        raise BenchSetupError(kernel)
+    baselines, missing = load_baselines(spec, request.baselines)
+    config = TimingConfig(max_reps=request.reps, min_reps=min(10, request.reps), max_wall_s=request.max_seconds)
+    reports = tuple(
+        bench_shape(spec, shape, [("candidate", kernel, verifications[str(shape.torch_dtype).removeprefix("torch.")])],
+                    baselines, clock, config, device_spec, seed=request.seed, unavailable=missing)
+        for shape in request.shapes)
+    return BenchRun(request.op, described, clock.device_name, reports)
+
+
+def request_to_json(request: BenchRequest) -> dict[str, object]:
+    return {"op": request.op, "kernel": request.kernel.to_json(), "shapes": [s.to_json() for s in request.shapes],
+            "baselines": None if request.baselines is None else list(request.baselines), "seed": request.seed,
+            "gate_timeout_s": request.gate_timeout_s, "reps": request.reps, "max_seconds": request.max_seconds,
+            "use_cache": request.use_cache}
+
+
+def request_from_json(data: Mapping[str, Any]) -> BenchRequest:
+    from cake.experiments.workload import Shape
+    from cake.verifier.worker_protocol import KernelRef
+
+    return BenchRequest(
+        op=str(data["op"]), kernel=KernelRef.from_json(dict(data["kernel"])),
+        shapes=tuple(Shape.from_json(s) for s in data["shapes"]),
+        baselines=None if data["baselines"] is None else tuple(data["baselines"]), seed=int(data["seed"]),
+        gate_timeout_s=float(data["gate_timeout_s"]), reps=int(data["reps"]), max_seconds=float(data["max_seconds"]),
+        use_cache=bool(data["use_cache"]))

@@ -1,0 +1,322 @@
+"""`ScheduleEvaluator`: the real evaluator behind `cake evolve` — one `.cake` candidate in, one `Evaluation` out.
+
+* On the CPU: the contract gates in an isolated verifier worker (`verify_in_worker`), the schedule lowered
+  and run under Triton's interpreter at the contract's small shapes, fp32. Fitness is the cost model's
+  predicted speedup over the seed schedule (`FitnessKind.MODEL`): a prediction, not a timing.
+* On a GPU: a bench worker process pinned to that GPU (`cake.evaluation.bench_worker`) runs the gates at
+  the fitness dtype and, when they pass, times the candidate interleaved with the workload's baselines;
+  it answers with typed `BenchTimes`, and the workload's `Fitness.score` turns them into the speedup over
+  the best baseline (`FitnessKind.MEASURED`; undefined, with the reason, when a baseline has no time). The
+  verdict is read back from the verdict cache it filled. A timed candidate is then verified in every other dtype
+  its schedule declares (`declared_dtypes`; the loop used to verify bf16 only though schedules declare f16 too),
+  and fails when one fails. The worker's whole run (every sample) is kept beside the candidate as
+  `<hash>.bench.json`.
+* `confirm` (the loop calls it for a candidate that would become the best): the gates again under
+  `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
+* `retime`: a candidate that became the best is timed again in a fresh bench worker (its verdict is cached
+  by then, so only the timing runs); the run reports that figure (`Retime`, samples in `<hash>.retime.json`).
+
+The kernel reference names the schedule with its backend, arch and params explicitly (`KernelSpec`), so
+nothing travels through environment variables. The evaluator is a frozen dataclass of plain values: an
+executor may pickle it to another process or host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cake.errors import INTERNAL_EXIT_CODE, is_internal
+from cake.evaluation.bench import BenchRequest, BenchTimes, request_to_json
+from cake.evaluation.protocol import EvalJob
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, Retime
+
+if TYPE_CHECKING:
+    from cake.stats import Speedup
+    from cake.verifier.results import Verdict
+    from cake.verifier.worker_protocol import KernelRef
+
+# CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
+# both are verified on the GPU.
+CPU_DTYPES = ("float32",)
+BENCH_MAX_SECONDS = 20.0  # wall-clock guard per shape for the interleaved sampling
+ERROR_CHARS = 4000  # an error kept in the store: the tail that names the problem, not a whole log
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    device: str  # cpu | cuda
+    backend: str  # triton | cuda
+    seed: int
+    gate_timeout_s: float = 300.0  # per gate; a hung kernel costs at most this
+    bench_timeout_s: float = 300.0  # a whole bench worker (GPU battery at one dtype + timing)
+    verdict_cache: str | None = None  # a directory; None: the verifier's default cache
+    cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
+
+    def to_json(self) -> dict[str, object]:
+        return {"device": self.device, "backend": self.backend, "seed": self.seed,
+                "gate_timeout_s": self.gate_timeout_s, "bench_timeout_s": self.bench_timeout_s,
+                "verdict_cache": self.verdict_cache, "cpu_workers": self.cpu_workers}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    """A schedule file lowered with an explicit backend, arch and params: everything that decides the kernel."""
+
+    path: Path
+    backend: str
+    arch: str | None = None
+    params: tuple[tuple[str, int], ...] = ()
+    loader: str | None = None  # "module:function" with the lowering's loader signature; None: the lowering's
+
+    def ref(self) -> KernelRef:
+        from cake.lowering.runtime import SCHEDULE_LOADER
+        from cake.verifier.worker_protocol import KernelRef
+
+        options = {"backend": self.backend, **({"arch": self.arch} if self.arch else {}),
+                   **({"params": json.dumps(dict(self.params), sort_keys=True)} if self.params else {})}
+        return KernelRef.loader(self.loader or SCHEDULE_LOADER, str(self.path), options)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEvaluator:
+    op: str
+    workload: str
+    shape: str  # the fitness shape's name in the op's domain
+    arch: str
+    settings: EvalSettings
+    model_baseline_ms: float | None = None  # the best predicted seed: the CPU fitness is relative to it
+    against: tuple[str, ...] = field(default_factory=tuple)  # baselines the GPU fitness is measured against
+
+    def kernel(self, path: Path) -> KernelSpec:
+        from cake.experiments.workload import schedule_loader_for
+
+        return KernelSpec(path, self.settings.backend, self.arch, loader=schedule_loader_for(self.op))
+
+    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
+        started = time.monotonic()
+        if device == "cpu":
+            return self._verify_cpu(job, started)
+        return self._bench(job, device, started)
+
+    # ------------------------------------------------------------------------------------ CPU
+
+    def verify(self, path: Path, device: str, dtypes: Sequence[str]) -> Verdict:
+        from cake.verifier.verdict_cache import VerdictCache
+        from cake.verifier.worker import verify_in_worker
+
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
+        return verify_in_worker(self.op, self.kernel(path).ref(), device=device, dtypes=dtypes,
+                                seed=self.settings.seed, all_gates=False, timeout_s=self.settings.gate_timeout_s,
+                                cache=cache)
+
+    def _verify_cpu(self, job: EvalJob, started: float) -> Evaluation:
+        from cake.verifier.worker import KernelLoadError
+
+        try:
+            verdict = self.verify(job.path, "cpu", CPU_DTYPES)
+        except KernelLoadError as error:
+            return _evaluation(_load_failure(str(error)), "cpu", started, error=str(error)[:ERROR_CHARS])
+        verdict_json = json.loads(verdict.to_json())
+        tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
+        if not verdict.passed:
+            return _evaluation(CandidateStatus.FAILED, "cpu", started, verdict=verdict_json, tokens=tokens)
+        fitness = (self.model_baseline_ms / job.predicted_ms
+                   if self.model_baseline_ms is not None and job.predicted_ms else None)
+        timings = {k: v for k, v in (("predicted_ms", job.predicted_ms), ("model_baseline_ms", self.model_baseline_ms))
+                   if v is not None}
+        return _evaluation(CandidateStatus.PASSED, "cpu", started, verdict=verdict_json, timings=timings,
+                           baseline_ms=self.model_baseline_ms, fitness=fitness, kind=FitnessKind.MODEL)
+
+    # ------------------------------------------------------------------------------------ GPU
+
+    def cached_verdict(self, path: Path, dtype: str, device: str = "cuda") -> Verdict | None:
+        """The verdict the bench worker stored for this schedule at `dtype` (its key is `verify_in_worker`'s
+        for the bench's arguments), or None. Nothing runs here: a miss is reported, not re-verified."""
+        from cake.verifier.battery import GATE_ORDER
+        from cake.verifier.verdict_cache import VerdictCache, default_cache, verdict_key
+
+        key = verdict_key(kernel_ref=self.kernel(path).ref(), op=self.op, device=device, dtypes=[dtype],
+                          seed=self.settings.seed, gates=tuple(GATE_ORDER), all_gates=False, resource_report=None)
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else default_cache()
+        return cache.get(key)
+
+    def _request(self, path: Path) -> BenchRequest:
+        from cake.experiments.workload import get_workload
+
+        shape = get_workload(self.workload).op(self.op).shape(self.shape)
+        return BenchRequest(self.op, self.kernel(path).ref(), (shape,), self.against, seed=self.settings.seed,
+                            gate_timeout_s=self.settings.gate_timeout_s, max_seconds=BENCH_MAX_SECONDS)
+
+    def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
+        request = self._request(job.path)
+        dtype = str(request.shapes[0].torch_dtype).removeprefix("torch.")
+        outcome, problem = run_bench_worker(request, device, timeout_s=self.settings.bench_timeout_s,
+                                            verdict_cache=self.settings.verdict_cache,
+                                            keep=job.path.with_suffix(".bench.json"))
+        if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
+            return _evaluation(_load_failure(outcome), device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
+        verdict = self.cached_verdict(job.path, dtype)
+        if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
+            return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {problem}"[:ERROR_CHARS])
+        verdict_json = json.loads(verdict.to_json())
+        tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
+        if not verdict.passed:
+            return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json, tokens=tokens)
+        if outcome is None:  # verified, then the timing died or ran out of time
+            return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json,
+                               error=f"bench: {problem}"[:ERROR_CHARS])
+        others = [d for d in self.declared_dtypes(job.path) if d != dtype]
+        if others:  # the bench verified the fitness dtype; the schedule serves these too
+            more = self.verify(job.path, device, others)
+            if not more.passed:
+                return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(more.to_json()),
+                                   tokens=tuple(g.replay_token for g in more.gates if g.replay_token),
+                                   error=f"fails in {', '.join(others)} (passed {dtype})")
+        speedup, best_baseline = self._speedup(outcome)
+        fitness = speedup.value
+        timings = {"candidate_ms": outcome.candidate.get(self.shape),
+                   **{f"{b}_ms": t.get(self.shape) for b, t in outcome.baselines.items()}}
+        error = None if fitness is not None else \
+            f"speedup undefined: {outcome.refused or speedup.undefined}: {problem}"[:ERROR_CHARS]
+        return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
+                           verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
+                           measured_ms=outcome.candidate.get(self.shape), baseline_ms=best_baseline, fitness=fitness,
+                           kind=FitnessKind.MEASURED, error=error)
+
+    def _speedup(self, outcome: BenchTimes) -> tuple[Speedup, float | None]:
+        """The workload's speedup over the best of its baselines, and that baseline's median (what the
+        fitness is over; None when the speedup is undefined)."""
+        from cake.experiments.workload import get_workload
+
+        speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
+        return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        """Time a candidate that became the best again, in a fresh bench worker on `device` (its verdict is
+        cached by then, so only the timing runs): what the run reports as the best is this figure, measured
+        independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
+        keep = job.path.with_suffix(".retime.json")
+        outcome, problem = run_bench_worker(self._request(job.path), device, timeout_s=self.settings.bench_timeout_s,
+                                            verdict_cache=self.settings.verdict_cache, keep=keep)
+        samples = keep.name if keep.is_file() else None
+        if not isinstance(outcome, BenchTimes):
+            return Retime(job.candidate_id, None, None, None,
+                          error=f"re-timing gave no result: {outcome or problem}"[:ERROR_CHARS], samples=samples)
+        speedup, best_baseline = self._speedup(outcome)
+        error = None if speedup.value is not None else \
+            f"speedup undefined: {outcome.refused or speedup.undefined}"[:ERROR_CHARS]
+        return Retime(job.candidate_id, speedup.value, outcome.candidate.get(self.shape), best_baseline,
+                      error=error, samples=samples)
+
+
+    # ------------------------------------------------------------------------------------ promotion
+
+    def declared_dtypes(self, path: Path) -> tuple[str, ...]:
+        """The contract dtypes the schedule declares (`dtype T in {...}`), fitness dtype first; the fitness
+        dtype alone when the schedule declares no type variable."""
+        from cake.experiments.workload import get_workload
+        from cake.ir import nodes as n
+        from cake.ir.parser import parse
+        from cake.verifier.registry import get_contract
+        from cake.verifier.tolerance import dtype_name
+
+        names = {n.DType.F32: "float32", n.DType.F16: "float16", n.DType.BF16: "bfloat16"}
+        fitness = str(get_workload(self.workload).op(self.op).shape(self.shape).torch_dtype).removeprefix("torch.")
+        known = {dtype_name(d) for d in get_contract(self.op).dtypes}
+        kernel = parse(path.read_text(), path.name)
+        declared = [names[c] for v in kernel.dtype_vars for c in v.choices if c in names]
+        return tuple(dict.fromkeys([fitness] + [d for d in declared if d in known]))
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        """`evaluation` (annotated with what was confirmed) when the gates pass under every seed of
+        MULTI_SEEDS (and the run's own) in every declared dtype; else FAILED with the failing seed's verdict."""
+        from cake.verifier.multiseed import MULTI_SEEDS, verify_seeds_in_worker
+        from cake.verifier.verdict_cache import VerdictCache
+        from cake.verifier.worker import KernelLoadError
+
+        dtypes = CPU_DTYPES if device == "cpu" else self.declared_dtypes(job.path)
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
+        seeds = tuple(dict.fromkeys((self.settings.seed, *MULTI_SEEDS)))
+        try:
+            result = verify_seeds_in_worker(self.op, self.kernel(job.path).ref(), seeds=seeds, device=device,
+                                            dtypes=dtypes, all_gates=False, timeout_s=self.settings.gate_timeout_s,
+                                            cache=cache)
+        except KernelLoadError as error:
+            return replace(evaluation, status=_load_failure(str(error)), fitness=None,
+                           error=f"confirm: {error}"[:ERROR_CHARS])
+        confirmed = {"seeds": list(result.seeds), "dtypes": list(dtypes), "summary": result.summary()}
+        if result.passed:
+            return replace(evaluation, verdict={**dict(evaluation.verdict or {}), "confirmed": confirmed})
+        failing = result.first_failure
+        assert failing is not None
+        return replace(evaluation, status=CandidateStatus.FAILED, fitness=None,
+                       verdict={**json.loads(failing.to_json()), "confirmed": confirmed},
+                       replay_tokens=result.replay_tokens(),
+                       error=f"not confirmed as best: {result.summary()} ({', '.join(dtypes)})"[:ERROR_CHARS])
+
+
+def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,
+                     keep: Path | None = None) -> tuple[BenchTimes | str | None, str]:
+    """Run the bench worker pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it
+    timed or refused the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the
+    reason then carries the internal-error marker); (None, tail) when it died or ran past `timeout_s`. The
+    worker's whole run, every sample included, is written to `keep` when given."""
+    with tempfile.TemporaryDirectory() as tmp:
+        request_file, result_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request_file.write_text(json.dumps(request_to_json(request)))
+        env = dict(os.environ)
+        if device.startswith("cuda:"):  # one worker per GPU: the bench (and its verifier worker) sees only its own
+            index = int(device.split(":", 1)[1])
+            visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+            env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+        if verdict_cache:
+            env["CAKE_VERDICT_CACHE"] = verdict_cache
+        command = [sys.executable, "-m", "cake.evaluation.bench_worker", str(request_file), str(result_file)]
+        # Its own session: on our timeout the whole bench process group goes (the verifier's worker runs in a
+        # session of its own and is killed by the bench's per-gate timeouts while the bench lives).
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return None, f"bench timed out after {timeout_s:g} s"
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        result: Mapping[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    if keep is not None and "run" in result:
+        keep.write_text(json.dumps(result["run"], indent=1) + "\n")
+    if "internal" in result:
+        return str(result["internal"]), tail
+    if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):
+        return f"{tail}" if is_internal(tail) else f"internal error in CAKE (bench worker): {tail}", tail
+    if "error" in result:
+        return str(result["error"]), tail
+    if "times" in result:
+        return BenchTimes.from_json(result["times"]), tail
+    return None, f"bench worker exited {proc.returncode}: {tail}"
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded or benched: a CAKE bug (an internal error relayed by a worker) or an
+    error of the candidate."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
+
+
+def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,
+                tokens: tuple[str, ...] = (), timings: Mapping[str, float] | None = None,
+                measured_ms: float | None = None, baseline_ms: float | None = None, fitness: float | None = None,
+                kind: FitnessKind | None = None, error: str | None = None) -> Evaluation:
+    return Evaluation(status=status, verdict=verdict, replay_tokens=tokens, timings=dict(timings or {}),
+                      measured_ms=measured_ms, baseline_ms=baseline_ms, fitness=fitness, fitness_kind=kind,
+                      error=error, worker=device, seconds=time.monotonic() - started)
