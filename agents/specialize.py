@@ -34,6 +34,7 @@ from cake.agents.hopper import (
     has_feature,
     issues_mma,
     issues_wgmma,
+    register_budgets,
 )
 from cake.agents.mutations import Mutation, Operator
 from cake.agents.precompute import precompute
@@ -42,13 +43,15 @@ from cake.ir import nodes as n
 from cake.ir.transforms import apply
 from cake.ir.transforms.as_warpgroups import regrouped
 from cake.ir.transforms.drop_unused_params import drop_unused_params
-from cake.ir.visit import fresh, mentions, substitute_body, with_launch
+from cake.ir.visit import fresh, identifiers, mentions, substitute_body, with_launch
 from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature
 
 PRODUCER = "producer"
-PRODUCER_REGS = 40  # a copy-only warpgroup needs few registers; setmaxnreg hands the rest to consumers
+# The producer's register budget is a param over the target's setmaxnreg budgets, starting at the fewest: a
+# copy-only warpgroup needs few registers, setmaxnreg hands the rest to the consumers, the search tunes it.
+PRODUCER_REGS = "PRODUCER_REGS"
 REPLICA_VAR = "w"
 REPLICAS = 2
 
@@ -167,8 +170,8 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     consumer = replace(role, name="consumer" if role.name != "consumer" else role.name, body=body)
     if hopper:
         consumer = regrouped(consumer, analysis.default_env(kernel)) or consumer
-        producer = n.Role(PRODUCER, None, n.UnitKind.WARPGROUPS, n.IntLit(1), n.IntLit(PRODUCER_REGS),
-                          tuple(producer_body))
+        regs, kernel = _producer_regs_param(kernel)
+        producer = n.Role(PRODUCER, None, n.UnitKind.WARPGROUPS, n.IntLit(1), n.Name(regs), tuple(producer_body))
     else:
         producer = n.Role(PRODUCER, None, role.unit, n.IntLit(1), None, tuple(producer_body))
     new = replace(launch, smem=(*launch.smem, *smem), barriers=(*launch.barriers, *barriers),
@@ -183,6 +186,15 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         out = fit_consumer_regs(out)
     fed = ", ".join(s.name for s in (*tiles, *staged))
     return Mutation(out, f"TMA producer feeds {fed} to {consumer.name}{what}")
+
+
+def _producer_regs_param(kernel: n.Kernel) -> tuple[str, n.Kernel]:
+    """A fresh param for the producer's register budget: domain the target's setmaxnreg budgets, default the
+    smallest."""
+    budgets = register_budgets(kernel)
+    name = fresh(PRODUCER_REGS, set(identifiers(kernel)))
+    param = n.Param(name, budgets[0], n.ValueSet(budgets))
+    return name, replace(kernel, params=(*kernel.params, param))
 
 
 def _in_registers(tile: n.TileType) -> bool:
