@@ -271,16 +271,23 @@ def pool_size(set_bytes: int, l2_bytes: int, max_pool_bytes: int = 4 << 30, min_
 
 
 def make_inputs(contract: Contract, dims: Mapping[str, int], dtype: torch.dtype, device: str,
-                seed: int) -> tuple[Tensor, ...]:
-    """One fresh input set for timing: randn floats and in-range integers, drawn on the device (never zeros:
-    zeros hide unwritten outputs and can run faster than real data)."""
+                seed: int) -> tuple[Tensor | None, ...]:
+    """One fresh input set for timing: randn floats (projected into the input's value domain) and in-range
+    integers, drawn on the device (never zeros: zeros hide unwritten outputs and can run faster than real
+    data). Optional inputs are omitted (None), as a plain call omits them; a workload timing them builds its
+    own inputs (e.g. varlen offsets for a benchmark's sequence lengths)."""
     gen = torch.Generator(device=device).manual_seed(seed)
-    out = []
+    dims = contract.resolve_dims(dims, contract.optional_inputs)
+    out: list[Tensor | None] = []
     for spec in contract.inputs:
+        if spec.optional:
+            out.append(None)
+            continue
         shape = shape_of(spec, dims)
         t = contract.input_dtype(spec, dtype)
         if t.is_floating_point:
-            out.append(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(t))
+            x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+            out.append((x if spec.domain is None else spec.domain.project(x)).to(t))
         else:
             high = dims[spec.int_range_dim] if spec.int_range_dim else 2**15
             out.append(torch.randint(0, max(1, high), shape, generator=gen, device=device, dtype=t))

@@ -20,7 +20,7 @@ from cake.experiments.workload import Baseline, BaselineUnavailable, Prepared
 
 FLA_REQUIREMENT = "fla-core==0.6.0"
 FLA_HINT = (f"`pip install {FLA_REQUIREMENT}` (on the GPU machine, carry the wheel and its dependencies in .whl/: "
-            "fla_core-0.6.0-py3-none-any.whl, einops)")
+            "fla_core-0.6.0-py3-none-any.whl, einops-0.8.2-py3-none-any.whl)")
 FLASH_KDA_HINT = ("build FlashKDA from source (its repository with CUTLASS, FLASH_KDA_CUDA_ARCHS=90a); the "
                   "tokenspeed-flashkda cp312 wheel refuses every call under torch 2.11 (built against another torch)")
 

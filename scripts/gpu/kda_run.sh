@@ -2,7 +2,7 @@
 # (verdicts with replay tokens), the fused seed schedule verified in bf16, then fla chunk_kda (fused flags,
 # FLA_FLASH_KDA=0) timed at FlashKDA's six shapes interleaved with the seed (cold L2), JSON in results.tgz.
 # Run from the repository root with carry [".whl"]; needs in .whl/ (py3-none-any wheels): lark-1.3.1,
-# fla_core-0.6.0 and einops (fla-core's one dependency).
+# fla_core-0.6.0 and einops-0.8.2 (fla-core's one dependency).
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 # Most of each verify stage is Triton compiling: K and V are constexprs, one compile per (K, V) pair the battery

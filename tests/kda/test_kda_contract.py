@@ -132,3 +132,14 @@ def test_planted_bug_passes_the_standard_check_and_fails_the_gates_with_a_replay
     want = inputs_hash(materialize(contract, case_for(failure.replay_token, ctx), "cpu"))
     again = replay(failure.replay_token, bug)
     assert again.status.is_failure and again.inputs_hash == want
+
+
+def test_timing_inputs_omit_the_optional_inputs_and_stay_in_the_domains() -> None:
+    from cake.verifier.timing import make_inputs
+
+    contract = get_contract("kda_core")
+    q, k, v, g, beta, h0, cu = make_inputs(contract, {"B": 2, "T": 5, "H": 2, "K": 4, "V": 3, "N": 7},
+                                           torch.float32, "cpu", 0)
+    assert h0 is None and cu is None and q is not None and g is not None and beta is not None
+    assert float(g.min()) >= ref.LOWER_BOUND and float(g.max()) <= 0.0 and 0.0 <= float(beta.min())
+    assert torch.allclose(q.double().norm(dim=-1), torch.ones(2, 5, 2, dtype=torch.float64), atol=1e-6)
