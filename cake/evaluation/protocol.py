@@ -28,6 +28,9 @@ class EvalJob:
 class Completed:
     job: EvalJob
     evaluation: Evaluation
+    # Attempts lost to the machinery before this one (a worker or node died), one reason each; the loop
+    # records them as store events.
+    retries: tuple[str, ...] = ()
 
 
 class Evaluator(Protocol):
