@@ -24,6 +24,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "rank",
     "bench",
     "evolve",
+    "experiment",
     "report",
     "distill",
     "rules",

@@ -79,6 +79,22 @@ def register(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit; a caller's usage error says where instead
+        raise UsageError(message)
+
+
+def parse_evolve_args(argv: list[str], *, where: str) -> argparse.Namespace:
+    """`cake evolve`'s arguments parsed from `argv` (an experiment's run); a bad flag is a UsageError naming
+    `where`."""
+    parser = _RaisingParser(prog="cake")
+    register(parser.add_subparsers(dest="command"))
+    try:
+        return parser.parse_args(["evolve", *argv])
+    except UsageError as error:
+        raise UsageError(f"{where}: {error}") from None
+
+
 def _device(requested: str | None) -> str:
     if requested == "cpu":
         return requested
