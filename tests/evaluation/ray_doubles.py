@@ -64,3 +64,20 @@ class Hangs:
         if job.candidate_id == self.victim:
             time.sleep(600)
         return self.inner.evaluate(job, device)
+
+
+class Crash(Exception):
+    """A bug of the evaluation machinery (it propagates: the run stops, to be resumed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrashesAt:
+    """Like `ModelEvaluator`, but raises `Crash` for candidate `victim`."""
+
+    inner: ModelEvaluator
+    victim: int
+
+    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
+        if job.candidate_id == self.victim:
+            raise Crash(f"crash at #{job.candidate_id}")
+        return self.inner.evaluate(job, device)

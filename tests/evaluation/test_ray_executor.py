@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from cake.agents.loop import EvolutionLoop, LoopSettings
 from cake.agents.offline import OfflineAgent
-from conftest import SEED
 from fake_toolchain import FakeToolchain
 from ray_doubles import DiesOnce, Hangs, ModelEvaluator
 
@@ -20,6 +19,7 @@ from cake.evaluation.executors import LocalPoolExecutor
 from cake.evaluation.protocol import EvalJob, Evaluator, Executor
 from cake.runs.store import CandidateStatus, RunStore
 
+SEED = Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake"
 SETTINGS = LoopSettings(turns=3, proposals_per_turn=8, evals_per_turn=2, seed=5)
 
 
