@@ -119,3 +119,15 @@ def test_without_ray_the_executor_says_how_to_install_it(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(RayUnavailableError, match=r'pip install -e "\.\[ray\]"'):
         require_ray()
+
+
+def test_evolve_with_the_ray_executor_but_no_ray_is_a_usage_error_before_any_run_is_written(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['ray'] = None; from cake.cli import main; "
+            f"sys.exit(main(['evolve', '--device', 'cpu', '--executor', 'ray', '--out', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert 'cake evolve: error: the Ray executor needs Ray: pip install -e ".[ray]"' in done.stderr
+    assert not (tmp_path / "run").exists()
