@@ -16,19 +16,16 @@ from cake.agents.features import main_launch
 from cake.agents.ir_edit import domain_values, drop_unused_params, map_stmts, walk, with_launch
 from cake.ir import analysis
 from cake.ir import nodes as n
-from cake.ir.checks.legality import FORMS
 
-from cake.arch import Feature, UnknownArchError
+from cake.arch import ARCHS, WARPS_PER_WARPGROUP, ArchSpec, Feature, MmaFamily, UnknownArchError, mma_forms_of
 from cake.arch import arch as arch_spec
 
-REGISTERS = (24, 32, 40, 56, 64, 80, 96, 128, 152, 168, 184, 200, 216, 232, 240)  # setmaxnreg budgets tried
-# The instruction shapes are the checker's table (PTX's), read here rather than restated.
-_WGMMA = FORMS["wgmma"]
-WGMMA_M = _WGMMA.m[0]
-WGMMA_N_MAX = _WGMMA.n_max
-WGMMA_N_STEP = _WGMMA.n_step
-WGMMA_K = 16  # the k16 forms: 16-bit operands
-WGMMA_DTYPES = tuple(d for d, k in _WGMMA.k_by_dtype.items() if k == WGMMA_K)
+# The instruction shapes are cake.arch's mma table (the checker's and the backend's), read here, not restated.
+_WGMMA = mma_forms_of(MmaFamily.WGMMA)
+WGMMA_M = _WGMMA[0].m
+WGMMA_K = _WGMMA[0].k
+WGMMA_WIDTHS = tuple(sorted({f.n for f in _WGMMA}))  # every N the table lists
+WGMMA_DTYPES = tuple(n.DType(d) for d in _WGMMA[0].operand_dtypes)
 WGMMA_N_PREFERRED = 128  # the column tile a committed wgmma is widened toward (the ping-pong kernels' n128)
 PIPELINE_DEPTH = 4  # stages a new TMA pipeline starts with (CUTLASS's Hopper mainloops run 3-5)
 
@@ -41,11 +38,21 @@ def has_feature(kernel: n.Kernel, feature: Feature) -> bool:
 
 
 def wgmma_n(columns: int) -> int | None:
-    """The widest wgmma N that tiles `columns` (one instruction per 64-row block when columns <= 256)."""
-    for width in range(min(columns, WGMMA_N_MAX) // WGMMA_N_STEP * WGMMA_N_STEP, 0, -WGMMA_N_STEP):
-        if columns % width == 0:
-            return width
-    return None
+    """The widest wgmma N of the table that tiles `columns` (one instruction per 64-row block when
+    columns <= 256)."""
+    return next((width for width in reversed(WGMMA_WIDTHS) if columns % width == 0), None)
+
+
+def register_budgets(kernel: n.Kernel) -> tuple[int, ...]:
+    """The per-thread register budgets a role may declare on the kernel's target: the counts setmaxnreg
+    takes (its range, in steps of the allocation granularity), capped at the per-thread maximum."""
+    try:
+        spec: ArchSpec = arch_spec(kernel.target)
+    except UnknownArchError:
+        spec = next(a for a in ARCHS.values() if a.has(Feature.SETMAXNREG))
+    step = spec.register_allocation_granularity
+    top = min(spec.setmaxnreg_max_registers, spec.registers_per_thread_max)
+    return tuple(range(spec.setmaxnreg_min_registers, top // step * step + 1, step))
 
 
 def mma_sites(launch: n.Launch) -> list[n.Let]:
@@ -189,9 +196,9 @@ def as_warpgroups(kernel: n.Kernel, role: n.Role) -> n.Role | None:
     if role.unit is n.UnitKind.WARPGROUPS:
         return role
     warps = analysis.try_value(role.units, analysis.default_env(kernel))
-    if warps is None or warps % 4:
+    if warps is None or warps % WARPS_PER_WARPGROUP:
         return None
-    return replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(warps // 4))
+    return replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(warps // WARPS_PER_WARPGROUP))
 
 
 def issues_mma(role: n.Role) -> bool:
@@ -204,7 +211,7 @@ def issues_wgmma(role: n.Role) -> bool:
 
 
 def consumer_budget(kernel: n.Kernel) -> int | None:
-    """The largest budget (from `REGISTERS`) the mma roles can all take while the other roles keep theirs:
+    """The largest budget (from `register_budgets`) the mma roles can all take while the other roles keep theirs:
     the SM's register file shared out on a `setmaxnreg` target. None where that is not how registers are
     given (no setmaxnreg, or a copy role without a declared budget)."""
     launch = main_launch(kernel)
@@ -227,7 +234,7 @@ def consumer_budget(kernel: n.Kernel) -> int | None:
     if not mma_threads:
         return None
     share = min((spec.registers_per_sm - fixed) // mma_threads, spec.registers_per_thread_max)
-    fitting = [r for r in REGISTERS if r <= share]
+    fitting = [r for r in register_budgets(kernel) if r <= share]
     return fitting[-1] if fitting else None
 
 

@@ -31,6 +31,7 @@ from cake.agents.features import Features, features_of
 from cake.agents.population import Archive, Member
 from cake.agents.toolchain import EvalJob, Toolchain
 
+from cake.errors import InternalError
 from cake.evaluation.executors import LocalPoolExecutor
 from cake.evaluation.protocol import Executor
 from cake.runs.store import (
@@ -39,6 +40,7 @@ from cake.runs.store import (
     FitnessKind,
     NewCandidate,
     RunStore,
+    internal_diagnostic,
     ir_hash,
 )
 
@@ -238,7 +240,16 @@ class EvolutionLoop:
             self._agent_exhausted = agent_turn.exhausted
         checked: list[tuple[Checked, NewCandidate]] = []
         for proposal in agent_turn.proposals:
-            result = self.toolchain.validate(proposal.text)
+            try:
+                result = self.toolchain.validate(proposal.text)
+            except InternalError as error:  # a CAKE bug: recorded as such, never as the agent's rejection
+                digest = ir_hash(proposal.text)
+                seen.add(digest)
+                checked.append((Checked(proposal.text, None, ()), NewCandidate(
+                    ir_hash=digest, ir_text=proposal.text, name="?", parents=proposal.parents, agent=proposal.agent,
+                    mutation=proposal.mutation, status=CandidateStatus.INTERNAL,
+                    diagnostics=(internal_diagnostic(error.report()),), tokens=proposal.tokens)))
+                continue
             digest = ir_hash(result.text)
             if result.kernel is None:
                 status = CandidateStatus.UNPARSABLE

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 
 from cake.agents.features import main_launch
 from cake.agents.hopper import (
-    REGISTERS,
     commit_wgmma,
     consumer_budget,
     fit_consumer_regs,
@@ -29,6 +28,7 @@ from cake.agents.hopper import (
     narrow_dtypes,
     operand_dtype_vars,
     refit_forms,
+    register_budgets,
     wgmma_partners,
 )
 from cake.agents.ir_edit import domain_values, map_stmts, walk, with_launch, with_role
@@ -210,13 +210,13 @@ def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     # Where the other roles declare budgets (setmaxnreg), dropping this one's is illegal: keep it declared.
     others_declare = any(r.regs is not None for r in launch.roles if r is not role)
     if current is None:
-        value = rng.choice(REGISTERS)
+        value = rng.choice(register_budgets(kernel))
     elif rng.random() < 0.15 and not others_declare:
         new_role = replace(role, regs=None)
         return Mutation(with_role(kernel, launch, role, new_role), f"regs {role.name} {current}->compiler's choice")
     else:
         budget = consumer_budget(kernel) if issues_mma(role) else None  # an mma role's ceiling under setmaxnreg
-        choices = tuple(r for r in REGISTERS if budget is None or r <= budget)
+        choices = tuple(r for r in register_budgets(kernel) if budget is None or r <= budget)
         value = _step(choices, current, rng) or current
     new_role = replace(role, regs=n.IntLit(value))
     out = with_role(kernel, launch, role, new_role)

@@ -10,7 +10,7 @@ proposal order, so a resumed run sees exactly the population the killed one saw.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXPLOIT_PROBABILITY = 0.5
@@ -77,9 +77,3 @@ class Archive:
             else:
                 chosen.append(cells[rng.randrange(len(cells))])
         return chosen
-
-
-def coverage(archive: Archive, descriptors_seen: Sequence[tuple[object, ...]]) -> float:
-    """Fraction of the distinct behaviours seen that hold an elite (a run-health figure for reports)."""
-    distinct = set(descriptors_seen)
-    return len(archive) / len(distinct) if distinct else 0.0

@@ -39,10 +39,6 @@ def text(c: Condition) -> str:
     return f"{c.feature} {c.op} {value}"
 
 
-def holds_all(conditions: Sequence[Condition], facts: Facts) -> bool:
-    return all(c.holds(facts) for c in conditions)
-
-
 def offered_conditions(failures: Sequence[Facts]) -> list[Condition]:
     """Every condition that all `failures` satisfy, in a stable order."""
     if not failures:

@@ -15,6 +15,7 @@ from cake.ir.parser import parse_diagnostics
 from cake.ir.printer import print_kernel
 
 from cake.diagnostics import Diagnostic, DiagnosticError
+from cake.errors import InternalError
 
 CANDIDATE_FILE = "candidate.cake"  # the file name diagnostics show (never a path of this machine)
 # A text longer than this is not parsed at all (a schedule is a few KB; megabytes are an attack or a runaway).
@@ -42,8 +43,8 @@ def make_validator(arch: str, backend: str | None,
             return Checked(text, None, tuple(diagnostics))
         canonical = print_kernel(kernel)
         reparsed, again = parse_diagnostics(canonical, CANDIDATE_FILE)
-        if reparsed is None:  # the printer's round trip is the IR's invariant; a break is its bug, said loudly
-            raise AssertionError(f"canonical text does not parse: {again}")
+        if reparsed is None:  # the printer's round trip is the IR's invariant; a break is its bug
+            raise InternalError("printer round trip", f"the canonical text does not parse: {again}", canonical)
         learned = tuple(rules()) if rules is not None else ()
         found = tuple(check(reparsed, arch=arch, backend=backend, rules=learned, dims=dims, file=CANDIDATE_FILE))
         if backend is not None and not any(d.is_error for d in found):

@@ -14,12 +14,16 @@ Sources (short names used below):
   [b200]  NVIDIA Blackwell (HGX B200) datasheet, dense figures per GPU.
   [cake]  Measured by us on the lent H200, 2026-11-30 (DESIGN.md "Measured on an H200").
   [kinds] Read on the lent H200 machine via torch.cuda.get_device_properties, 2026-10-28 (KINDS.md).
+
+The mma forms (`MmaForm`, one row per instruction shape) are the single source for the legality checks,
+the agents' form choices and the CUDA backend, which generates one wrapper per form it calls from the row.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import cache
 
 
 class Feature(enum.Enum):
@@ -35,6 +39,87 @@ class Feature(enum.Enum):
     SETMAXNREG = "setmaxnreg"  # per-warpgroup register reallocation, sm_90a only
     TCGEN05 = "tcgen05"  # 5th-gen tensor cores with TMEM accumulators, sm_100a only
     TMEM = "tmem"
+
+
+# Facts common to every target CAKE knows.
+THREADS_PER_WARP = 32  # [ccg]
+WARPS_PER_WARPGROUP = 4  # wgmma and setmaxnreg act on 4 consecutive warps, warpgroup-aligned [ptx]
+
+
+class MmaFamily(enum.Enum):
+    """Tensor-core instruction families, as the IR spells them (`via wgmma.m64n128k16`)."""
+
+    MMA_SYNC = "mma_sync"  # warp-level, synchronous
+    WGMMA = "wgmma"  # warpgroup-level, asynchronous, operands through shared-memory descriptors
+    TCGEN05 = "tcgen05"  # issued by one thread, accumulator in tensor memory
+
+
+class OperandMemory(enum.Enum):
+    """Where a schedule may hand an mma operand."""
+
+    REGISTERS = "registers"
+    SHARED = "shared memory"
+    TENSOR = "tensor memory"
+
+
+class Issuer(enum.Enum):
+    """Who issues one instruction (and owns its accumulator fragment)."""
+
+    WARP = "warp"
+    WARPGROUP = "warpgroup"
+    THREAD = "thread"
+
+
+@dataclass(frozen=True, slots=True)
+class MmaForm:
+    """One tensor-core instruction shape: D[m, n] (+)= A[m, k] @ B[k, n].
+
+    A row lists only the variants CAKE emits (16-bit operands, fp32 accumulator, operands K-major); the ISA
+    has more (tf32, fp8, A from registers for wgmma, A from tensor memory for tcgen05). Adding one is a row
+    here plus what its emitter needs in the backend. The CUDA backend generates the wrapper of a form from
+    its row, so every form a target lists compiles for that target.
+    """
+
+    family: MmaFamily
+    m: int
+    n: int
+    k: int
+    instruction: str  # the PTX opcode before its shape and type suffixes
+    operand_dtypes: tuple[str, ...]  # element types A and B may have (the IR's spelling: f16, bf16)
+    accumulator_dtype: str
+    a_memory: frozenset[OperandMemory]  # SHARED for mma.sync: the backend loads fragments with ldmatrix
+    b_memory: frozenset[OperandMemory]
+    issuer: Issuer
+    feature: Feature
+
+    @property
+    def name(self) -> str:
+        """The form as a schedule writes it after `via`."""
+        return f"{self.family.value}.m{self.m}n{self.n}k{self.k}"
+
+    @property
+    def shape(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k}"
+
+
+_HALF_TYPES = ("f16", "bf16")
+_REGS_OR_SHARED = frozenset({OperandMemory.REGISTERS, OperandMemory.SHARED})
+_SHARED = frozenset({OperandMemory.SHARED})
+MMA_SYNC_FORMS: tuple[MmaForm, ...] = (
+    MmaForm(MmaFamily.MMA_SYNC, 16, 8, 16, "mma.sync.aligned", _HALF_TYPES, "f32", _REGS_OR_SHARED,
+            _REGS_OR_SHARED, Issuer.WARP, Feature.MMA_SYNC),
+)
+# [ptx] wgmma .m64nNk16 with f16/bf16 inputs: N = 8..256 in steps of 8.
+WGMMA_FORMS: tuple[MmaForm, ...] = tuple(
+    MmaForm(MmaFamily.WGMMA, 64, n, 16, "wgmma.mma_async.sync.aligned", _HALF_TYPES, "f32", _SHARED, _SHARED,
+            Issuer.WARPGROUP, Feature.WGMMA)
+    for n in range(8, 257, 8))
+# [ptx] tcgen05.mma cta_group::1 kind::f16 with M = 128: N = 16..256 in steps of 16. (M = 64 puts the
+# accumulator in other TMEM lanes than row = lane, which CAKE's tensor-memory loads assume: not listed.)
+TCGEN05_FORMS: tuple[MmaForm, ...] = tuple(
+    MmaForm(MmaFamily.TCGEN05, 128, n, 16, "tcgen05.mma.cta_group::1.kind::f16", _HALF_TYPES, "f32", _SHARED,
+            _SHARED, Issuer.THREAD, Feature.TCGEN05)
+    for n in range(16, 257, 16))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +142,35 @@ class ArchSpec:
     tma_box_dim_max_elements: int  # each boxDim <= 256 [CUDA driver API cuTensorMapEncodeTiled]
     tma_alignment_bytes: int  # global address and strides 16-byte aligned [driver API]
     features: frozenset[Feature]
+    mma_forms: tuple[MmaForm, ...]  # the tensor-core instruction shapes the target has
     source: str
+    # setmaxnreg takes a per-thread count in this range, in steps of register_allocation_granularity [ptx]
+    setmaxnreg_min_registers: int = 24
+    setmaxnreg_max_registers: int = 256
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features
+
+    def mma_form(self, name: str) -> MmaForm | None:
+        """The row of the form spelled `name` (e.g. `wgmma.m64n96k16`), None where the target lacks it."""
+        return next((f for f in self.mma_forms if f.name == name), None)
+
+    def mma_widths(self, family: MmaFamily, m: int | None = None) -> tuple[int, ...]:
+        """The N the target offers for `family` (and M, when given), ascending."""
+        return tuple(sorted({f.n for f in self.mma_forms if f.family is family and (m is None or f.m == m)}))
+
+    @property
+    def max_named_barrier_id(self) -> int:
+        """bar.sync ids run 0..named_barriers_per_block - 1; id 0 is __syncthreads'."""
+        return self.named_barriers_per_block - 1
+
+    @property
+    def setmaxnreg_values(self) -> tuple[int, ...]:
+        """Every per-thread register count setmaxnreg accepts (empty without setmaxnreg)."""
+        if Feature.SETMAXNREG not in self.features:
+            return ()
+        step = self.register_allocation_granularity
+        return tuple(range(self.setmaxnreg_min_registers, self.setmaxnreg_max_registers + 1, step))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +212,7 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_AMPERE, source="[ccg] CC 8.0; [ptx]",
+        features=_AMPERE, mma_forms=MMA_SYNC_FORMS, source="[ccg] CC 8.0; [ptx]",
     ),
     "sm_90": ArchSpec(
         name="sm_90", compute_capability=(9, 0),
@@ -110,7 +220,8 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_HOPPER, source="[ccg] CC 9.0; [ptx] (no arch-specific wgmma/setmaxnreg without the 'a')",
+        features=_HOPPER, mma_forms=MMA_SYNC_FORMS,
+        source="[ccg] CC 9.0; [ptx] (no arch-specific wgmma/setmaxnreg without the 'a')",
     ),
     "sm_90a": ArchSpec(
         name="sm_90a", compute_capability=(9, 0),
@@ -118,7 +229,7 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_HOPPER_A, source="[ccg] CC 9.0; [ptx] sm_90a",
+        features=_HOPPER_A, mma_forms=MMA_SYNC_FORMS + WGMMA_FORMS, source="[ccg] CC 9.0; [ptx] sm_90a",
     ),
     "sm_100a": ArchSpec(
         name="sm_100a", compute_capability=(10, 0),
@@ -126,7 +237,8 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=512, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_BLACKWELL_A, source="[ccg] CC 10.0; [ptx] sm_100a tcgen05, TMEM 512 columns",
+        features=_BLACKWELL_A, mma_forms=MMA_SYNC_FORMS + TCGEN05_FORMS,
+        source="[ccg] CC 10.0; [ptx] sm_100a tcgen05, TMEM 512 columns",
     ),
 }
 
@@ -175,6 +287,17 @@ def arch(name: str) -> ArchSpec:
     except KeyError:
         known = ", ".join(ARCHS)
         raise UnknownArchError(f"unknown arch `{name}`; known targets: {known}") from None
+
+
+@cache
+def mma_forms_of(family: MmaFamily) -> tuple[MmaForm, ...]:
+    """Every form of `family` that some target lists (the shapes the ISA defines, as far as CAKE emits)."""
+    seen: dict[str, MmaForm] = {}
+    for spec in ARCHS.values():
+        for form in spec.mma_forms:
+            if form.family is family:
+                seen.setdefault(form.name, form)
+    return tuple(seen.values())
 
 
 def device_for(arch_name: str) -> DeviceSpec:

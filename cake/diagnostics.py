@@ -2,12 +2,13 @@
 
 Diagnostics render rustc-style::
 
-    error[E0201]: shared memory over budget in role `consumer`
-      --> assign.cake:7:3
-       |
-     7 |   cs[STAGES]: bf16[BK, D] swizzle 128B
-       |   ^^^^^^^^^^ 231,424 bytes > 232,448 bytes limit on sm_90a
-       = help: lower STAGES or BK
+    error[E0301]: shared memory over budget in launch `assign`: 466,048 bytes > 232,448 bytes on sm_90a
+      --> assign.cake:29:3
+        |
+     29 |   smem cs[STAGES]: T[BK, D] swizzle 128B
+        |   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ 466,048 bytes > 232,448 bytes limit on sm_90a
+       = note: buffers: xs: 2 x 32,768; cs: 6 x 65,536; csq: 6 x 1,024; 16 mbarriers: 128
+       = help: lower the stage count or tile size of `cs` (393,216 bytes)
 
 A diagnostic never carries an internal file path or a Python traceback: `file` is the user's input name.
 """
@@ -42,7 +43,7 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """A located, coded finding. `code` is a stable ID such as E0201; `subject` names the role,
+    """A located, coded finding. `code` is a stable ID such as E0301; `subject` names the role,
     resource or stage responsible, so an agent can repair the right place."""
 
     code: str

@@ -153,9 +153,6 @@ class OpSpec:
     def reference_paths(self) -> tuple[Path, ...]:
         return tuple(self.folder / name for name in self.references)
 
-    def missing_files(self) -> tuple[Path, ...]:
-        return tuple(p for p in self.seed_paths() + self.reference_paths() if not p.is_file())
-
     def shape(self, name: str) -> Shape:
         for shape in (self.cpu_shape, *self.gpu_shapes):
             if shape.name == name:
@@ -270,9 +267,6 @@ class Workload:
     def seed_schedules(self) -> dict[str, tuple[Path, ...]]:
         """Clean-start seeds per op. Reference schedules are deliberately not here."""
         return {spec.contract: spec.seed_paths() for spec in self.ops}
-
-    def reference_schedules(self) -> dict[str, tuple[Path, ...]]:
-        return {spec.contract: spec.reference_paths() for spec in self.ops}
 
 
 class UnknownWorkloadError(KeyError):

@@ -61,6 +61,7 @@ from cake.ir.nodes import (
     Wait,
 )
 
+import cake.arch as arch_facts
 from cake.arch import ArchSpec
 
 # Layout facts of the CUDA backend's shared-memory allocator (the same on every target):
@@ -70,8 +71,11 @@ SWIZZLE_ATOM_ROWS = 8  # a swizzled buffer starts on a whole swizzle atom: 8 row
 # launch requests this much more and aligns its base itself (the CUDA backend's prologue does).
 SMEM_BASE_ALIGN_BYTES = 1024
 MBARRIER_BYTES = 8  # one mbarrier object is a 64-bit word in shared memory
-THREADS_PER_WARP = 32
-WARPS_PER_WARPGROUP = 4
+# The columns of a 2-D shared tile are padded to whole k16 steps, and the copies that land the tile zero the
+# padding: an mma may contract over any K, and a TMA box row is the padded row.
+SMEM_COLUMN_STEP_ELEMENTS = 16
+THREADS_PER_WARP = arch_facts.THREADS_PER_WARP  # re-exported: the checks read them as an.*
+WARPS_PER_WARPGROUP = arch_facts.WARPS_PER_WARPGROUP
 TMEM_MIN_ALLOC_COLUMNS = 32  # tcgen05.alloc: a power of two, at least 32 columns
 TMEM_LANES = 128
 # Expansion caps: per-instance and per-element analyses stop (as if unbound) past these, so a schedule
@@ -344,10 +348,6 @@ class SmemLayout:
     barrier_offset_bytes: int
     total_bytes: int
 
-    @property
-    def buffer_bytes(self) -> int:
-        return sum(b.bytes for b in self.buffers)
-
 
 def _align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
@@ -521,17 +521,58 @@ def compatible(a: int | None, b: int | None) -> bool:
     return a is None or b is None or a == b
 
 
+def phase_sequences(sites: list[BarrierSite]) -> list[list[BarrierSite]]:
+    """One role instance's sites on one barrier, split into the phase sequences they drive, in program order.
+
+    Sites in one loop (or in loops nested in it) drive one sequence: each iteration is a phase. Two sequential
+    loops on the same ring drive two sequences, one after the other (the phase bits carry over from the first
+    to the second). A site outside every loop joins the sequences of the loops in its block, which keeps them
+    one sequence (an instance that also arrives once after its loop is accounted per phase as before)."""
+    groups: list[tuple[Path, list[BarrierSite]]] = []
+    for site in sorted(sites, key=lambda s: s.site.path):
+        key = site.site.path[:-1]  # the innermost loop holding the site (the role body: ())
+        if groups:
+            last, members = groups[-1]
+            shorter, longer = sorted((last, key), key=len)
+            if longer[:len(shorter)] == shorter:  # nested in (or enclosing) the current sequence's loop
+                groups[-1] = (shorter, [*members, site])
+                continue
+        groups.append((key, [site]))
+    return [members for _key, members in groups]
+
+
+def sequences_by_instance(sites: tuple[BarrierSite, ...], barrier: str, kinds: tuple[str, ...]
+                          ) -> dict[tuple[str, int], list[list[BarrierSite]]]:
+    """Per role instance, its `kinds` sites on `barrier` as phase sequences. When the instances do not agree
+    on how many sequences there are, each gets one (all its sites): the sequences cannot be matched up, so
+    they are accounted as one phase, the conservative reading."""
+    by_instance: dict[tuple[str, int], list[BarrierSite]] = {}
+    for s in sites:
+        if s.barrier == barrier and s.kind in kinds:
+            by_instance.setdefault((s.role, s.instance), []).append(s)
+    split = {who: phase_sequences(members) for who, members in by_instance.items()}
+    if len({len(seqs) for seqs in split.values()}) > 1:
+        return {who: [sorted(members, key=lambda s: s.site.path)] for who, members in by_instance.items()}
+    return split
+
+
 @dataclass(frozen=True, slots=True)
 class BarrierUse:
-    """Per-phase accounting of one mbarrier array: arrivals per element and TMA bytes per element."""
+    """Per-phase accounting of one mbarrier array: arrivals and TMA bytes per element, for each phase
+    sequence the roles drive on it (`phase_sequences`: one per loop over the ring, in order)."""
 
     name: str
     elements: int
     declared_arrivals: int
     declared_tx: int | None
-    arrivals: tuple[int, ...]  # arrivals one phase of each element receives
-    tx_bytes: tuple[int, ...]  # TMA bytes one phase of each element receives
+    sequences: tuple[tuple[int, ...], ...]  # per sequence: arrivals one phase of each element receives
+    tx_sequences: tuple[tuple[int, ...], ...]  # per sequence: TMA bytes one phase of each element receives
     arrivers: tuple[str, ...]  # "role[instance]" of every arriving instance, for messages
+
+    @property
+    def arrivals(self) -> tuple[int, ...]:
+        """Arrivals per element of the first phase sequence (the only one, unless loops share the ring)."""
+        return self.sequences[0] if self.sequences else (0,) * self.elements
 
 
 def copy_box_bytes(copy: Copy, launch: Launch, env: Env) -> int:
@@ -551,28 +592,25 @@ def barrier_accounting(launch: Launch, env: Env, sites: tuple[BarrierSite, ...] 
         count = 1 if decl.count is None else value(decl.count, env)
         if not 0 < count <= MAX_BARRIER_ELEMENTS:
             raise Unbound((f"{count} elements of mbarrier {decl.name}",))
-        arrivals = [0] * count
-        tx = [0] * count
-        arrivers: list[str] = []
-        by_instance: dict[tuple[str, int], list[BarrierSite]] = {}
-        for s in sites:
-            if s.barrier == decl.name and s.kind in (SiteKind.ARRIVE, SiteKind.SIGNAL):
-                by_instance.setdefault((s.role, s.instance), []).append(s)
-        for (role, instance), inst_sites in by_instance.items():
-            arrivers.append(f"{role}[{instance}]")
-            for e in range(count):
-                hits = [s for s in inst_sites if compatible(s.element, e)]
-                arrives = sum(1 for s in hits if s.kind == SiteKind.ARRIVE)
-                # All async completions an instance issues on one phase share one arrive.expect_tx.
-                signals = [s for s in hits if s.kind == SiteKind.SIGNAL]
-                arrivals[e] += arrives + (1 if signals else 0)
-                for s in signals:
-                    stmt = s.site.stmt
-                    if isinstance(stmt, Copy) and stmt.kind is CopyKind.TMA:
-                        tx[e] += copy_box_bytes(stmt, launch, env)
+        by_instance = sequences_by_instance(sites, decl.name, (SiteKind.ARRIVE, SiteKind.SIGNAL))
+        n_sequences = max((len(seqs) for seqs in by_instance.values()), default=0)
+        arrivals = [[0] * count for _ in range(n_sequences)]
+        tx = [[0] * count for _ in range(n_sequences)]
+        for seqs in by_instance.values():
+            for j, seq_sites in enumerate(seqs):
+                for e in range(count):
+                    hits = [s for s in seq_sites if compatible(s.element, e)]
+                    arrives = sum(1 for s in hits if s.kind == SiteKind.ARRIVE)
+                    # All async completions an instance issues on one phase share one arrive.expect_tx.
+                    signals = [s for s in hits if s.kind == SiteKind.SIGNAL]
+                    arrivals[j][e] += arrives + (1 if signals else 0)
+                    for s in signals:
+                        stmt = s.site.stmt
+                        if isinstance(stmt, Copy) and stmt.kind is CopyKind.TMA:
+                            tx[j][e] += copy_box_bytes(stmt, launch, env)
         uses[decl.name] = BarrierUse(
             decl.name, count, value(decl.arrivals, env), try_value(decl.tx, env),
-            tuple(arrivals), tuple(tx), tuple(arrivers),
+            tuple(map(tuple, arrivals)), tuple(map(tuple, tx)), tuple(f"{r}[{i}]" for r, i in by_instance),
         )
     return uses
 

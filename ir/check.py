@@ -5,8 +5,9 @@
     diagnostics = check(kernel, arch="sm_80", backend="triton")
     diagnostics = check_text(text, "assign.cake")        # parse + check; parse errors come back as diagnostics
 
-A check that crashes on odd input is a bug in that check: the driver reports it as one internal-error
-diagnostic carrying the check's ID (never a traceback), and goes on with the other checks.
+A check that crashes on odd input is a bug in CAKE, not a finding about the schedule: the driver raises
+`cake.errors.InternalError` naming the check and carrying the schedule text (never a diagnostic, so it can
+never read as a rejection).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from cake.ir.checks.registry import Backend, CheckSpec, Family, Finding, all_che
 from cake.ir.nodes import Kernel
 
 from cake.diagnostics import Diagnostic, DiagnosticError, Severity
+from cake.errors import InternalError
 
-# What a buggy check can raise on malformed-but-parsed input. Caught only here, at the driver boundary.
-_CHECK_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError,
+# What a buggy check can raise on malformed-but-parsed input. Caught only here, at the driver boundary, and
+# re-raised as an InternalError.
+CHECK_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError,
                RecursionError, TypeError, ValueError)
 
 # Families that need a known target: without one they would report nonsense.
@@ -60,11 +63,10 @@ def check(kernel: Kernel, *, arch: str | None = None, backend: str | Backend | N
 def run_one(spec: CheckSpec, ctx: CheckContext, file: str) -> list[Diagnostic]:
     try:
         return [_diagnostic(spec, f, file) for f in spec.run(ctx)]
-    except _CHECK_BUGS as error:
-        return [Diagnostic(
-            spec.id, f"internal error in check {spec.id} ({spec.title}): {type(error).__name__}",
-            file=file, notes=("this is a bug in CAKE's checker, not in the schedule; the other checks ran",),
-        )]
+    except CHECK_BUGS as error:
+        from cake.ir.printer import print_kernel
+
+        raise InternalError(f"check {spec.id} ({spec.title})", error, print_kernel(ctx.kernel)) from error
 
 
 def _diagnostic(spec: CheckSpec, f: Finding, file: str) -> Diagnostic:

@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from cake.ir import analysis as an
 from cake.ir import cost_pressure as cp
 from cake.ir import nodes as n
+from cake.ir.builtins import BUILTINS, BuiltinKind
 from cake.ir.cost_calibration import CostConstants, Factors, calibration_for, constants_for
+from cake.ir.printer import expr as expr_text
+from cake.ir.typing import Typing, type_kernel
 
 from cake.arch import DEVICES, ArchSpec, DeviceSpec, arch, device_for
 
@@ -76,9 +79,7 @@ class Work:
     acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
 
 
-_REDUCTIONS = {"sum": 1.0, "max": 1.0, "min": 1.0, "argmin": 2.0, "argmax": 2.0, "cumsum": 2.0}
-_SFU = frozenset({"exp", "exp2", "log", "sqrt", "rsqrt"})
-_FREE = frozenset({"cdiv"})
+_ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class _Counter:
     env: an.Env
     consts: CostConstants
     threads: int
+    typing: Typing
     scope: dict[str, _Tile] = field(default_factory=dict)
     tensor_flops: float = 0.0
     cuda_ops: float = 0.0
@@ -119,42 +121,55 @@ class _Counter:
         except an.Unbound as missing:
             raise CostError(f"the cost model needs a value for {', '.join(missing.names)}") from None
 
-    # ---- expressions: shape inference that counts as it goes ----
+    def shape(self, e: n.Expr | n.Let) -> tuple[int, ...]:
+        """`e`'s shape from the type table, at this launch's sizes."""
+        shape = self.typing.shape(e)
+        if shape is None:
+            what = f"`{expr_text(e)}`" if not isinstance(e, n.Let) else f"`{e.name}`"
+            raise CostError(f"the cost model needs a well-typed schedule; {what} has no type")
+        return tuple(self.val(x) for x in shape)
+
+    # ---- expressions: count the work; shapes come from the type table ----
     def expr(self, e: n.Expr, mult: float) -> tuple[tuple[int, ...], int]:
-        if isinstance(e, (n.IntLit, n.BoolLit, n.SizeOf)):
-            return (), 4
-        if isinstance(e, n.FloatLit):
+        """Count `e`'s work; its shape, and the bytes per element it occupies (4 for computed values)."""
+        if isinstance(e, (n.IntLit, n.BoolLit, n.SizeOf, n.FloatLit)):
             return (), 4
         if isinstance(e, n.Name):
             tile = self.scope.get(e.id)
             if tile is None:
                 return (), 4  # a scalar: param, dim, loop or grid variable
+            shape = self.shape(e)
             if tile.space == "smem":
-                self.smem_read(mult, math.prod(tile.shape), tile.elem_bytes)
-            return tile.shape, tile.elem_bytes
+                self.smem_read(mult, math.prod(shape), tile.elem_bytes)
+            return shape, tile.elem_bytes
         if isinstance(e, n.Index):
             return self.index(e, mult, read=True)
         if isinstance(e, n.Load):
-            shape, eb = self.index(e.source, mult, read=False) if isinstance(e.source, n.Index) else \
+            if isinstance(e.source, n.Index):
+                self.index(e.source, mult, read=False)
+            else:
                 self.expr(e.source, mult)
+            shape = self.shape(e)
             name = an.ref_name(e.source)
-            nbytes = mult * math.prod(shape) * eb
             tile = self.scope.get(name or "")
+            eb = tile.elem_bytes if tile is not None else 4
+            nbytes = mult * math.prod(shape) * eb
             if tile is not None and tile.space == "global":
                 self.global_bytes += nbytes
                 self.reads[name or "?"] = self.reads.get(name or "?", 0.0) + nbytes
             return shape, eb
         if isinstance(e, n.Transpose):
-            shape, eb = self.expr(e.operand, mult)
-            return tuple(reversed(shape)), eb
+            _, eb = self.expr(e.operand, mult)
+            return self.shape(e), eb
         if isinstance(e, n.UnaryOp):
-            shape, eb = self.expr(e.operand, mult)
+            _, eb = self.expr(e.operand, mult)
+            shape = self.shape(e)
             self.cuda_ops += mult * math.prod(shape)
             return shape, eb
         if isinstance(e, n.BinOp):
-            a, ea = self.expr(e.lhs, mult)
-            b, eb_ = self.expr(e.rhs, mult)
-            shape = _broadcast(a, b)
+            _, ea = self.expr(e.lhs, mult)
+            _, eb_ = self.expr(e.rhs, mult)
+            shape = self.shape(e)
             self.cuda_ops += mult * math.prod(shape)
             return shape, max(ea, eb_)
         if isinstance(e, n.Mma):
@@ -164,32 +179,31 @@ class _Counter:
         raise CostError(f"the cost model does not know the expression {type(e).__name__}")
 
     def call(self, e: n.Call, mult: float) -> tuple[tuple[int, ...], int]:
-        if e.func in _FREE:
-            return (), 4
-        if e.func == "arange":
-            size = self.val(e.args[0])
-            self.cuda_ops += mult * size
-            return (size,), 4
-        axis_kw = next((k for k in e.kwargs if k.name == "axis"), None)
-        args = [self.expr(a, mult) for a in e.args]
-        if e.func in _REDUCTIONS and axis_kw is not None and len(args) == 1:
-            source, eb = args[0]
-            axis = self.val(axis_kw.value)
+        row = BUILTINS.get(e.func)
+        if row is None:
+            raise CostError(f"the cost model does not know the builtin `{e.func}`")
+        if row.ops == 0:
+            return (), 4  # compile-time arithmetic
+        counted = [self.expr(a, mult) for i, a in enumerate(e.args) if i not in row.elem_args]
+        shape = self.shape(e)
+        if row.kind in _ALONG_AXIS:
+            source = self.shape(e.args[0])
+            axis = self.val(next(k for k in e.kwargs if k.name == "axis").value)
             split = cp.warp_split(source, self.threads // an.THREADS_PER_WARP, self.consts)
-            self.cuda_ops += mult * math.prod(source) * _REDUCTIONS[e.func] * split.replication
+            self.cuda_ops += mult * math.prod(source) * row.ops * split.replication
             if len(source) >= 2 and (split.crosses_columns if axis % len(source) == len(source) - 1
                                      else split.crosses_rows):
                 self.syncs += mult  # partial results exchanged through shared memory, behind a barrier
-            if e.func == "cumsum":
-                return source, eb
-            return tuple(d for i, d in enumerate(source) if i != axis % max(1, len(source))), eb
-        shape: tuple[int, ...] = ()
-        for s, _ in args:
-            shape = _broadcast(shape, s)
-        eb = 4 if e.func != "cast" else _cast_bytes(e, self.env)
-        cost = self.consts.sfu_op_cost if e.func in _SFU else 1.0
-        self.cuda_ops += mult * math.prod(shape) * cost
+            return shape, counted[0][1]
+        eb = 4 if e.func != "cast" else max(1, an.elem_bytes(self._elem(e), self.env))
+        self.cuda_ops += mult * math.prod(shape) * (self.consts.sfu_op_cost if row.special else row.ops)
         return shape, eb
+
+    def _elem(self, e: n.Expr) -> n.DType | n.TypeVar:
+        ty = self.typing.of(e)
+        if ty is None or not isinstance(ty.elem, (n.DType, n.TypeVar)):
+            raise CostError(f"`{expr_text(e)}` has no element type")
+        return ty.elem
 
     def mma(self, a: n.Expr, b: n.Expr, form: str, mult: float, acc: n.Expr | None = None) -> tuple[tuple[int, ...], int]:
         outer, self.in_mma_operand = self.in_mma_operand, True
@@ -244,29 +258,17 @@ class _Counter:
                     self.expr(item, mult)
             return (), 4
         items = list(e.items)
-        dims = list(tile.shape)
         if tile.space == "reg" and name in self.reduced and items and isinstance(items[0], n.NewAxis):
             self.syncs += mult  # a row-slice vector used as a column vector: a layout conversion via smem
         if tile.space in ("smem", "tmem") and tile.stages > 1 and items:
             items = items[1:]  # the stage index
         elif tile.space in ("smem", "tmem") and items and not isinstance(items[0], (n.Slice, n.NewAxis)) \
-                and len(items) > len(dims):
+                and len(items) > len(tile.shape):
             items = items[1:]
-        shape: list[int] = []
-        d = 0
         for item in items:
-            if isinstance(item, n.NewAxis):
-                shape.append(1)
-                continue
-            extent = dims[d] if d < len(dims) else 1
-            d += 1
-            if isinstance(item, n.Slice):
-                shape.append(extent if item.size is None else self.val(item.size))
-            else:
-                sub, _ = self.expr(item, mult)
-                shape.extend(sub)  # a gather by a tile of indices keeps the index tile's shape
-        shape.extend(dims[d:])
-        result = tuple(shape)
+            if not isinstance(item, (n.Slice, n.NewAxis)):
+                self.expr(item, mult)  # a gather's index tile
+        result = self.shape(e)
         if read and tile.space == "smem":
             self.smem_read(mult, math.prod(result), tile.elem_bytes)
         return result, tile.elem_bytes
@@ -284,12 +286,13 @@ class _Counter:
     def stmt(self, s: n.Stmt, mult: float, pipelined: int) -> None:
         if isinstance(s, n.Let):
             before = self.global_bytes
-            shape, eb = self.expr(s.value, mult)
+            _, eb = self.expr(s.value, mult)
+            shape = self.shape(s)
             if s.type is not None:
-                shape = tuple(self.val(x) for x in s.type.shape)
                 eb = an.elem_bytes(s.type.elem, self.env)
             self.scope[s.name] = _Tile(shape, eb, "reg")
-            if isinstance(s.value, n.Call) and s.value.func in _REDUCTIONS and len(shape) == 1:
+            row = BUILTINS.get(s.value.func) if isinstance(s.value, n.Call) else None
+            if row is not None and row.kind in _ALONG_AXIS and len(shape) == 1:
                 self.reduced.add(s.name)
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
                 self.staged_smem += pipelined * math.prod(shape) * eb
@@ -337,22 +340,6 @@ class _Counter:
             self.syncs += mult
 
 
-def _cast_bytes(e: n.Call, env: an.Env) -> int:
-    target = e.args[1] if len(e.args) > 1 else None
-    if isinstance(target, n.Name):
-        dtype = next((d for d in n.DType if d.value == target.id), None) or env.dtypes.get(target.id)
-        if dtype is not None:
-            return max(dtype.bytes, 1)
-    return 4
-
-
-def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    if len(a) < len(b):
-        a, b = b, a
-    b = (1,) * (len(a) - len(b)) + b
-    return tuple(max(x, y) for x, y in zip(a, b, strict=True))
-
-
 @dataclass(frozen=True, slots=True)
 class LaunchWork:
     work: Work
@@ -362,10 +349,12 @@ class LaunchWork:
     vector_bytes: float  # 1-D register tiles of one CTA
 
 
-def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants) -> LaunchWork:
-    """Count one tile's work for `launch` (every role instance), and the tile count of the grid."""
+def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants,
+               typing: Typing | None = None) -> LaunchWork:
+    """Count one tile's work for `launch` (every role instance), and the tile count of the grid.
+    `typing` is `kernel`'s type table (computed here when not given)."""
     threads = an.launch_threads(launch, env)
-    c = _Counter(kernel, launch, env, consts, threads)
+    c = _Counter(kernel, launch, env, consts, threads, typing if typing is not None else type_kernel(kernel))
     for t in kernel.tensors:
         c.scope[t.name] = _Tile(tuple(c.val(x) for x in t.type.shape), an.elem_bytes(t.type.elem, env), "global")
     for sc in kernel.scratch:
@@ -631,8 +620,9 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
         raise CostError(f"{kernel.name} has no param {', '.join(sorted(unknown))}")
     rate_key = _DTYPE_RATE_KEY.get(dtype, "bf16")
     launches = []
+    typing = type_kernel(kernel)
     for launch in kernel.launches:
-        lw = count_work(kernel, launch, env, consts)
+        lw = count_work(kernel, launch, env, consts, typing)
         occ = occupancy(kernel, launch, env, spec, dev, consts, lw)
         pingpong = bool(launch.pingpongs)
         t = terms(lw.work, occ, dev, consts, rate_key, pingpong)

@@ -19,7 +19,9 @@ shares is read in one place (DESIGN.md style rule 1).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Union
 
 from cake.diagnostics import Span
@@ -86,8 +88,24 @@ class BinOpKind(enum.Enum):
     def is_comparison(self) -> bool:
         return self in _COMPARISONS
 
+    @property
+    def precedence(self) -> int:
+        """Binding strength, loosest first; the one table the parser, the printer and diagnostics read."""
+        return PRECEDENCE[self]
+
 
 _COMPARISONS = frozenset({BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE, BinOpKind.EQ, BinOpKind.NE})
+
+# Binary operators parse as one flat chain (grammar.lark); these levels order it. Comparisons do not chain.
+PRECEDENCE: Mapping[BinOpKind, int] = MappingProxyType({
+    BinOpKind.OR: 1, BinOpKind.AND: 2,
+    **{k: 3 for k in _COMPARISONS},
+    BinOpKind.ADD: 4, BinOpKind.SUB: 4,
+    BinOpKind.MUL: 5, BinOpKind.DIV: 5, BinOpKind.FLOORDIV: 5, BinOpKind.MOD: 5,
+})
+UNARY_PRECEDENCE = 6  # unary - !, load, mma
+POSTFIX_PRECEDENCE = 7  # e[...], e.T
+ATOM_PRECEDENCE = 8
 
 
 class UnaryOpKind(enum.Enum):

@@ -75,15 +75,6 @@ def _tok_span(token: Token) -> Span:
     return Span(token.line, token.column, end_line, end_column)
 
 
-# Binding strength of binary operators, loosest first (the grammar parses them as one flat chain).
-PRECEDENCE: dict[n.BinOpKind, int] = {
-    n.BinOpKind.OR: 1, n.BinOpKind.AND: 2,
-    **{k: 3 for k in n.BinOpKind if k.is_comparison},
-    n.BinOpKind.ADD: 4, n.BinOpKind.SUB: 4,
-    n.BinOpKind.MUL: 5, n.BinOpKind.DIV: 5, n.BinOpKind.FLOORDIV: 5, n.BinOpKind.MOD: 5,
-}
-
-
 class KernelBuilder(Transformer):
     """One Transformer; each method is named after a grammar rule (or `-> alias`), takes the rule's meta
     (positions) and children, and builds its node.
@@ -369,9 +360,9 @@ class KernelBuilder(Transformer):
                         "E0001", f"unexpected `{token}`, comparisons do not chain", span=_tok_span(token),
                         file=self.filename, help="write `(a < b) & (b < c)`"))
                 last_comparison = token
-            elif PRECEDENCE[kind] < PRECEDENCE[n.BinOpKind.LT]:
+            elif kind.precedence < n.BinOpKind.LT.precedence:
                 last_comparison = None
-            while pending and PRECEDENCE[pending[-1]] >= PRECEDENCE[kind]:
+            while pending and pending[-1].precedence >= kind.precedence:
                 reduce()
             pending.append(kind)
             operands.append(children[i + 1])

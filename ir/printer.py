@@ -16,23 +16,15 @@ from dataclasses import dataclass
 
 from cake.ir import nodes as n
 
-# Binding strength, loosest first; mirrors the `?expr` ladder in grammar.lark.
-_BINOP_PREC = {
-    n.BinOpKind.OR: 1, n.BinOpKind.AND: 2,
-    n.BinOpKind.LT: 3, n.BinOpKind.LE: 3, n.BinOpKind.GT: 3, n.BinOpKind.GE: 3, n.BinOpKind.EQ: 3,
-    n.BinOpKind.NE: 3,
-    n.BinOpKind.ADD: 4, n.BinOpKind.SUB: 4,
-    n.BinOpKind.MUL: 5, n.BinOpKind.DIV: 5, n.BinOpKind.FLOORDIV: 5, n.BinOpKind.MOD: 5,
-}
-_UNARY = 6  # - ! load mma
-_POSTFIX = 7  # e[...] e.T
-_ATOM = 8
+_UNARY = n.UNARY_PRECEDENCE
+_POSTFIX = n.POSTFIX_PRECEDENCE
+_ATOM = n.ATOM_PRECEDENCE
 _INDENT = "  "
 
 
 def _prec(e: object) -> int:
     if isinstance(e, n.BinOp):
-        return _BINOP_PREC[e.op]
+        return e.op.precedence
     if isinstance(e, (n.UnaryOp, n.Load, n.Mma)):
         return _UNARY
     if isinstance(e, (n.Index, n.Transpose)):
@@ -50,7 +42,7 @@ def expr(e: n.Expr, min_prec: int = 0) -> str:
 
 def _expr(e: n.Expr) -> str:
     if isinstance(e, n.BinOp):
-        level = _BINOP_PREC[e.op]
+        level = e.op.precedence
         # Comparisons do not chain, so both sides bind tighter; the others are left-associative.
         lhs_min = level + 1 if e.op.is_comparison else level
         return f"{expr(e.lhs, lhs_min)} {e.op.value} {expr(e.rhs, level + 1)}"

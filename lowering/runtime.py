@@ -29,7 +29,7 @@ from cake.ir.nodes import Kernel
 from cake.lowering.backend import Backend, get_backend
 from cake.lowering.cache import CacheKey, KernelCache, default_cache, ir_hash
 from cake.lowering.lowered import LoweredKernel, ResourceUsage
-from cake.lowering.pipeline import LowerContext, run_passes
+from cake.lowering.pipeline import EMIT, LowerContext, guarded, run_passes
 
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, render_all
@@ -69,7 +69,8 @@ def lower(kernel: Kernel, backend: str = DEFAULT_BACKEND, *, params: Mapping[str
     target = arch_spec(arch or kernel.target).name
     ctx = LowerContext(be.name, target, dict(params or {}), filename)
     specialized = run_passes(kernel, be.passes, ctx, dump_after=dump_after, dump=dump)
-    emitted = be.emit(specialized, ctx)
+    with guarded(f"{be.name} {EMIT}", specialized):
+        emitted = be.emit(specialized, ctx)
     toolchain = tuple(sorted(be.toolchain().items()))
     digest = ir_hash(specialized)
     key = CacheKey(digest, target, be.name, be.codegen_version, toolchain).digest

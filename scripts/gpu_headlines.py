@@ -146,7 +146,7 @@ def measure_shape(spec: Any, shape: Any, kernels: Sequence[tuple[str, Any, Any]]
                   ) -> tuple[Any, dict[str, Any]]:
     """One process's measurement of one shape: every kernel and baseline interleaved in one `measure` (seeded
     shuffled order), as `ProcessSamples` (every sample; why each contestant without a time has none) and notes."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.timing import (
         Contestant,
         TimingConfig,

@@ -140,7 +140,7 @@ def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: Device
     import torch
     from cake.experiments.kmeans import triton_assign
     from cake.experiments.kmeans.workload import ASSIGN
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
     from cake.verifier.runner import kernel_errors
     from cake.verifier.timing import (
         Contestant,

@@ -58,6 +58,9 @@ class DimSpec:
     default_gpu: int
     boundary_candidates: tuple[int, ...]  # 1, primes, non-multiples of 16/32/64/128, thin and long
     long_value: int | None = None  # a long reduction for ORD-01 / PRC-02 when this is the reduction dim
+    # A long reduction that a kernel holding the whole reduction on chip still accepts (a head-dim-like D):
+    # ORD-01 and PRC-02 judge it beside `long_value`, so a kernel refusing `long_value` is still judged.
+    long_on_chip: int | None = None
 
     def default(self, device: str) -> int:
         return self.default_small if device == "cpu" else self.default_gpu
@@ -94,6 +97,12 @@ class Contract:
     scores: Callable[..., Tensor] | None = None  # ARGMIN outputs: fp64 scores [..., choices]
     structure: Callable[[list[Tensor | None], torch.Generator], None] | None = None  # op-aware inputs
     tensor_core: bool = False  # the roofline floor may use tensor-core rates
+    # Extra shapes CMP-01 runs under the GPU profile only (too big for the interpreter), e.g. a persistent
+    # grid that gets several tiles per CTA. Each is judged on a sample of `row_dim` (see sampling.py).
+    gpu_cases: tuple[tuple[tuple[str, int], ...], ...] = ()
+    # Outputs at index i of this dim depend only on inputs at index i (a point, a row): a large case may be
+    # judged on a sample of indices, with the fp64 reference computed on that sample only.
+    row_dim: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def dim(self, name: str) -> DimSpec:

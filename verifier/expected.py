@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 from cake.verifier.contracts import Contract, OutputCheck
 from cake.verifier.inputs import Case, Layout, host_values
+from cake.verifier.sampling import case_rows, take_rows
 from cake.verifier.tolerance import ToleranceTable
 from torch import Tensor
 
@@ -29,6 +30,7 @@ class Expected:
     refs: tuple[Tensor, ...]
     bounds: tuple[Tensor, ...]
     scores: tuple[Tensor | None, ...]  # per output: fp64 scores with NaN as +Inf (ARGMIN), else None
+    rows: Tensor | None = None  # a sampled case: the contract's row_dim indices the above cover (sampling.py)
 
 
 def reference_device(device: str) -> str:
@@ -86,8 +88,14 @@ def expected_for_case(contract: Contract, case: Case, device: str, worst_case: b
         _CACHE.move_to_end(key)
         return hit
     values = host_values(contract, case)
+    rows = case_rows(contract, case)
+    if rows is not None:
+        assert contract.row_dim is not None
+        values = take_rows(contract.inputs, values, contract.row_dim, rows)
     found = expected_from(contract, case, to_reference_inputs(values, reference_device(device)),
                           [None if v is None else v.dtype for v in values], None, worst_case)
+    if rows is not None:
+        found = replace(found, rows=rows)
     _CACHE[key] = found
     if len(_CACHE) > CACHE_ENTRIES:
         _CACHE.popitem(last=False)

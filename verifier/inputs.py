@@ -59,6 +59,7 @@ class Case:
     gate_id: str
     case_index: int
     omitted: tuple[str, ...] = field(default_factory=tuple)  # optional inputs passed as None
+    sampled: bool = False  # judged on a sample of the contract's row_dim (sampling.py), not in full
 
     @property
     def dim_map(self) -> dict[str, int]:
@@ -69,7 +70,8 @@ class Case:
 
     def describe(self) -> str:
         shape = ",".join(f"{k}={v}" for k, v in self.dims)
-        return f"{self.family.value} {self.layout.value} {str(self.dtype).removeprefix('torch.')} [{shape}]"
+        sampled = " (sampled rows)" if self.sampled else ""
+        return f"{self.family.value} {self.layout.value} {str(self.dtype).removeprefix('torch.')} [{shape}]{sampled}"
 
 
 def make_case(dims: Mapping[str, int], dtype: torch.dtype, family: ValueFamily, layout: Layout,

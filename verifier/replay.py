@@ -18,7 +18,7 @@ from cake.verifier.replay_hash import inputs_hash
 from cake.verifier.results import Evidence, GateStatus
 from cake.verifier.runner import CaseOutcome, run_case
 from cake.verifier.tokens import BadTokenError, ReplayToken
-from cake.verifier.tolerance import dtype_from_name, dtype_name
+from cake.verifier.tolerance import dtype_from_name
 
 __all__ = ["BadTokenError", "ReplayResult", "ReplayToken", "case_for", "inputs_hash", "minimize", "replay"]
 
@@ -31,10 +31,6 @@ class ReplayResult:
     status: GateStatus
     reason: str
     evidence: Evidence | None
-
-    @property
-    def reproduced(self) -> bool:
-        return self.status.is_failure
 
 
 def case_for(token: ReplayToken | str, ctx: GateContext) -> Case:
@@ -94,8 +90,3 @@ def minimize(contract: Contract, kernel: Callable[..., object], failing_case: Ca
                     best, improved = trial, True
                     break
     return best
-
-
-def minimized_token(case: Case, op: str, device: str) -> str:
-    return ReplayToken(op, case.gate_id, case.seed, case.case_index, dtype_name(case.dtype),
-                       "cuda" if device.startswith("cuda") else device, case.dims).encode()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from cake import __version__
 from cake.cli.common import ExitCode, UsageError
+from cake.errors import InternalError
 
 # Subcommand modules, in the order `cake --help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -55,3 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"cake {args.command}: error: {error}", file=sys.stderr)
         return ExitCode.USAGE
+    except InternalError as error:
+        print(f"cake {args.command}: {error.report()}", file=sys.stderr)
+        return ExitCode.INTERNAL

@@ -13,7 +13,8 @@ from cake.cli.common import ExitCode, UsageError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("check", help="statically check CAKE schedules",
                                    description="Parse and check schedules. Exit 0 clean, 1 errors found, "
-                                               "2 bad usage or unreadable file.")
+                                               "2 bad usage or unreadable file, 3 an internal error (a bug in "
+                                               "CAKE: report it).")
     parser.add_argument("files", nargs="*", metavar="FILE", help=".cake schedule files")
     parser.add_argument("--arch", help="check against this target instead of each schedule's own")
     parser.add_argument("--backend", choices=("triton", "cuda"), help="also check what this backend can express")

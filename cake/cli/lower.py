@@ -1,7 +1,8 @@
 """`cake lower`: lower a schedule to backend source (Triton Python or CUDA C++).
 
 Exit 0 with the source on stdout (or in `-o OUT`); 1 when the schedule has findings (it does not parse,
-the checker or the backend refuses it); 2 on bad usage, an unreadable file or an unavailable backend.
+the checker or the backend refuses it); 2 on bad usage, an unreadable file or an unavailable backend; 3 on an
+internal error (a check, pass or generator crashed: a bug in CAKE, reported with the failing pass).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lower", help="lower a schedule to Triton or CUDA source",
         description="Lower a schedule through the backend's pass pipeline and print the generated source. "
-                    "Exit 0 ok, 1 the schedule was refused (diagnostics on stderr), 2 bad usage.")
+                    "Exit 0 ok, 1 the schedule was refused (diagnostics on stderr), 2 bad usage, 3 an internal "
+                    "error (a bug in CAKE).")
     parser.add_argument("file", nargs="?", metavar="FILE.cake", help="the schedule")
     parser.add_argument("--backend", default="triton", help="triton (default) or cuda")
     parser.add_argument("--arch", help="target (default: the schedule's `target`)")

@@ -2,7 +2,8 @@
 
 The evaluator times each candidate in a process of its own, pinned to one GPU (CUDA_VISIBLE_DEVICES), so a
 kernel that corrupts its context or hangs costs only this process. The request is a `BenchRequest` and the
-result a `BenchTimes`, both as typed JSON; a setup failure is written as {"error": ...} with exit status 2.
+result a `BenchTimes`, both as typed JSON; a setup failure is written as {"error": ...} with exit status 2,
+and a bug in CAKE (`InternalError`) as {"internal": ...} with exit status `INTERNAL_EXIT_CODE`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from cake.errors import INTERNAL_EXIT_CODE, InternalError
 from cake.evaluation.bench import BenchSetupError, bench_kernel, request_from_json
 
 EXIT_SETUP = 2
@@ -27,6 +29,9 @@ def main(argv: list[str]) -> int:
     except BenchSetupError as error:
         out.write_text(json.dumps({"error": str(error)}))
         return EXIT_SETUP
+    except InternalError as error:  # a CAKE bug, reported as one: never a verdict about the candidate
+        out.write_text(json.dumps({"internal": error.report()}))
+        return INTERNAL_EXIT_CODE
     out.write_text(json.dumps({"times": run.times().to_json()}))
     return 0
 

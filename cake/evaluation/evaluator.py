@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cake.errors import INTERNAL_EXIT_CODE, is_internal
 from cake.evaluation.bench import BenchRequest, BenchTimes, request_to_json
 from cake.evaluation.protocol import EvalJob
 from cake.runs.store import CandidateStatus, Evaluation, FitnessKind
@@ -112,7 +113,7 @@ class ScheduleEvaluator:
         try:
             verdict = self.verify(job.path, "cpu", CPU_DTYPES)
         except KernelLoadError as error:
-            return _evaluation(CandidateStatus.ERROR, "cpu", started, error=str(error)[:ERROR_CHARS])
+            return _evaluation(_load_failure(str(error)), "cpu", started, error=str(error)[:ERROR_CHARS])
         verdict_json = json.loads(verdict.to_json())
         tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
@@ -149,8 +150,8 @@ class ScheduleEvaluator:
         dtype = str(request.shapes[0].torch_dtype).removeprefix("torch.")
         outcome, problem = run_bench_worker(request, device, timeout_s=self.settings.bench_timeout_s,
                                             verdict_cache=self.settings.verdict_cache)
-        if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load
-            return _evaluation(CandidateStatus.ERROR, device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
+        if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
+            return _evaluation(_load_failure(outcome), device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
         verdict = self.cached_verdict(job.path, dtype)
         if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
             return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {problem}"[:ERROR_CHARS])
@@ -179,8 +180,8 @@ class ScheduleEvaluator:
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float,
                      verdict_cache: str | None = None) -> tuple[BenchTimes | str | None, str]:
     """Run the bench worker pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it
-    timed or refused the candidate; (reason, tail) when it could not start; (None, tail) when it died or
-    ran past `timeout_s`."""
+    timed or refused the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the
+    reason then carries the internal-error marker); (None, tail) when it died or ran past `timeout_s`."""
     with tempfile.TemporaryDirectory() as tmp:
         request_file, result_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_file.write_text(json.dumps(request_to_json(request)))
@@ -204,11 +205,21 @@ def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float,
             return None, f"bench timed out after {timeout_s:g} s"
         tail = "\n".join(output.strip().splitlines()[-15:])
         result: Mapping[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    if "internal" in result:
+        return str(result["internal"]), tail
+    if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):
+        return f"{tail}" if is_internal(tail) else f"internal error in CAKE (bench worker): {tail}", tail
     if "error" in result:
         return str(result["error"]), tail
     if "times" in result:
         return BenchTimes.from_json(result["times"]), tail
     return None, f"bench worker exited {proc.returncode}: {tail}"
+
+
+def _load_failure(message: str) -> CandidateStatus:
+    """A kernel that could not be loaded or benched: a CAKE bug (an internal error relayed by a worker) or an
+    error of the candidate."""
+    return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,

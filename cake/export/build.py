@@ -151,10 +151,11 @@ def _variant(cand: Candidate, vid: str, pkg: Path, backend: str, archs: Sequence
 def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: ShapeDomain,
                 files: dict[str, str], result: ExportResult) -> dict[str, Any]:
     from cake.arch import arch as arch_spec
+    from cake.diagnostics import DiagnosticError
+    from cake.errors import ShapeNotSupported
     from cake.ir.nodes import DType
-    from cake.lowering.cuda.backend import compile_target, tma_extents
+    from cake.lowering.cuda.backend import compile_target, specialize_for_call, tma_extents
     from cake.lowering.cuda.compile import CompileError, compile_cubin
-    from cake.lowering.cuda.errors import LoweringError
     from cake.lowering.cuda.program import generate
 
     statics = [d.name for d in kernel.dims if d.static]
@@ -180,12 +181,16 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
         key = ";".join([f"{v}={dtype.value}" for v in var_names if dtype is not None] +  # _kernels.spec_key
                        [f"{d}={static_dims[d]}" for d in statics])
         stem = f"kernels/{vid}_{kernel.name}." + key.replace(";", "_").replace("=", "-")
-        try:
-            program = generate(kernel, kernel.target, dtypes=dtypes, static_dims=static_dims)
-        except LoweringError as error:
+        try:  # as a call specializes: the checker with these static dims bound, then codegen
+            bound = specialize_for_call(kernel, kernel.target, dtypes, static_dims)
+            program = generate(bound, kernel.target, dtypes=dtypes, static_dims=static_dims)
+        except ShapeNotSupported as error:
+            result.skipped.append(f"{kernel.name} [{key}]: {error.reason}")
+            continue
+        except DiagnosticError as error:  # LoweringError included
             result.skipped.append(f"{kernel.name} [{key}]: " + "; ".join(d.message for d in error.diagnostics))
             continue
-        cubins = {}
+        cubins, resources = {}, {}
         for arch, target in targets.items():
             smem = {c.kname: c.smem_bytes for c in program.launches}
             tmem = {c.kname: c.tmem_columns for c in program.launches}
@@ -203,12 +208,13 @@ def _cuda_specs(kernel: Any, vid: str, pkg: Path, archs: Sequence[str], domain: 
             (pkg / rel).write_bytes(compiled.cubin)
             files[rel] = cert.sha256_text_bytes(compiled.cubin)
             cubins[target] = rel
+            resources[target] = compiled.report.gate_mapping()  # ptxas's figures, for RES-02 in `cake certify`
         if not cubins:
             continue
         (pkg / f"{stem}.cu").write_text(program.source)
         files[f"{stem}.cu"] = cert.sha256_text(program.source)
         specs.append({"key": key, "dtypes": {k: v.value for k, v in dtypes.items()}, "statics": static_dims,
-                      "source": f"{stem}.cu", "cubins": cubins, "codes": launch_codes(program),
+                      "source": f"{stem}.cu", "cubins": cubins, "resources": resources, "codes": launch_codes(program),
                       "tma_extents": tma_extents(program)})
     if not specs:
         raise ExportError(f"`{kernel.name}`: no specialization compiled:\n  " + "\n  ".join(result.skipped))
@@ -226,7 +232,7 @@ def _elem_name(elem: Any) -> str:
 
 def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[str, Any], reference: str
              ) -> dict[str, Any]:
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
     inputs = [{"name": t.name, "dims": list(t.dims), "dtype": t.dtype_rule} for t in contract.inputs]
@@ -257,7 +263,7 @@ def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[st
 
 def _copy_reference(op: str, pkg: Path, copied: dict[str, str]) -> tuple[str, str]:
     """The contract's reference module, copied verbatim (it must import only torch, math, __future__)."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     fn = get_contract(op).reference
     source = inspect.getsourcefile(fn)

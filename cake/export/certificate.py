@@ -56,7 +56,7 @@ def device_name(device: str) -> str:
 
 def contract_json(op: str, reference_sha256: str) -> dict[str, Any]:
     """The op contract as data (signature, dims, dtypes, semantics, tolerance model) with its reference's hash."""
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     c = get_contract(op)
     return {

@@ -1,8 +1,8 @@
 """`cake certify PKG`: run the contract gates on an exported package's kernels on this machine and append a
 row per op to its certificate.
 
-The battery calls each op's dispatcher exactly as a user's call would be routed (bucket, variant), except that
-a call the package would send to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
+The battery calls each registered op (`torch.ops.<namespace>.<op>`) as a user would, except that a call the
+package would route to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
 — the certificate speaks for the kernels, not for the reference. On the CPU the Triton kernels run under the
 interpreter (`TRITON_INTERPRET=1`, set for the duration; triton must not be imported before). The battery runs
 in this process.
@@ -15,7 +15,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,6 +52,30 @@ def import_package(path: Path) -> ModuleType:
     return module
 
 
+def worst_resources(manifest: Mapping[str, Any], op: str, device: str) -> dict[str, Any] | None:
+    """The largest ptxas figures over the op's cubins that run on this device (RES-02), or None (no CUDA)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    archs = [f"sm_{major}{minor}a", f"sm_{major}{minor}"] + (["sm_80"] if major == 8 else [])
+    vids = sorted({v for b in manifest["ops"][op]["buckets"] for v in b["variants"]})
+    found = []
+    for vid in vids:
+        for spec in manifest["variants"][vid].get("cuda", {}).get("specs", []):
+            arch = next((a for a in archs if a in spec.get("resources", {})), None)
+            if arch is not None:
+                found.append(spec["resources"][arch])
+    if not found:
+        return None
+    worst = dict(found[0])
+    for report in found[1:]:
+        for key in ("registers_per_thread", "smem_bytes", "tmem_columns", "spill_bytes"):
+            worst[key] = max(worst[key], report[key])
+    return worst
+
+
 @contextlib.contextmanager
 def _interpreter(on: bool) -> Iterator[None]:
     before = os.environ.get("TRITON_INTERPRET")
@@ -69,8 +93,10 @@ def _interpreter(on: bool) -> Iterator[None]:
 def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, seed: int = 0,
             gates: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Run the battery on every op of the package at `path`; append and return the rows."""
+    import torch
+
     from cake.verifier.battery import run_battery
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     pkg = package_dir(path)
     manifest = json.loads((pkg / "manifest.json").read_text())
@@ -86,14 +112,17 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
         module = import_package(pkg)
         fallback = module._ops.Fallback
         for name, op in module.PACKAGE.ops.items():
-            def kernel(*inputs: Any, op: Any = op) -> Any:
+            registered = getattr(getattr(torch.ops, module.PACKAGE.namespace), name)
+
+            def kernel(*inputs: Any, op: Any = op, registered: Any = registered) -> Any:
                 call = op.route(inputs)
                 if isinstance(call, fallback):
                     raise ShapeNotSupported(f"the package sends this call to the reference: {call.reason}")
-                return call(*inputs)
+                return registered(*inputs)  # the registered op, as a user calls it
 
             verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
-                                  all_gates=True, interpreter=device == "cpu", gates=gates)
+                                  all_gates=True, interpreter=device == "cpu", gates=gates,
+                                  resource_report=worst_resources(manifest, name, device))
             summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device), seed=seed)
             rows.append({"op": name, "date": cert.now(), "device": cert.device_name(device), "seed": seed,
                          "gates_requested": list(gates) if gates else "all", "toolchain": cert.toolchain(),

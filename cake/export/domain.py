@@ -35,7 +35,7 @@ class ShapeDomain:
 def domain_for(op: str, overrides: Mapping[str, Sequence[int]] | None = None) -> ShapeDomain:
     """The declared domain of `op`: from its workload's shapes, else from the contract's default sizes."""
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
     try:

@@ -78,6 +78,9 @@ def host_plan(kernel: Kernel) -> dict[str, Any]:
         "static_dims": [d.name for d in kernel.dims if d.static],
         "inputs": [t.name for t in kernel.tensors if t.direction is not Direction.OUT],
         "input_dtypes": [_elem(t.type.elem) for t in kernel.tensors if t.direction is not Direction.OUT],
+        # the dim each input axis binds (None: an expression, checked by nothing here), for the schedule's own names
+        "input_dims": [[e.id if isinstance(e, Name) and e.id in {d.name for d in kernel.dims} else None
+                        for e in t.type.shape] for t in kernel.tensors if t.direction is not Direction.OUT],
         "outputs": [{"name": t.name, "shape": [py_expr(e, kernel) for e in t.type.shape], "dtype": _elem(t.type.elem)}
                     for t in kernel.tensors if t.direction is Direction.OUT],
         "scratch": [{"name": s.name, "shape": [py_expr(e, kernel) for e in s.type.shape], "dtype": _elem(s.type.elem),

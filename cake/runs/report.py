@@ -96,6 +96,7 @@ def build(store: RunStore) -> dict[str, Any]:
         "summary": {
             "turns": len(turns), "proposed": len(rows), "evaluations": len(evaluated),
             "passed": sum(r.status is CandidateStatus.PASSED for r in rows),
+            "internal_errors": sum(r.status is CandidateStatus.INTERNAL for r in rows),
             "tokens": store.total_tokens(), "rejections": dict(sorted(rejections.items())),
             "best": None if best is None else {
                 "id": best.id, "ir_hash": best.ir_hash, "fitness": best.fitness, "mutation": best.mutation,
@@ -160,6 +161,10 @@ def markdown(report: Mapping[str, Any]) -> str:
             lines.append(f"  - over `{name}`: {speedup:.3f}x (first verified candidate at parity: evaluation {first})")
     else:
         lines.append("- no candidate passed verification")
+    if s.get("internal_errors"):
+        lines.append(f"- **{s['internal_errors']} internal errors** (`error: internal`): a check, pass or generator "
+                     "crashed on these candidates, a bug in CAKE, not a rejection; their stored diagnostic says what "
+                     "failed")
     lines += ["", "## Rejections by diagnostic ID", ""]
     lines += [f"- `{code}`: {count}" for code, count in s["rejections"].items()] or ["- none"]
     lines += ["", "## Learned rules", "", "| turn | rejected by learned rules | evaluations saved | GPU s saved (est.) |",

@@ -102,10 +102,14 @@ class CandidateStatus(enum.Enum):
     PASSED = "passed"  # evaluated, every gate passed
     FAILED = "failed"  # evaluated, a gate failed (or timed out, or the kernel raised)
     ERROR = "error"  # could not be evaluated: lowering or loading failed
+    # A bug in CAKE (a check, pass or generator crashed on this candidate): neither a rejection by a check nor a
+    # verdict on the kernel. The report (what failed, how to report it) is its one diagnostic, code `internal`.
+    INTERNAL = "error: internal"
 
     @property
     def evaluated(self) -> bool:
-        return self in (CandidateStatus.PASSED, CandidateStatus.FAILED, CandidateStatus.ERROR)
+        return self in (CandidateStatus.PASSED, CandidateStatus.FAILED, CandidateStatus.ERROR,
+                        CandidateStatus.INTERNAL)
 
 
 class FitnessKind(enum.Enum):
@@ -115,6 +119,12 @@ class FitnessKind(enum.Enum):
 
 def ir_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def internal_diagnostic(report: str) -> Mapping[str, Any]:
+    """The one stored diagnostic of an `error: internal` candidate: the InternalError's report (what failed and
+    how to report it). Its code `internal` is never counted as a rejection."""
+    return {"code": "internal", "severity": "internal", "message": report}
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,6 @@
 |---|---|
 | `registry` | `CheckSpec`, `@check`, `Finding`, `BadExample`, the registry |
 | `context` | `CheckContext`: kernel, target limits, backend, cached analyses |
-| `infer` | name resolution and tile types (one walk; feeds E01xx and E02xx) |
 | `fixtures` | known-good bases that known-bad examples are derived from |
 | `names`, `shapes`, `resources`, `sync`, `legality`, `backend` | E01 .. E06 |
 

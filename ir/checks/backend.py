@@ -3,7 +3,11 @@
 The Triton backend writes plain `triton.language`: one program per CTA with no warp specialization,
 no explicit mbarriers, no tensor memory, no TMA copies and no instruction commitments (Triton chooses
 the mma instruction). Each rule is data (`TRITON_RULES`): the constructs it finds, and the fix.
-The CUDA backend expresses everything the IR can say, so it has no rules here.
+
+The CUDA backend expresses every construct; what it refuses is narrower (E061x): tensor-core operands that
+are not in shared memory (it reads them with ldmatrix or descriptors, and stages only plain global loads),
+and `via dot` on operand types its warp-level form (cake.arch's mma table) does not take. These are the
+refusals its codegen would otherwise raise after the checker accepted the schedule.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PLAIN, derive
-from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, finding, register
+from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, check, finding, register
+
+from cake.arch import MmaFamily
+from cake.diagnostics import Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +124,77 @@ def _as_check(cap: Capability) -> Callable[[CheckContext], Iterable[Finding]]:
 for _cap in TRITON_RULES:
     register(CheckSpec(_cap.id, _cap.title, _cap.message, Family.BACKEND, _as_check(_cap), _cap.examples,
                        backend=Backend.TRITON))
+
+
+# ------------------------------------------------------------------------------------------------- CUDA
+
+# `via dot` on the CUDA backend is its warp-level form (the row of cake.arch's table it emits).
+CUDA_DOT_FAMILY = MmaFamily.MMA_SYNC
+
+
+def _stageable(expr: n.Expr, launch: n.Launch, lets: dict[str, n.Expr], depth: int = 0) -> bool:
+    """The CUDA backend can read this operand from shared memory: a shared buffer (stage), or a name bound
+    to a plain load of a global tensor (which it stages) or to another such operand."""
+    name = an.ref_name(expr)
+    if name is None or depth > len(lets):
+        return False
+    if any(s.name == name for s in launch.smem):
+        return True
+    value = lets.get(name) if isinstance(expr, n.Name) else None
+    if isinstance(value, n.Load):
+        source = an.ref_name(value.source)
+        return source is not None and all(t.name != source for t in launch.tmem)
+    return value is not None and _stageable(value, launch, lets, depth + 1)
+
+
+@check("E0610", "mma operand the CUDA backend cannot read",
+       "the CUDA backend reads mma operand {which} from shared memory; `{operand}` is computed in registers",
+       examples=[derive(PLAIN, ("mma(xt, ct.T)", "mma(xt * xt, ct.T)"), backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_mma_operands(ctx: CheckContext) -> Iterable[Finding]:
+    from cake.ir.printer import expr as print_expr  # the printer imports no check: no cycle
+
+    for info in ctx.typing.mmas:
+        node = info.node
+        if not isinstance(node, n.Mma):
+            continue  # tcgen05 statements: E0506 already requires shared buffers
+        lets = {site.stmt.name: site.stmt.value for site in an.walk_body(info.role.body)
+                if isinstance(site.stmt, n.Let)}
+        b = node.b.operand if isinstance(node.b, n.Transpose) else node.b
+        for which, operand, ok in (("a", node.a, not isinstance(node.a, n.Transpose)), ("b", b, True)):
+            if ok and _stageable(operand, info.launch, lets):
+                continue
+            text = print_expr(operand)
+            yield finding(node, f"role `{info.role.name}`", f"operand {which} is not a shared tile",
+                          help="store the operand into a `smem` buffer and pass the buffer stage, or lower with "
+                               "`--backend triton`" + ("; A is read row-major: pass it untransposed"
+                                                       if which == "a" and not ok else ""),
+                          which=which, operand=text)
+
+
+@check("E0611", "`via dot` operand type the CUDA backend lacks",
+       "the CUDA backend lowers `via dot` to {form}, which takes {allowed} operands, not {elem}",
+       examples=[derive(PLAIN, ("dtype T in {f16, bf16}", "dtype T in {f32}"), backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_dot_dtype(ctx: CheckContext) -> Iterable[Finding]:
+    """An error when no dtype the schedule serves can be lowered; a warning when only some cannot (a call
+    with one of those is refused when the CUDA backend specializes for it, by this same check)."""
+    if ctx.arch is None:
+        return
+    row = next((f for f in ctx.arch.mma_forms if f.family is CUDA_DOT_FAMILY), None)
+    allowed = row.operand_dtypes if row is not None else ()
+    for info in ctx.typing.mmas:
+        if info.form != "dot":
+            continue
+        elem = info.a_elem
+        elems = {elem} if isinstance(elem, n.DType) else \
+            {b[elem.name] for b in ctx.dtype_bindings if elem.name in b} if isinstance(elem, n.TypeVar) else set()
+        bad = sorted(e.value for e in elems if e.value not in allowed)
+        if bad:
+            some_ok = len(bad) < len(elems)
+            yield finding(info.node, f"role `{info.role.name}`", f"{', '.join(bad)} operands",
+                          help=f"cast the operands to {' or '.join(allowed) or '(none)'} (fp32 accumulation is kept), "
+                               "or lower with `--backend triton`",
+                          severity=Severity.WARNING if some_ok else Severity.ERROR,
+                          form=row.name if row is not None else CUDA_DOT_FAMILY.value,
+                          allowed=" or ".join(allowed) or "no", elem=" or ".join(bad))

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from cake.ir import analysis as an
-from cake.ir.checks.registry import Backend
-from cake.ir.nodes import DType, Expr, Kernel, Launch, Name
+from cake.ir.checks.registry import Backend, Finding
+from cake.ir.extents import Extents
+from cake.ir.nodes import DType, Expr, Kernel, Launch
+from cake.ir.typing import Typing, type_kernel
 
 from cake.arch import ARCHS, ArchSpec
-
-if TYPE_CHECKING:
-    from cake.ir.checks.infer import Typing
 
 T = TypeVar("T")
 
@@ -36,10 +35,8 @@ class CheckContext:
         self.arch: ArchSpec | None = ARCHS.get(arch_name)
         self.backend = backend
         self.dims: dict[str, int] = dict(dims or {})
+        self.extents = Extents(kernel, self.dims)
         self._launch_cache: dict[tuple[str, int], object] = {}
-        self._variations: dict[frozenset[str], tuple[an.Env, ...]] = {}
-        self._same: dict[tuple[Expr, Expr], bool] = {}
-        self._ones: dict[Expr, bool] = {}
 
     # ------------------------------------------------------------------------------------ environments
 
@@ -47,61 +44,42 @@ class CheckContext:
     def dtype_bindings(self) -> tuple[dict[str, DType], ...]:
         return an.dtype_bindings(self.kernel)
 
-    @cached_property
+    @property
     def env(self) -> an.Env:
         """Params at their defaults, bound dims, each dtype variable at its first choice."""
-        return an.default_env(self.kernel, self.dims)
+        return self.extents.env
 
     @cached_property
     def budget_envs(self) -> tuple[an.Env, ...]:
         """The defaults under every dtype binding: a schedule must fit for every dtype it serves."""
         return tuple(an.default_env(self.kernel, self.dims, b) for b in self.dtype_bindings)
 
-    @cached_property
+    @property
     def identity_envs(self) -> tuple[an.Env, ...]:
         """Defaults with unbound dims at sample values: for testing that two extents are one polynomial."""
-        base = an.default_env(self.kernel)
-        return tuple(base.bind(sample) for sample in an.identity_samples(self.kernel, self.dims))
-
-    @cached_property
-    def param_names(self) -> frozenset[str]:
-        return frozenset(p.name for p in self.kernel.params)
+        return self.extents.identity_envs
 
     def variation_envs(self, *exprs: Expr | None) -> tuple[an.Env, ...]:
         """Identity envs, plus each param that `exprs` mention moved through its domain."""
-        names = frozenset(e.id for expr in exprs for e in an.walk_expr(expr) if isinstance(e, Name)
-                          ) & self.param_names
-        cached = self._variations.get(names)
-        if cached is None:
-            envs = list(self.identity_envs)
-            for name in sorted(names):
-                envs.extend(self.identity_envs[0].bind({name: v}) for v in an.domain_values(self.kernel, name))
-            cached = self._variations[names] = tuple(envs)
-        return cached
+        return self.extents.variation_envs(*exprs)
 
     def same_extent(self, a: Expr, b: Expr) -> bool:
         """Two extents agree for every param value in their domains (structurally equal is enough)."""
-        if a == b:
-            return True
-        key = (a, b)
-        if key not in self._same:
-            self._same[key] = all(
-                (va := an.try_value(a, env)) is not None and va == an.try_value(b, env)
-                for env in self.variation_envs(a, b))
-        return self._same[key]
+        return self.extents.same_extent(a, b)
 
     def is_one(self, extent: Expr) -> bool:
-        if extent not in self._ones:
-            self._ones[extent] = all(an.try_value(extent, env) == 1 for env in self.identity_envs)
-        return self._ones[extent]
+        return self.extents.is_one(extent)
 
     # --------------------------------------------------------------------------------------- analyses
 
     @cached_property
     def typing(self) -> Typing:
-        from cake.ir.checks.infer import infer
+        """The kernel's type table (`cake.ir.typing`), sharing this context's extent comparisons."""
+        return type_kernel(self.kernel, extents=self.extents)
 
-        return infer(self)
+    def type_findings(self, code: str) -> tuple[Finding, ...]:
+        """The typing pass's problems owned by check `code`, as findings."""
+        return tuple(Finding(p.span, p.fields, p.subject, p.label, p.help) for p in self.typing.problems_of(code))
 
     def barrier_sites(self, launch: Launch) -> tuple[an.BarrierSite, ...] | None:
         """The launch's barrier uses, or None when its role instances cannot be expanded (unbound counts)."""

@@ -1,7 +1,8 @@
 """E05xx — hardware legality: what the target's instruction set allows.
 
-Instruction forms are data (`FORMS`): the feature each needs, the shapes it accepts, the operand types,
-where its operands may live and which roles may issue it. Feature availability comes from `cake.arch`.
+Instruction forms are data: `cake.arch`'s mma table (one `MmaForm` row per instruction shape and target:
+M/N/K, operand types, where the operands may live, who issues it) is what these checks read, the same table
+the CUDA backend generates its wrappers from — a form the checker accepts is a form the backend emits.
 """
 
 from __future__ import annotations
@@ -9,43 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import CP_ASYNC, PINGPONG, PLAIN, TCGEN05, derive
-from cake.ir.checks.infer import Elem, Kind, MmaInfo
 from cake.ir.checks.registry import Finding, check, finding
+from cake.ir.types import Elem
+from cake.ir.typing import Kind, MmaInfo
 
-from cake.arch import Feature
+from cake.arch import ARCHS, ArchSpec, Feature, Issuer, MmaFamily, MmaForm, OperandMemory, mma_forms_of
 
-
-@dataclass(frozen=True, slots=True)
-class FormRule:
-    """One mma instruction family, as PTX defines it."""
-
-    feature: Feature | None  # None: the backend chooses (`dot`)
-    m: tuple[int, ...]
-    n_step: int  # N is a multiple of this ...
-    n_max: int  # ... up to this (per M for tcgen05: see n_step_for_m)
-    k_by_dtype: dict[n.DType, int]  # operand type -> the K the form must use
-    a_in: frozenset[Kind]  # where operand a may live
-    b_in: frozenset[Kind]
-    warpgroup: bool  # issued by a whole warpgroup
-    n_step_for_m: dict[int, int] | None = None
-
-
-_REGS_OR_SMEM = frozenset({Kind.TILE, Kind.SMEM})
-_HALF = {n.DType.F16: 16, n.DType.BF16: 16}
-FORMS: dict[str, FormRule] = {
-    "mma_sync": FormRule(Feature.MMA_SYNC, (16,), 8, 8, {**_HALF, n.DType.F32: 8}, _REGS_OR_SMEM, _REGS_OR_SMEM, False),
-    "wgmma": FormRule(Feature.WGMMA, (64,), 8, 256, {**_HALF, n.DType.F32: 8}, _REGS_OR_SMEM,
-                      frozenset({Kind.SMEM}), True),
-    "tcgen05": FormRule(Feature.TCGEN05, (64, 128), 8, 256, {**_HALF, n.DType.F32: 8},
-                        frozenset({Kind.SMEM, Kind.TMEM}), frozenset({Kind.SMEM}), False,
-                        n_step_for_m={64: 8, 128: 16}),
-}
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+# Where the checker's typing says an operand lives -> the table's operand memory.
+_MEMORY = {Kind.TILE: OperandMemory.REGISTERS, Kind.SMEM: OperandMemory.SHARED, Kind.TMEM: OperandMemory.TENSOR}
+_FAMILIES = {f.value: f for f in MmaFamily}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,31 +41,70 @@ def parse_form(form: str) -> Form | str:
     if form == "dot":
         return Form("dot", 0, 0, 0)
     family, _, shape = form.partition(".")
-    if family not in FORMS:
-        return f"unknown instruction family `{family}` (known: dot, {', '.join(FORMS)})"
+    if family not in _FAMILIES:
+        return f"unknown instruction family `{family}` (known: dot, {', '.join(_FAMILIES)})"
     match = _SHAPE.fullmatch(shape)
     if match is None:
         return f"`{shape or '(none)'}` is not a shape like m64n128k16"
     return Form(family, int(match[1]), int(match[2]), int(match[3]))
 
 
+def _values(values: Iterable[int]) -> str:
+    """`8, 16, ..., 256` for an arithmetic run, else the values listed."""
+    vs = sorted(set(values))
+    if len(vs) > 3 and all(b - a == vs[1] - vs[0] for a, b in zip(vs, vs[1:], strict=False)):
+        return f"{vs[0]}..{vs[-1]} by {vs[1] - vs[0]}"
+    return " or ".join(map(str, vs))
+
+
 def _shape_problem(form: Form) -> str | None:
-    rule = FORMS[form.family]
-    if form.m not in rule.m:
-        return f"M must be {' or '.join(map(str, rule.m))}, not {form.m}"
-    step = (rule.n_step_for_m or {}).get(form.m, rule.n_step)
-    if form.n % step or not step <= form.n <= rule.n_max:
-        return f"N must be a multiple of {step} in {step}..{rule.n_max}, not {form.n}"
-    if form.k not in set(rule.k_by_dtype.values()):
-        return f"K must be {' or '.join(map(str, sorted(set(rule.k_by_dtype.values()))))}, not {form.k}"
+    """Why no target's table has this shape of the family (None when one has it)."""
+    rows = mma_forms_of(_FAMILIES[form.family])
+    if form.m not in {r.m for r in rows}:
+        return f"M must be {_values(r.m for r in rows)}, not {form.m}"
+    with_m = [r for r in rows if r.m == form.m]
+    if form.n not in {r.n for r in with_m}:
+        return f"N must be {_values(r.n for r in with_m)}, not {form.n}"
+    if form.k not in {r.k for r in with_m}:
+        return f"K must be {_values(r.k for r in with_m)}, not {form.k}"
     return None
 
 
-def _mmas(ctx: CheckContext) -> Iterable[tuple[MmaInfo, Form]]:
+@cache
+def _forms_help() -> str:
+    parts = []
+    for family in MmaFamily:
+        by_m: dict[tuple[int, int], list[int]] = {}
+        for r in mma_forms_of(family):
+            by_m.setdefault((r.m, r.k), []).append(r.n)
+        for (m, k), ns in by_m.items():
+            parts.append(f"{family.value}.m{m}n{ns[0]}k{k}" if len(ns) == 1 else
+                         f"{family.value}.m{m}nNk{k} (N = {_values(ns)})")
+    return ", ".join(parts)
+
+
+def _row(arch: ArchSpec | None, form: Form) -> MmaForm | None:
+    """The target's row for the form; without a target (or one lacking the family), any target's row."""
+    name = f"{form.family}.m{form.m}n{form.n}k{form.k}"
+    row = arch.mma_form(name) if arch is not None else None
+    if row is None:
+        row = next((r for r in mma_forms_of(_FAMILIES[form.family]) if r.name == name), None)
+    return row
+
+
+def _mmas(ctx: CheckContext) -> Iterable[tuple[MmaInfo, Form, MmaForm]]:
     for info in ctx.typing.mmas:
         form = parse_form(info.form)
         if isinstance(form, Form) and form.family != "dot" and _shape_problem(form) is None:
-            yield info, form
+            row = _row(ctx.arch, form)
+            assert row is not None  # _shape_problem found it in some target's table
+            yield info, form, row
+
+
+def _needs(family: MmaFamily) -> str:
+    """The targets whose table has the family, as a reader says it."""
+    names = [a.name for a in ARCHS.values() if any(f.family is family for f in a.mma_forms)]
+    return names[0] if len(names) == 1 else " / ".join(names)
 
 
 @check("E0500", "unknown target", "unknown target `{arch}`", examples=[derive(PLAIN, ("target sm_90a", "target sm_75"))])
@@ -105,20 +124,19 @@ def instruction_available(ctx: CheckContext) -> Iterable[Finding]:
         form = parse_form(info.form)
         if not isinstance(form, Form) or form.family in ("dot", "tcgen05"):
             continue  # tcgen05 is E0509
-        feature = FORMS[form.family].feature
-        if feature is not None and not ctx.arch.has(feature):
-            needs = {Feature.WGMMA: "sm_90a", Feature.MMA_SYNC: "sm_80+"}.get(feature, feature.value)
-            yield finding(info.node, f"role `{info.role.name}`", f"{feature.value} is not on {ctx.arch.name}",
+        family = _FAMILIES[form.family]
+        if not any(f.family is family for f in ctx.arch.mma_forms):
+            yield finding(info.node, f"role `{info.role.name}`", f"{family.value} is not on {ctx.arch.name}",
                           help="use `via dot` (the backend picks the instruction) or change the target",
-                          form=info.form, needs=needs, arch=ctx.arch.name)
+                          form=info.form, needs=_needs(family), arch=ctx.arch.name)
 
 
 @check("E0502", "warpgroup instruction outside a warpgroup role",
        "`{form}` is issued by a whole warpgroup, but role `{role}` is declared in warps",
        examples=[derive(PINGPONG, ("role consumer[w in 2]: warpgroups 1, regs 232", "role consumer[w in 2]: warps 4, regs 232"))])
 def warpgroup_role(ctx: CheckContext) -> Iterable[Finding]:
-    for info, form in _mmas(ctx):
-        if FORMS[form.family].warpgroup and info.role.unit is not n.UnitKind.WARPGROUPS:
+    for info, _form, row in _mmas(ctx):
+        if row.issuer is Issuer.WARPGROUP and info.role.unit is not n.UnitKind.WARPGROUPS:
             yield finding(info.node, f"role `{info.role.name}`", "role is not warpgroup-aligned",
                           help=f"declare `role {info.role.name}: warpgroups N`", form=info.form, role=info.role.name)
 
@@ -130,17 +148,19 @@ def form_shape(ctx: CheckContext) -> Iterable[Finding]:
         form = parse_form(info.form)
         why = form if isinstance(form, str) else (None if form.family == "dot" else _shape_problem(form))
         if why:
-            yield finding(info.node, f"role `{info.role.name}`", why, form=info.form, why=why,
-                          help="wgmma.m64nNk16 (N = 8..256 by 8), mma_sync.m16n8k16, tcgen05.m128nNk16 (N = 16..256 by 16)")
+            yield finding(info.node, f"role `{info.role.name}`", why, form=info.form, why=why, help=_forms_help())
 
 
 @check("E0504", "tile not divisible by the instruction shape",
        "the {dim} tile {tile} is not a multiple of `{form}`'s {dim} = {inst}",
        examples=[derive(PINGPONG, ("wgmma.m64n128k16", "wgmma.m64n256k16"))])
 def tile_divisible(ctx: CheckContext) -> Iterable[Finding]:
-    for info, form in _mmas(ctx):
+    step = an.SMEM_COLUMN_STEP_ELEMENTS
+    for info, form, _ in _mmas(ctx):
         for dim, extent, inst in (("M", info.m, form.m), ("N", info.n_, form.n), ("K", info.k, form.k)):
             tile = an.try_value(extent, ctx.env)
+            if tile is not None and dim == "K":
+                tile = -(-tile // step) * step  # operand rows are padded with zeros to whole k-steps
             if tile is not None and tile % inst:
                 yield finding(info.node, f"role `{info.role.name}`", f"{dim} tile {tile} % {inst} != 0",
                               help=f"pick a form whose {dim} divides {tile}, or a tile that is a multiple of {inst}",
@@ -156,18 +176,15 @@ def _choices(ctx: CheckContext, elem: Elem) -> list[n.DType]:
     return []
 
 
-@check("E0505", "mma operand type unsupported by the form", "`{form}` does not take {elem} operands{why}",
+@check("E0505", "mma operand type unsupported by the form", "`{form}` does not take {elem} operands",
        examples=[derive(TCGEN05, ("dtype T in {f16, bf16}", "dtype T in {f16, bf16, f32}"))])
 def operand_dtype(ctx: CheckContext) -> Iterable[Finding]:
-    for info, form in _mmas(ctx):
-        rule = FORMS[form.family]
+    for info, _form, row in _mmas(ctx):
         for elem in _choices(ctx, info.a_elem):
-            k = rule.k_by_dtype.get(elem)
-            if k != form.k:
-                why = "" if k is None else f" with K = {form.k} (it needs K = {k})"
+            if elem.value not in row.operand_dtypes:
                 yield finding(info.node, f"role `{info.role.name}`", f"{elem.value} operands",
-                              help="cast the operands to f16 or bf16" if k is None else f"use a k{k} form",
-                              form=info.form, elem=elem.value, why=why)
+                              help=f"cast the operands to {' or '.join(row.operand_dtypes)}",
+                              form=info.form, elem=elem.value)
                 break
 
 
@@ -176,15 +193,15 @@ def operand_dtype(ctx: CheckContext) -> Iterable[Finding]:
                                    "    let cr: T[BK, 128] = cs[s]\n"
                                    "    let dot: f32[BN, BK] = mma(xs[w], cr.T) via wgmma.m64n128k16"))])
 def operand_memory(ctx: CheckContext) -> Iterable[Finding]:
-    names = {Kind.TILE: "registers", Kind.SMEM: "shared memory", Kind.TMEM: "tensor memory", Kind.TENSOR: "global memory"}
-    for info, form in _mmas(ctx):
-        rule = FORMS[form.family]
-        for which, kind, allowed in (("a", info.a_kind, rule.a_in), ("b", info.b_kind, rule.b_in)):
-            if kind is not None and kind not in allowed:
-                where = " or ".join(sorted(names.get(a, a.value) for a in allowed))
-                yield finding(info.node, f"role `{info.role.name}`", f"operand {which} is in {names.get(kind, kind.value)}",
+    for info, _form, row in _mmas(ctx):
+        for which, kind, allowed in (("a", info.a_kind, row.a_memory), ("b", info.b_kind, row.b_memory)):
+            memory = _MEMORY.get(kind) if kind is not None else None
+            if kind is not None and memory not in allowed:
+                got = memory.value if memory is not None else ("global memory" if kind is Kind.TENSOR else kind.value)
+                where = " or ".join(sorted(a.value for a in allowed))
+                yield finding(info.node, f"role `{info.role.name}`", f"operand {which} is in {got}",
                               help=f"pass the shared buffer stage itself (e.g. `cs[s]`) as operand {which}",
-                              form=info.form, which=which, allowed=where, got=names.get(kind, kind.value))
+                              form=info.form, which=which, allowed=where, got=got)
 
 
 _COPY_FEATURE = {n.CopyKind.TMA: (Feature.TMA, "sm_90+"), n.CopyKind.CP_ASYNC: (Feature.CP_ASYNC, "sm_80+")}
@@ -205,6 +222,14 @@ def copy_available(ctx: CheckContext) -> Iterable[Finding]:
                         yield finding(stmt, f"role `{role.name}`", f"{feature.value} is not on {ctx.arch.name}",
                                       help="use `via cp_async` (sm_80+) or `via load`", kind=stmt.kind.value,
                                       needs=needs, arch=ctx.arch.name)
+
+
+def _box_row(dims: list[int | None]) -> int:
+    """Elements of one TMA box row: a 2-D tile's row is padded to whole k-steps (an.SMEM_COLUMN_STEP_ELEMENTS)."""
+    inner = dims[-1]
+    assert inner is not None
+    step = an.SMEM_COLUMN_STEP_ELEMENTS
+    return -(-inner // step) * step if len(dims) == 2 else inner
 
 
 @check("E0508", "TMA box out of limits", "TMA box of `{buffer}` {why}",
@@ -234,8 +259,8 @@ def tma_box(ctx: CheckContext) -> Iterable[Finding]:
                     big = [d for d in dims if d is not None and d > arch.tma_box_dim_max_elements]
                     if big:
                         why = f"has a dim of {big[0]} elements (limit {arch.tma_box_dim_max_elements})"
-                    elif dims and dims[-1] is not None and (dims[-1] * elem) % arch.tma_alignment_bytes:
-                        why = (f"has an inner extent of {dims[-1] * elem} bytes "
+                    elif dims and dims[-1] is not None and (_box_row(dims) * elem) % arch.tma_alignment_bytes:
+                        why = (f"has an inner extent of {_box_row(dims) * elem} bytes "
                                f"(must be a multiple of {arch.tma_alignment_bytes})")
                     if why:
                         yield finding(stmt, f"shared buffer `{decl.name}`", why,

@@ -1,4 +1,4 @@
-"""E01xx — names and element types. The findings come from the one inference walk (`infer`)."""
+"""E01xx — names and element types. The findings come from the one inference walk (`cake.ir.typing`)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from cake.ir.nodes import ValueRange, ValueSet
     derive(PINGPONG, ("pingpong consumer around mma", "pingpong consumers around mma")),
 ])
 def undefined_name(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0101")
+    return ctx.type_findings("E0101")
 
 
 @check("E0102", "assignment to an undeclared tile", "assignment to undeclared tile `{name}`", examples=[
     derive(PLAIN, ("    best = minimum(m, best)", "    bst = minimum(m, best)")),
 ])
 def undeclared_assign(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0102")
+    return ctx.type_findings("E0102")
 
 
 @check("E0103", "element type mismatch", "element type mismatch in {what}: {got} where {want} is expected",
@@ -31,7 +31,7 @@ def undeclared_assign(ctx: CheckContext) -> Iterable[Finding]:
            derive(PLAIN, ("store besti -> ids", "store best -> ids")),
        ])
 def dtype_mismatch(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0103")
+    return ctx.type_findings("E0103")
 
 
 @check("E0104", "wrong arguments to a builtin", "wrong arguments to builtin `{name}`: {got}",
@@ -40,7 +40,7 @@ def dtype_mismatch(ctx: CheckContext) -> Iterable[Finding]:
            derive(PLAIN, ("best = minimum(m, best)", "best = minimum(m, best, m)")),
        ])
 def builtin_arity(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0104")
+    return ctx.type_findings("E0104")
 
 
 @check("E0105", "name used as the wrong kind", "`{name}` is a {kind}, not {wanted}", examples=[
@@ -49,7 +49,7 @@ def builtin_arity(ctx: CheckContext) -> Iterable[Finding]:
                    "let ct: T[BK, 128] = c[b, k*BK : +BK, :]")),
 ])
 def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0105")
+    return ctx.type_findings("E0105")
 
 
 @check("E0106", "duplicate declaration", "`{name}` declared twice (already a {previous})", examples=[
@@ -58,7 +58,7 @@ def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
                    "    let m: f32[BN] = min(dist, axis=1)\n    let m: f32[BN] = min(dist, axis=1)\n")),
 ])
 def duplicate(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0106")
+    return ctx.type_findings("E0106")
 
 
 @check("E0107", "param default outside its domain",

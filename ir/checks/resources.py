@@ -131,9 +131,13 @@ def register_value(ctx: CheckContext) -> Iterable[Finding]:
                 why = f"the limit is {arch.registers_per_thread_max}"
             elif specialized and regs % arch.register_allocation_granularity:
                 why = f"setmaxnreg takes multiples of {arch.register_allocation_granularity}"
+            elif specialized and arch.setmaxnreg_values and regs < arch.setmaxnreg_min_registers:
+                why = f"setmaxnreg takes at least {arch.setmaxnreg_min_registers}"
             if why:
                 g = arch.register_allocation_granularity
                 fix = min(arch.registers_per_thread_max // g * g, max(g, regs // g * g))
+                if specialized and arch.setmaxnreg_values:
+                    fix = max(fix, arch.setmaxnreg_min_registers)
                 yield finding(role.regs, f"role `{role.name}`", f"{regs} registers: {why}",
                               help=f"use `regs {fix}`", role=role.name, regs=regs, why=why)
 

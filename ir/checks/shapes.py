@@ -1,4 +1,4 @@
-"""E02xx — tile shapes and tail masking. The findings come from the one inference walk (`infer`)."""
+"""E02xx — tile shapes and tail masking. The findings come from the one inference walk (`cake.ir.typing`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cake.ir.checks.registry import Finding, check
     derive(PLAIN, ("let m: f32[BN] = min(dist, axis=1)", "let m: f32[BN] = min(dist, axis=0)")),
 ])
 def shape_mismatch(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0201")
+    return ctx.type_findings("E0201")
 
 
 @check("E0202", "unmasked tail tile",
@@ -26,13 +26,13 @@ def shape_mismatch(ctx: CheckContext) -> Iterable[Finding]:
            derive(PINGPONG, ("copy c[b, k*BK : +BK, :] -> cs[s] via tma masked", "copy c[b, k*BK : +BK, :] -> cs[s] via tma")),
        ])
 def unmasked_tail(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0202")
+    return ctx.type_findings("E0202")
 
 
 @check("E0203", "reduction axis out of range", "reduction axis {axis} out of range for `{func}` over a rank-{rank} tile",
        examples=[derive(PLAIN, ("let m: f32[BN] = min(dist, axis=1)", "let m: f32[BN] = min(dist, axis=2)"))])
 def axis_range(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0203")
+    return ctx.type_findings("E0203")
 
 
 @check("E0204", "whole-dim slice of a non-static dim",
@@ -40,10 +40,10 @@ def axis_range(ctx: CheckContext) -> Iterable[Finding]:
        examples=[derive(PLAIN, ("tensor ids: out i32[B, N]\n", "tensor ids: out i32[B, N]\ntensor w: in f32[N]\n"),
                          ("  store besti -> ids", "  let wt: f32[N] = load w[:]\n  store besti -> ids"))])
 def whole_dim(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0204")
+    return ctx.type_findings("E0204")
 
 
 @check("E0205", "wrong number of indices", "wrong number of indices for `{name}`: {got}, expected {want}",
        examples=[derive(PLAIN, ("store besti -> ids[b, tile*BN : +BN] masked", "store besti -> ids[tile*BN : +BN] masked"))])
 def index_count(ctx: CheckContext) -> Iterable[Finding]:
-    return ctx.typing.findings("E0205")
+    return ctx.type_findings("E0205")

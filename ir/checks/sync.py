@@ -64,15 +64,25 @@ def arrival_count(ctx: CheckContext) -> Iterable[Finding]:
             continue
         for decl in launch.barriers:
             use = uses[decl.name]
-            for element, actual in enumerate(use.arrivals):
-                if actual and actual != use.declared_arrivals:
-                    where = f"[{element}]" if decl.count is not None and len(set(use.arrivals)) > 1 else ""
-                    yield finding(decl.arrivals, f"mbarrier `{decl.name}{where}`",
-                                  f"declared {use.declared_arrivals}, {actual} arrive per phase",
-                                  help=f"declare `arrivals {actual}`",
-                                  notes=(f"arriving instances: {', '.join(use.arrivers)}",),
-                                  barrier=decl.name + where, declared=use.declared_arrivals, actual=actual)
-                    break
+            yield from _arrival_mismatch(decl, use)
+
+
+def _arrival_mismatch(decl: n.MbarrierDecl, use: an.BarrierUse) -> Iterator[Finding]:
+    """The first element of the first phase sequence whose arrivals differ from the declared count."""
+    for j, arrivals in enumerate(use.sequences):
+        for element, actual in enumerate(arrivals):
+            if not actual or actual == use.declared_arrivals:
+                continue
+            where = f"[{element}]" if decl.count is not None and len(set(arrivals)) > 1 else ""
+            notes: tuple[str, ...] = (f"arriving instances: {', '.join(use.arrivers)}",)
+            if len(use.sequences) > 1:
+                notes += (f"in the {_nth(j)} of {len(use.sequences)} phase sequences on this barrier (one per "
+                          "loop over it)",)
+            yield finding(decl.arrivals, f"mbarrier `{decl.name}{where}`",
+                          f"declared {use.declared_arrivals}, {actual} arrive per phase",
+                          help=f"declare `arrivals {actual}`", notes=notes,
+                          barrier=decl.name + where, declared=use.declared_arrivals, actual=actual)
+            return
 
 
 @check("E0403", "transaction bytes mismatch",
@@ -97,19 +107,17 @@ def tx_bytes(ctx: CheckContext) -> Iterable[Finding]:
 
 
 def _tma_copies(sites: tuple[an.BarrierSite, ...], barrier: str) -> list[list[n.Copy]]:
-    """Per arriving instance and element class: the TMA copies one phase of the barrier receives."""
-    groups: dict[tuple[str, int, int | None], list[n.Copy]] = {}
-    for s in sites:
-        stmt = s.site.stmt
-        if s.barrier == barrier and isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA:
-            groups.setdefault((s.role, s.instance, s.element), []).append(stmt)
-    if not groups:
-        return []
-    # Instances hitting the same element class add up; distinct element classes are separate phases.
-    by_element: dict[int | None, list[n.Copy]] = {}
-    for (_role, _inst, element), copies in groups.items():
-        by_element.setdefault(element, []).extend(copies)
-    return list(by_element.values())
+    """Per element class and phase sequence: the TMA copies one phase of the barrier receives."""
+    # Instances hitting the same element class in the same sequence add up; distinct element classes, and
+    # sequential loops over the ring, are separate phases.
+    by_phase: dict[tuple[int | None, int], list[n.Copy]] = {}
+    for seqs in an.sequences_by_instance(sites, barrier, (an.SiteKind.SIGNAL,)).values():
+        for j, seq_sites in enumerate(seqs):
+            for s in seq_sites:
+                stmt = s.site.stmt
+                if isinstance(stmt, n.Copy) and stmt.kind is n.CopyKind.TMA:
+                    by_phase.setdefault((s.element, j), []).append(stmt)
+    return list(by_phase.values())
 
 
 def _tx_mismatch(ctx: CheckContext, launch: n.Launch, decl: n.MbarrierDecl, copies: list[list[n.Copy]],
@@ -417,3 +425,99 @@ def named_barrier_threads(ctx: CheckContext) -> Iterable[Finding]:
                                   help=f"use `threads {actual}` (a multiple of {an.THREADS_PER_WARP})",
                                   id=bid, threads=declared, actual=actual)
                     break
+
+
+def _repeats(site: an.StmtSite, element: n.Expr | None, persistent: bool, env: an.Env) -> str | None:
+    """Why one role instance runs this barrier wait more than once on the same element (None: it runs once):
+    a persistent tile loop, a loop whose variable does not pick the element, or a pipelined loop that
+    wraps around its stages."""
+    if persistent:
+        return "once per tile of the persistent grid"
+    names = {e.id for e in an.walk_expr(element) if isinstance(e, n.Name)}
+    for loop in site.loops:
+        if loop.pipeline is not None and loop.pipeline.stage_var in names:
+            trips = an.try_value(n.BinOp(n.BinOpKind.SUB, loop.stop, loop.start), env)
+            stages = an.try_value(loop.pipeline.stages, env)
+            if trips is None or stages is None or trips > stages:
+                return f"once per {expr_text(loop.pipeline.stages)} iterations of the loop over `{loop.var}`"
+        elif loop.var not in names:
+            return f"on every iteration of the loop over `{loop.var}`"
+    return None
+
+
+def _first_phase(sites: tuple[an.BarrierSite, ...], wait: an.BarrierSite, free: bool, persistent: bool,
+                 env: an.Env) -> int | None:
+    """The phase (0, 1, ...; -1 is a `free` barrier's already-complete one) the first run of `wait` must wait
+    for: one past the phases this instance waited for before it. None when an earlier wait repeats (its count
+    is not known statically)."""
+    earlier = [s for s in sites if s.kind == an.SiteKind.WAIT and (s.role, s.instance) == (wait.role, wait.instance)
+               and s.barrier == wait.barrier and s.site.path < wait.site.path and an.compatible(s.element, wait.element)]
+    if any(_repeats(s.site, an.ref_stage(s.site.stmt.barrier), persistent, env)  # type: ignore[union-attr]
+           for s in earlier):
+        return None
+    return len(earlier) - (1 if free else 0)
+
+
+@check("E0411", "wait phase disagrees with the barrier's history",
+       "`wait {barrier} phase {phase}` in role `{role}`: {why}",
+       examples=[derive(PINGPONG, ("    wait c_empty[s]\n", "    wait c_empty[s] phase 0\n"))])
+def explicit_phase(ctx: CheckContext) -> Iterable[Finding]:
+    """`try_wait.parity P` returns once the barrier's phase of parity P has completed. The compiler derives P
+    for a wait without `phase`; a written one must equal, on every run of the wait, the parity of the phase its
+    role is waiting for, or the wait passes before its data lands (a race) or waits one phase too long (a
+    hang, when the arrivals it waits for come after it)."""
+    env = ctx.identity_envs[0]
+    for launch in ctx.kernel.launches:
+        sites = ctx.barrier_sites(launch)
+        if sites is None:
+            continue
+        persistent = launch.grid.kind is n.GridKind.PERSISTENT
+        reported: set[tuple[str, an.Path]] = set()
+        for w in sites:
+            stmt = w.site.stmt
+            if w.kind != an.SiteKind.WAIT or not isinstance(stmt, n.Wait) or stmt.phase is None:
+                continue
+            written = an.try_value(stmt.phase, env)
+            decl = _decl(launch, w.barrier)
+            if written is None or decl is None or (w.role, w.site.path) in reported:
+                continue
+            free = decl.initially_free
+            first = _first_phase(sites, w, free, persistent, env)
+            releasers = sorted({_who(s.role, s.instance, launch) for s in sites if s.barrier == w.barrier
+                                and s.kind in _RELEASES and an.compatible(s.element, w.element)})
+            by = ", ".join(releasers) or "nobody"
+            why = help_ = ""
+            notes: tuple[str, ...] = ()
+            if first is not None and written % 2 != first % 2:
+                reported.add((w.role, w.site.path))
+                if first == -1:
+                    why = (f"`{w.barrier}` is `free`, so the first phase this wait needs is already complete "
+                           f"(parity 1); phase {written} waits one phase longer, for a release by {by}")
+                    hb = ctx.happens_before(launch)
+                    node = (w.role, w.instance, w.site.path)
+                    after = [r for r in sites if r.barrier == w.barrier and r.kind in _RELEASES and hb is not None
+                             and hb.ordered(node, (r.role, r.instance, r.site.path))]
+                    if after:
+                        notes = (f"that release ({_who(after[0].role, after[0].instance, launch)}: "
+                                 f"{expr_text(after[0].site.stmt.barrier)}) happens after this wait: "  # type: ignore[union-attr]
+                                 "the kernel hangs",)
+                else:
+                    why = (f"it needs phase {first} (parity {first % 2}), the {_nth(first)} completion of "
+                           f"`{w.barrier}` by {by}; parity {written % 2} names a neighbouring phase, so the wait "
+                           "passes before the arrivals it guards or waits for ones that may never come")
+                help_ = "drop `phase`: the compiler derives the phase bit from the barrier's history"
+            else:
+                repeat = _repeats(w.site, an.ref_stage(stmt.barrier), persistent, env)
+                if repeat is None:
+                    continue
+                reported.add((w.role, w.site.path))
+                why = (f"this wait runs more than once on each element ({repeat}) and the parity it must wait "
+                       f"for alternates with every completion, but `phase {written}` is fixed")
+                help_ = "drop `phase`: the compiler keeps a phase bit per element that flips after every wait"
+            yield finding(stmt.phase, f"mbarrier `{w.barrier}`", f"phase {written} disagrees with the arrivals",
+                          help=help_, notes=notes, barrier=expr_text(stmt.barrier), phase=written,
+                          role=_who(w.role, w.instance, launch), why=why)
+
+
+def _nth(k: int) -> str:
+    return {0: "first", 1: "second", 2: "third"}.get(k, f"{k + 1}th")

@@ -6,15 +6,6 @@ import math
 
 from cake.ir import nodes as n
 
-# Looser binds first; a child needing a looser level than its parent gets parentheses.
-_LEVEL = {
-    n.BinOpKind.OR: 1, n.BinOpKind.AND: 2,
-    **{k: 3 for k in (n.BinOpKind.LT, n.BinOpKind.LE, n.BinOpKind.GT, n.BinOpKind.GE, n.BinOpKind.EQ,
-                      n.BinOpKind.NE)},
-    n.BinOpKind.ADD: 4, n.BinOpKind.SUB: 4,
-    n.BinOpKind.MUL: 5, n.BinOpKind.DIV: 5, n.BinOpKind.FLOORDIV: 5, n.BinOpKind.MOD: 5,
-}
-
 
 def expr_text(e: n.Expr | n.Slice | n.NewAxis | None, level: int = 0) -> str:
     if e is None:
@@ -35,18 +26,18 @@ def expr_text(e: n.Expr | n.Slice | n.NewAxis | None, level: int = 0) -> str:
     if isinstance(e, n.SizeOf):
         return f"sizeof({e.elem.value if isinstance(e.elem, n.DType) else e.elem.name})"
     if isinstance(e, n.BinOp):
-        mine = _LEVEL[e.op]
+        mine = e.op.precedence
         text = f"{expr_text(e.lhs, mine)} {e.op.value} {expr_text(e.rhs, mine + 1)}"
         return f"({text})" if mine < level else text
     if isinstance(e, n.UnaryOp):
-        return f"{e.op.value}{expr_text(e.operand, 6)}"
+        return f"{e.op.value}{expr_text(e.operand, n.UNARY_PRECEDENCE)}"
     if isinstance(e, n.Call):
         parts = [expr_text(a) for a in e.args] + [f"{k.name}={expr_text(k.value)}" for k in e.kwargs]
         return f"{e.func}({', '.join(parts)})"
     if isinstance(e, n.Index):
-        return f"{expr_text(e.base, 7)}[{', '.join(expr_text(i) for i in e.items)}]"
+        return f"{expr_text(e.base, n.POSTFIX_PRECEDENCE)}[{', '.join(expr_text(i) for i in e.items)}]"
     if isinstance(e, n.Transpose):
-        return f"{expr_text(e.operand, 7)}.T"
+        return f"{expr_text(e.operand, n.POSTFIX_PRECEDENCE)}.T"
     if isinstance(e, n.Load):
         return f"load {expr_text(e.source)}" + (" masked" if e.masked else "")
     if isinstance(e, n.Mma):

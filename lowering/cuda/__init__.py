@@ -4,7 +4,7 @@ cuda-python on torch tensors. Importing this package registers the backend (`get
 | module | responsibility |
 |---|---|
 | `program` | `generate(kernel, arch, ...)`: one self-contained translation unit per specialization |
-| `plan` | threads per role, issuer roles, barrier init counts; arrival commitments (C0201) |
+| `plan` | threads per role, issuer roles, barrier init counts (arrivals re-checked as an invariant) |
 | `kernelgen` | one `__global__` per IR launch: argument block, smem carve-up, barrier init, TMEM, role dispatch |
 | `stmts` / `exprs` | statements and expressions of a role body (emit rules in `rules`) |
 | `infer` | per-role facts codegen needs first: ranks, loop-carried names, vector layout families |

@@ -2,8 +2,9 @@
 
 `emit` writes the default specialization (dtype variables at bf16 where allowed, static dims at
 DEFAULT_STATIC_DIM) for `cake lower`; the callable specializes again for each call's dtypes and static
-dims, compiles with nvcc (cached on disk under the runtime's cache root), and launches every IR launch in
-order on torch's current stream. Inputs are the schedule's `in`/`inout` tensors in declaration order; the
+dims — through the same pipeline (`PASSES`: the dtypes bound, then the checker with the static dims bound,
+so every budget and box limit is proven for that call before codegen) — compiles with nvcc (cached on disk
+under the runtime's cache root), and launches every IR launch in order on torch's current stream. Inputs are the schedule's `in`/`inout` tensors in declaration order; the
 result is its `out` tensor (or a tuple of them).
 """
 
@@ -29,17 +30,19 @@ from cake.lowering.cuda.compile import (
 from cake.lowering.cuda.errors import Code, LoweringError
 from cake.lowering.cuda.program import CODEGEN_VERSION, CudaProgram, generate
 from cake.lowering.lowered import EmitResult, LaunchInfo, LoweredKernel, ResourceUsage, SourceMap
+from cake.lowering.passes.bind_dtypes import bind_dtypes
 from cake.lowering.passes.bind_params import bind_params
 from cake.lowering.passes.check import check_for_backend
-from cake.lowering.pipeline import LowerContext, Pass
+from cake.lowering.pipeline import LowerContext, Pass, run_passes
 
-from cake.arch import ARCHS
+from cake.arch import ARCHS, THREADS_PER_WARP
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
 from cake.errors import ShapeNotSupported
 
 PASSES: tuple[Pass, ...] = (
     Pass("bind_params", bind_params, "fix each param to the assignment (defaults elsewhere)"),
+    Pass("bind_dtypes", bind_dtypes, "narrow dtype variables to a call's types (at call time; no-op otherwise)"),
     Pass("check", check_for_backend, "static checks for the target, with what the CUDA backend cannot express"),
 )
 # Targets whose code uses no arch-specific ('a') instructions run on any later device of the same or a
@@ -154,10 +157,11 @@ class CudaKernel:
         key = (tuple(sorted((k, v.value) for k, v in dtypes.items())), tuple(sorted(statics.items())), capability)
         spec = self.specs.get(key)
         if spec is None:
+            kernel = specialize_for_call(self.kernel, self.arch, dtypes, statics, self.file)
             try:
-                program = generate(self.kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
+                program = generate(kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
             except LoweringError as error:
-                reason = shape_refusal(self.kernel, self.arch, dtypes, statics, error, self.file)
+                reason = shape_refusal(kernel, self.arch, dtypes, statics, error, self.file)
                 if reason is None:
                     raise
                 raise ShapeNotSupported(reason) from error
@@ -181,7 +185,7 @@ class CudaKernel:
 
     def __call__(self, *inputs: Any) -> Any:
         import torch
-        from cake.lowering.cuda.launch import TMA_STRIDE_ALIGN_BYTES, pack_args
+        from cake.lowering.cuda.launch import pack_args
 
         dims, dtypes = self.bind(inputs)
         device = inputs[0].device
@@ -197,7 +201,7 @@ class CudaKernel:
                 raise RuntimeError(f"`{decl.name}` is on {t.device}, `{self.inputs[0].name}` on {device}")
             t = t.contiguous()
             if decl.name in boxes:
-                t, tma_views[decl.name] = _tma_ready(t, boxes[decl.name], TMA_STRIDE_ALIGN_BYTES)
+                t, tma_views[decl.name] = _tma_ready(t, boxes[decl.name], arch_spec(self.arch).tma_alignment_bytes)
             tensors[decl.name] = t
         env = an.Env({**{p.name: p.default for p in self.kernel.params}, **dims}, spec.program.dtypes)
         outs = []
@@ -244,12 +248,35 @@ class CudaKernel:
         return None if self.last is None else self.last.compiled.report
 
 
+def specialize_for_call(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int],
+                        file: str = "<input>") -> Kernel:
+    """`kernel` (params already bound) run through the backend's pipeline for one call: dtype variables
+    narrowed to the call's, then the checker with the call's static dims bound. A refusal that the smallest
+    static dims (all 1) do not have depends on the shape: ShapeNotSupported. Any other refusal is the
+    schedule's (DiagnosticError)."""
+    ctx = LowerContext("cuda", arch, {}, file, dims=dict(statics), dtypes=dict(dtypes))
+    try:
+        return run_passes(kernel, PASSES, ctx)
+    except DiagnosticError as error:
+        if not statics:
+            raise
+        smallest = LowerContext("cuda", arch, {}, file, dims={name: 1 for name in statics}, dtypes=dict(dtypes))
+        try:
+            run_passes(kernel, PASSES, smallest)
+        except DiagnosticError:
+            raise error from None
+        shape = ", ".join(f"{name}={value}" for name, value in sorted(statics.items()))
+        reason = "; ".join(f"{d.code} {d.message}" for d in error.diagnostics if d.is_error)
+        raise ShapeNotSupported(f"`{kernel.name}` cannot run at {shape}: {reason}") from error
+
+
 def shape_refusal(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int],
                   error: LoweringError, file: str = "<input>") -> str | None:
     """Why the bound static dims cannot run (for ShapeNotSupported), or None when `error` is a real codegen
-    error. A refusal needs every diagnostic to be a resource overflow (C0301: shared memory, threads, ...)
-    that goes away at the smallest static dims: an overflow already there does not depend on the shape,
-    so it is the schedule's bug and stays a compile error."""
+    error. The checker has already proven the declared budgets for these dims (`specialize_for_call`); what is
+    left is the shared memory only codegen adds (staged mma operands, padded rows, cross-warp scratch). A
+    refusal needs every diagnostic to be such an overflow (C0301) that goes away at the smallest static dims:
+    an overflow already there does not depend on the shape, so it stays a compile error."""
     if not statics or not error.diagnostics or any(d.code != Code.RESOURCE.value for d in error.diagnostics):
         return None
     try:
@@ -331,7 +358,7 @@ class CudaBackend:
 
     def emit(self, kernel: Kernel, ctx: LowerContext) -> EmitResult:
         program = generate(kernel, ctx.arch, file=ctx.filename)
-        launches = tuple(LaunchInfo(c.launch, c.kname, c.threads // 32, c.persistent, c.regs_cap)
+        launches = tuple(LaunchInfo(c.launch, c.kname, c.threads // THREADS_PER_WARP, c.persistent, c.regs_cap)
                          for c in program.launches)
         from cake.ir.printer import print_kernel
 

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
 from cake.ir.nodes import DType, ElemType, Kernel, Launch, ScratchDecl, SmemDecl, TensorDecl, TmemDecl
+from cake.ir.typing import Typing
 from cake.lowering.cuda.layouts import FragLayout, SmemTileLayout
+from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import LaunchPlan, NamedBarriers, RoleSlot, SmemAllocator, stage_layout
 
 from cake.arch import ArchSpec
@@ -23,6 +25,7 @@ class TmaMap:
     rank: int
     box: tuple[int, ...]  # innermost first
     swizzle_bytes: int
+    align_bytes: int  # the global base and row strides must be multiples of this (the target's TMA rule)
 
 
 @dataclass(slots=True)
@@ -36,10 +39,12 @@ class LaunchCtx:
     kname: str  # the __global__ function's name
     smem: SmemAllocator
     named: NamedBarriers
+    typing: Typing  # the kernel's type table (cake.ir.typing)
     diags: list[Diagnostic] = field(default_factory=list)
     tmaps: dict[tuple[str, tuple[int, ...], int], TmaMap] = field(default_factory=dict)
     layouts: dict[str, FragLayout] = field(default_factory=dict)
     offset_fns: dict[str, str] = field(default_factory=dict)  # C function name -> definition
+    mma_wrappers: dict[str, Wrapper] = field(default_factory=dict)  # generated tensor-core wrappers called
     tmem_cols: int = 0
     tmem_offsets: dict[str, int] = field(default_factory=dict)
     tmem_slot_offset: int | None = None
@@ -69,9 +74,6 @@ class LaunchCtx:
     def int_of(self, expr: object) -> int:
         return an.value(expr, self.env)  # type: ignore[arg-type]
 
-    def smem_offset(self, name: str) -> int:
-        return next(b.offset for b in self.plan.smem.buffers if b.name == name)
-
     def smem_layout_of(self, decl: SmemDecl) -> SmemTileLayout:
         return stage_layout(decl, self.env)
 
@@ -93,5 +95,5 @@ class LaunchCtx:
         if key not in self.tmaps:
             fieldname = f"tmap_{tensor}" if not any(k[0] == tensor for k in self.tmaps) else \
                 f"tmap_{tensor}_{sum(1 for k in self.tmaps if k[0] == tensor)}"
-            self.tmaps[key] = TmaMap(fieldname, tensor, dtype, rank, box, swizzle)
+            self.tmaps[key] = TmaMap(fieldname, tensor, dtype, rank, box, swizzle, self.arch.tma_alignment_bytes)
         return self.tmaps[key]

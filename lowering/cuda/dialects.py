@@ -9,51 +9,52 @@
 
 from __future__ import annotations
 
-import re
-
 from cake.ir import analysis as an
 from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
 from cake.lowering.cuda.cnames import ident
 from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
+from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
 from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
 
-from cake.arch import ArchSpec, Feature
+from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm
 
-_FORM = re.compile(r"^(mma_sync|wgmma|tcgen05)\.m(\d+)n(\d+)k(\d+)$")
-TMA_BOX_MAX = 256
 # wgmma / tcgen05 descriptor swizzle codes per swizzle width (bytes).
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
 UMMA_SWIZZLE = {128: 2, 64: 4, 32: 6}
 K_STEP_BYTES = 32  # one k16 step of 2-byte elements
+TMEM_LOAD_TAIL_COLUMNS = 16  # tcgen05.ld 32x32b.x16 reads the last 16 columns of an odd-multiple-of-16 row
 A_FRAG_REG_BUDGET = 64  # registers a thread may spend holding a loop-invariant mma.sync A operand
 
 
-def parse_form(form: str) -> tuple[str, int, int, int]:
-    """(instruction family, M, N, K) of an mma form; only the shapes this backend emits are accepted."""
+# `via dot` on this backend: the warp-level form every target has.
+DOT_FAMILY = MmaFamily.MMA_SYNC
+
+
+def parse_form(arch: ArchSpec, form: str) -> MmaForm:
+    """The target's row for an mma form (`dot`: its warp-level form). The checker refuses a form the target
+    lacks (E0501, E0503) before codegen runs; here that is a C0101 for direct callers of `generate`."""
     if form == "dot":
-        return "mma_sync", 16, 8, 16
-    m = _FORM.match(form)
-    if m is None:
-        raise Unlowerable(Code.MMA_FORM, f"unknown mma form `{form}`",
-                          help="dot, mma_sync.m16n8k16, wgmma.m64nNk16 or tcgen05.m128nNk16")
-    kind, mm, nn, kk = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
-    ok = {"mma_sync": (mm, nn, kk) == (16, 8, 16),
-          "wgmma": mm == 64 and kk == 16 and nn % 8 == 0 and 8 <= nn <= 256,
-          "tcgen05": mm in (64, 128) and kk == 16 and nn % 16 == 0 and 16 <= nn <= 256}[kind]
-    if not ok:
-        raise Unlowerable(Code.MMA_FORM, f"the CUDA backend does not emit `{form}`",
-                          help="mma_sync.m16n8k16, wgmma.m64nNk16 (N a multiple of 8, <= 256), "
-                               "tcgen05.m{64,128}nNk16 (N a multiple of 16, <= 256)")
-    return kind, mm, nn, kk
+        row = next((f for f in arch.mma_forms if f.family is DOT_FAMILY), None)
+        if row is None:
+            raise Unlowerable(Code.MMA_FORM, f"{arch.name} has no {DOT_FAMILY.value} form for `via dot`")
+        return row
+    row = arch.mma_form(form)
+    if row is None:
+        known = ", ".join(sorted({f"{f.family.value}.m{f.m}nNk{f.k}" for f in arch.mma_forms}))
+        raise Unlowerable(Code.MMA_FORM, f"{arch.name} has no mma form `{form}`", help=f"forms: {known}")
+    return row
 
 
-def _mma_suffix(dtype: DType) -> str:
-    if dtype is DType.BF16:
-        return "bf16"
-    if dtype is DType.F16:
-        return "f16"
-    raise Unlowerable(Code.MMA_FORM, f"tensor-core mma on {dtype.value} operands is not lowered (use f16 or bf16)")
+def mma_wrapper(gen, form: MmaForm, dtype: DType) -> str:  # type: ignore[no-untyped-def]
+    """The generated wrapper of `form` on `dtype` operands (recorded for the program), by name."""
+    try:
+        lookup(gen.lc.arch, form.name, dtype.value)
+    except UnknownForm as error:
+        raise Unlowerable(Code.MMA_FORM, str(error), help="cast the operands to f16 or bf16") from None
+    made = wrapper(form, dtype.value)
+    gen.lc.mma_wrappers.setdefault(made.name, made)
+    return made.name
 
 
 def padded_k(a: SmemTile, b: SmemTile, kdim: int) -> int:
@@ -104,11 +105,11 @@ class Sm80:
     def anchor_layout(self, gen, node: Mma | Load) -> FragLayout:  # type: ignore[no-untyped-def]
         if isinstance(node, Load):
             return self.tmem_layout(gen, node)
-        kind, _m, n, _k = parse_form(node.form)
+        form = parse_form(self.arch, node.form)
         rows = self.operand_shape(gen, node.a)[0]
         cols = self.operand_shape(gen, node.b)[1]
         cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
-        if kind == "mma_sync":
+        if form.family is MmaFamily.MMA_SYNC:
             warps = gen.slot.warps
             # Every warp takes whole 16-row blocks; when the tile is too short for that, warps also split
             # the columns (then no row reduction can stay inside one warp).
@@ -122,14 +123,14 @@ class Sm80:
             layout: FragLayout = MmaFragLayout(
                 cname, warp_rows // 16, warp_cols // 8, 16, warp_rows,
                 f"mma.sync m16n8k16, {wm} x {wn} warps of {warp_rows} x {warp_cols}", wn, warp_cols)
-        elif kind == "wgmma":
-            layout = self.wgmma_layout(gen, cname, rows, cols, n)
+        elif form.family is MmaFamily.WGMMA:
+            layout = self.wgmma_layout(gen, cname, rows, cols, form)
         else:
             raise Unlowerable(Code.MMA_FORM, f"`{node.form}` is issued with the `mma a, b.T -> tmem` statement")
         gen.lc.layouts.setdefault(cname, layout)
         return gen.lc.layouts[cname]
 
-    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, n: int) -> FragLayout:  # type: ignore[no-untyped-def]
+    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, form: MmaForm) -> FragLayout:  # type: ignore[no-untyped-def]
         raise Unlowerable(Code.MMA_FORM, f"wgmma needs sm_90a (target is {self.name})")
 
     def tmem_layout(self, gen, node: Load) -> FragLayout:  # type: ignore[no-untyped-def]
@@ -146,11 +147,11 @@ class Sm80:
     # ---------------------------------------------------------------------------------------- mma
 
     def mma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str) -> Frag:  # type: ignore[no-untyped-def]
-        kind, m, n, k = parse_form(node.form)
-        if kind == "mma_sync":
-            return self.mma_sync(gen, node, a, b, acc, dst)
-        if kind == "wgmma":
-            return self.wgmma(gen, node, a, b, acc, dst, n)
+        form = parse_form(self.arch, node.form)
+        if form.family is MmaFamily.MMA_SYNC:
+            return self.mma_sync(gen, node, a, b, acc, dst, form)
+        if form.family is MmaFamily.WGMMA:
+            return self.wgmma(gen, node, a, b, acc, dst, form)
         raise Unlowerable(Code.MMA_FORM, f"`{node.form}` is issued with the `mma a, b.T -> tmem` statement")
 
     def _dst(self, gen, layout: FragLayout, acc: Frag | None, dst: str, shape: tuple[int, ...],  # type: ignore[no-untyped-def]
@@ -173,7 +174,8 @@ class Sm80:
             return
         uses = [site for site in an.walk_body(gen.slot.role.body) if isinstance(site.stmt, Let)
                 and isinstance(site.stmt.value, Mma) and isinstance(site.stmt.value.a, Name)
-                and site.stmt.value.a.id == name and parse_form(site.stmt.value.form)[0] == "mma_sync"]
+                and site.stmt.value.a.id == name
+                and parse_form(self.arch, site.stmt.value.form).family is MmaFamily.MMA_SYNC]
         if not uses or not uses[0].loops:
             return
         ksteps = round_up(tile.shape[1], MMA_K_STEP) // MMA_K_STEP
@@ -193,14 +195,15 @@ class Sm80:
                    "cake_kk * 16 + (cake_lane / 16) * 8));")
         gen.a_frags[name] = frags
 
-    def mma_sync(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str) -> Frag:  # type: ignore[no-untyped-def]
-        ty = _mma_suffix(a.dtype)
+    def mma_sync(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
+                 form: MmaForm) -> Frag:
+        fn = mma_wrapper(gen, form, a.dtype)
         rows, kdim = a.shape
         cols = b.shape[1]
         kdim = padded_k(a, b, kdim)
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
-        if layout.nregs != rows * cols // (gen.slot.warps * 32):
+        if layout.nregs != rows * cols // (gen.slot.warps * THREADS_PER_WARP):
             raise Unlowerable(Code.LAYOUT, "this mma's shape differs from the role's first mma")
         warp_m = "cake_wq" if layout.warps_n == 1 else f"(cake_wq / {layout.warps_n})"
         warp_n = "0" if layout.warps_n == 1 else f"(cake_wq % {layout.warps_n}) * {layout.warp_cols}"
@@ -236,15 +239,14 @@ class Sm80:
                 w.line(b_load)
                 w.line("#pragma unroll")
                 with w.block(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb)"):
-                    w.line(f"cake_mma_m16n8k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np) * 4], "
-                           f"{afrag}, cake_bf[0], cake_bf[1]);")
-                    w.line(f"cake_mma_m16n8k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np + 1) * 4], "
-                           f"{afrag}, cake_bf[2], cake_bf[3]);")
+                    w.line(f"{fn}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np) * 4], {afrag}, &cake_bf[0]);")
+                    w.line(f"{fn}(&{frag.name}[(cake_mb * {layout.n8} + 2 * cake_np + 1) * 4], {afrag}, &cake_bf[2]);")
         if after:
             w.line(after)
         return frag
 
-    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str, n: int) -> Frag:  # type: ignore[no-untyped-def]
+    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
+              form: MmaForm) -> Frag:
         raise Unlowerable(Code.MMA_FORM, f"wgmma needs sm_90a (target is {self.name})")
 
     def mma_async(self, gen, st: MmaAsync) -> None:  # type: ignore[no-untyped-def]
@@ -291,23 +293,26 @@ class Sm90a(Sm80):
     def mma_warp(self, rwarp: str) -> str:
         return f"{rwarp} % 4"
 
-    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, n: int) -> FragLayout:  # type: ignore[no-untyped-def]
+    def wgmma_layout(self, gen, cname: str, rows: int, cols: int, form: MmaForm) -> FragLayout:  # type: ignore[no-untyped-def]
         if not self.arch.has(Feature.WGMMA):
-            return super().wgmma_layout(gen, cname, rows, cols, n)
+            return super().wgmma_layout(gen, cname, rows, cols, form)
+        n = form.n
         if gen.slot.warps != 4:
             raise Unlowerable(Code.MMA_FORM, f"wgmma is issued by one warpgroup; role `{gen.slot.name}` has "
                               f"{gen.slot.warps} warps per instance", help="declare the role `warpgroups 1`")
-        if rows % 64:
-            raise Unlowerable(Code.MMA_FORM, f"wgmma.m64: the A tile's {rows} rows must be a multiple of 64")
-        if cols % n or n % 8 or not 8 <= n <= 256:
-            raise Unlowerable(Code.MMA_FORM, f"wgmma n{n} does not tile the {cols} columns")
-        return MmaFragLayout(cname, rows // 64, cols // 8, 64, 16,
-                             f"wgmma.m64n{n}k16, {rows // 64} x {cols // n} instruction(s) per k-step")
+        if rows % form.m:
+            raise Unlowerable(Code.MMA_FORM, f"{form.name}: the A tile's {rows} rows must be a multiple of {form.m}")
+        if cols % n:
+            raise Unlowerable(Code.MMA_FORM, f"{form.name}: N = {n} does not tile the {cols} columns")
+        return MmaFragLayout(cname, rows // form.m, cols // 8, form.m, 16,
+                             f"{form.name}, {rows // form.m} x {cols // n} instruction(s) per k-step")
 
-    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str, n: int) -> Frag:  # type: ignore[no-untyped-def]
+    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
+              form: MmaForm) -> Frag:
         if not self.arch.has(Feature.WGMMA):
-            return super().wgmma(gen, node, a, b, acc, dst, n)
-        ty = _mma_suffix(a.dtype)
+            return super().wgmma(gen, node, a, b, acc, dst, form)
+        fn = mma_wrapper(gen, form, a.dtype)
+        n, m = form.n, form.m
         rows, kdim = a.shape
         cols = b.shape[1]
         sw = a.swizzle_bytes
@@ -324,7 +329,7 @@ class Sm90a(Sm80):
         steps_per_atom = sw // K_STEP_BYTES
         code = WGMMA_SWIZZLE[sw]
         w = gen.w
-        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via wgmma.m64n{n}k16: {rows // 64} x {cols // n} "
+        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via {form.name}: {rows // m} x {cols // n} "
                   f"instruction(s) per k-step, {kdim // 16} k-steps; descriptors: {sw}B swizzle, 8-row groups "
                   f"{8 * sw} B apart, k16 step = +{K_STEP_BYTES} B inside a {sw} B atom")
         frag = self._dst(gen, layout, acc, dst, (rows, cols), zero=False)
@@ -340,11 +345,11 @@ class Sm90a(Sm80):
             w.line(f"const uint32_t cake_kb = (cake_kk / {steps_per_atom}) * {b_rows * sw}u + "
                    f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
             w.line("#pragma unroll")
-            with w.block(f"for (int cake_mb = 0; cake_mb < {rows // 64}; ++cake_mb)"):
+            with w.block(f"for (int cake_mb = 0; cake_mb < {rows // m}; ++cake_mb)"):
                 w.line("#pragma unroll")
                 with w.block(f"for (int cake_nb = 0; cake_nb < {cols // n}; ++cake_nb)"):
-                    w.line(f"cake_wgmma_m64n{n}k16_{ty}(&{frag.name}[(cake_mb * {layout.n8} + cake_nb * {n // 8}) * 4],")
-                    w.line(f"    cake_wgmma_desc({a.base} + cake_ka + cake_mb * {64 * sw}u, 16u, {8 * sw}u, {code}u),")
+                    w.line(f"{fn}(&{frag.name}[(cake_mb * {layout.n8} + cake_nb * {n // 8}) * 4],")
+                    w.line(f"    cake_wgmma_desc({a.base} + cake_ka + cake_mb * {m * sw}u, 16u, {8 * sw}u, {code}u),")
                     w.line(f"    cake_wgmma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u),")
                     w.line(f"    {accumulate});")
         w.line("cake_wgmma_commit();")
@@ -401,16 +406,17 @@ class Sm90a(Sm80):
             sw, rows, pitch, inner = 0, 1, tile[-1] * esize, tile[-1]
         else:
             raise Unlowerable(Code.TMA_BOX, "a TMA copy lands in a stage of a shared buffer")
-        inner_box = sw // esize if sw else min(inner, TMA_BOX_MAX)
-        if (inner_box * esize) % 16:
-            raise Unlowerable(Code.TMA_BOX, f"a TMA box row of {inner_box * esize} bytes is not a multiple of 16",
-                              help="make the innermost extent a multiple of 16 bytes")
+        box_max, align = self.arch.tma_box_dim_max_elements, self.arch.tma_alignment_bytes
+        inner_box = sw // esize if sw else min(inner, box_max)
+        if (inner_box * esize) % align:
+            raise Unlowerable(Code.TMA_BOX, f"a TMA box row of {inner_box * esize} bytes is not a multiple of {align}",
+                              help=f"make the innermost extent a multiple of {align} bytes")
         row_axis = len(tile_axes) >= 2
-        row_box = min(rows, TMA_BOX_MAX) if row_axis else 1
+        row_box = min(rows, box_max) if row_axis else 1
         box_inner_first = [inner_box] + [row_box if (row_axis and d == tile_axes[-2]) else box[d]
                                          for d in reversed(range(len(dims) - 1))]
-        if any(b > TMA_BOX_MAX for b in box_inner_first):
-            raise Unlowerable(Code.TMA_BOX, f"TMA box {box_inner_first} exceeds {TMA_BOX_MAX} along an axis")
+        if any(b > box_max for b in box_inner_first):
+            raise Unlowerable(Code.TMA_BOX, f"TMA box {box_inner_first} exceeds {box_max} along an axis")
         tmap = gen.lc.tmap(tensor, dtype, len(dims), tuple(box_inner_first), sw)
         issues = []
         col_blocks = -(-inner // inner_box)
@@ -496,8 +502,9 @@ class Sm100a(Sm90a):
         if rows != 128 or gen.slot.warps != 4:
             raise Unlowerable(Code.LAYOUT, "a TMEM accumulator of 128 rows is read by one warpgroup (warp w reads "
                               "lanes 32w..32w+31)", help="declare the reading role `warpgroups 1`")
-        if cols % 32:
-            raise Unlowerable(Code.LAYOUT, f"TMEM loads move 32 columns at a time; {cols} is not a multiple")
+        if cols % TMEM_LOAD_TAIL_COLUMNS:
+            raise Unlowerable(Code.LAYOUT, f"TMEM loads move 32 (or a tail of {TMEM_LOAD_TAIL_COLUMNS}) columns at "
+                              f"a time; {cols} is not a multiple of {TMEM_LOAD_TAIL_COLUMNS}")
         cname = f"Frag_{gen.lc.launch.name}_{self.let_name(gen, node)}"
         gen.lc.layouts.setdefault(cname, RowPerThreadLayout(cname, cols, "tcgen05.ld 32x32b"))
         return gen.lc.layouts[cname]
@@ -508,30 +515,34 @@ class Sm100a(Sm90a):
         w = gen.w
         w.comment(f"{name} = tensor memory rows 32*warp + lane, {cols} columns from column {col}")
         w.line(f"float {name}[{cols}];")
+        lane = f"cake_tmem_base + (static_cast<uint32_t>(cake_wq * {THREADS_PER_WARP}) << 16) + {col}"
         w.line("#pragma unroll")
         w.line(f"for (int cake_c = 0; cake_c < {cols // 32}; ++cake_c) cake_tmem_load_32(&{name}[cake_c * 32], "
-               f"cake_tmem_base + (static_cast<uint32_t>(cake_wq * 32) << 16) + {col} + cake_c * 32);")
+               f"{lane} + cake_c * 32);")
+        if cols % 32:
+            w.line(f"cake_tmem_load_16(&{name}[{cols // 32 * 32}], {lane} + {cols // 32 * 32});")
         w.line("cake_tmem_load_wait();")
         return Frag(DType.F32, (rows, cols), name, layout)
 
     def mma_async(self, gen, st: MmaAsync) -> None:  # type: ignore[no-untyped-def]
-        kind, m, n, k = parse_form(st.form)
-        if kind != "tcgen05":
+        form = parse_form(self.arch, st.form)
+        m, n = form.m, form.n
+        if form.family is not MmaFamily.TCGEN05:
             raise Unlowerable(Code.MMA_FORM, f"`mma ... -> tmem` takes a tcgen05 form, not `{st.form}`")
         a, b = gen.value(st.a), gen.value(st.b)
         if not isinstance(a, SmemTile) or a.transposed or not isinstance(b, SmemTile) or not b.transposed:
             raise Unlowerable(Code.MMA_FORM, "tcgen05.mma reads `a` and `b.T` from shared buffers")
-        ty = _mma_suffix(a.dtype)
+        fn = mma_wrapper(gen, form, a.dtype)
         rows, kdim = a.shape
         cols = b.shape[1]
         sw = a.swizzle_bytes
         if sw not in UMMA_SWIZZLE or b.swizzle_bytes != sw:
             raise Unlowerable(Code.MMA_FORM, "tcgen05.mma reads swizzled shared memory: declare both operand "
                               "buffers with the same swizzle (128B, 64B or 32B)")
-        if rows != m or m not in (64, 128):
-            raise Unlowerable(Code.MMA_FORM, f"tcgen05.m{m} needs an A tile of {m} rows (got {rows})")
-        if cols % n or n % 16 or n > 256:
-            raise Unlowerable(Code.MMA_FORM, f"tcgen05 n{n} does not tile the {cols} columns")
+        if rows != m:
+            raise Unlowerable(Code.MMA_FORM, f"{form.name} needs an A tile of {m} rows (got {rows})")
+        if cols % n:
+            raise Unlowerable(Code.MMA_FORM, f"{form.name}: N = {n} does not tile the {cols} columns")
         kdim = padded_k(a, b, kdim)
         col, (trows, tcols) = self.tmem_ref(gen, st.dest)
         if (trows, tcols) != (rows, cols):
@@ -539,7 +550,6 @@ class Sm100a(Sm90a):
         steps = sw // K_STEP_BYTES
         code = UMMA_SWIZZLE[sw]
         a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]
-        idesc = f"cake_umma_idesc_f16({m}, {n}, {'true' if ty == 'bf16' else 'false'})"
         accumulate = "true" if st.accumulate else "cake_kk > 0"
         w = gen.w
         lines = [f"const uint32_t cake_d = cake_tmem_base + {col};",
@@ -549,14 +559,13 @@ class Sm100a(Sm90a):
                  f"  const uint32_t cake_kb = (cake_kk / {steps}) * {b_rows * sw}u + (cake_kk % {steps}) * {K_STEP_BYTES}u;",
                  "  #pragma unroll",
                  f"  for (int cake_nb = 0; cake_nb < {cols // n}; ++cake_nb)",
-                 f"    cake_umma_f16(cake_d + cake_nb * {n}, cake_umma_desc({a.base} + cake_ka, 16u, {8 * sw}u, {code}u),",
-                 f"                  cake_umma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u),",
-                 f"                  {idesc}, {accumulate});",
+                 f"    {fn}(cake_d + cake_nb * {n}, cake_umma_desc({a.base} + cake_ka, 16u, {8 * sw}u, {code}u),",
+                 f"        cake_umma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u), {accumulate});",
                  "}"]
         if st.signals is not None:
             lines.append(f"cake_umma_commit({gen.bar_ptr(st.signals)});  // arrives when these mmas complete")
-        w.comment(f"{an.ref_name(st.dest)} {'+' if st.accumulate else ''}= {a.buffer} @ {b.buffer}.T via tcgen05."
-                  f"mma m{m}n{n}k16 ({cols // n} per k-step, {kdim // 16} k-steps), issued by one thread")
+        w.comment(f"{an.ref_name(st.dest)} {'+' if st.accumulate else ''}= {a.buffer} @ {b.buffer}.T via "
+                  f"{form.name} ({cols // n} per k-step, {kdim // 16} k-steps), issued by one thread")
         with w.block("" if gen.slot.issuer else "if (cake_rtid == 0)"):
             for text in lines:
                 w.line(text)

@@ -7,12 +7,10 @@ Codes (C = CUDA backend):
 | C0100 | a statement or expression this backend cannot lower (never silently approximated) |
 | C0101 | an mma form the target or the operands cannot use |
 | C0102 | a tile whose layout the generator cannot derive (e.g. a vector never combined with an mma result) |
-| C0201 | a barrier's declared arrivals disagree with the arrivals the roles make per phase |
-| C0202 | a barrier's declared transaction bytes disagree with the TMA boxes that signal it |
+| (C0201) | arrivals vs the roles' arrivals, and (C0202) declared tx bytes vs the copies: re-checked by codegen as invariants (`CheckerGap`), refused by the checker first (E0402, E0403) |
 | C0203 | a TMA copy whose box the hardware cannot move (box limits, alignment, shape vs destination) |
 | C0301 | a resource the launch needs exceeds the target (threads, named barriers, registers, TMEM) |
 | C0900 | nvcc or ptxas rejected the generated code (see compile.py) |
-| C0999 | internal error: the generator itself failed on a statement (a CAKE bug, reported with its span) |
 """
 
 from __future__ import annotations
@@ -20,17 +18,25 @@ from __future__ import annotations
 import enum
 
 from cake.diagnostics import Diagnostic, DiagnosticError, Span
+from cake.errors import InternalError
 
 
 class Code(enum.Enum):
     UNSUPPORTED = "C0100"
     MMA_FORM = "C0101"
     LAYOUT = "C0102"
-    ARRIVALS = "C0201"
-    TX_BYTES = "C0202"
     TMA_BOX = "C0203"
     RESOURCE = "C0301"
-    INTERNAL = "C0999"
+
+
+class CheckerGap(InternalError):
+    """Codegen found a commitment inconsistent (arrivals, transaction bytes, a setmaxnreg budget) that the
+    checker proves before codegen runs (E0402, E0403, E0303). Reaching this means the checker accepted it:
+    a bug in CAKE, never a diagnostic about the schedule."""
+
+    def __init__(self, what: str, span: Span | None):
+        where = f" (schedule line {span.line}:{span.column})" if span is not None else ""
+        super().__init__("CUDA generator", f"the checker accepted {what}{where}")
 
 
 class LoweringError(DiagnosticError):

@@ -10,10 +10,12 @@ Past 600 lines because it is one table of per-expression emit rules; the arch-sp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cake.ir import analysis as an
+from cake.ir.builtins import register_emitters
 from cake.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -33,6 +35,7 @@ from cake.ir.nodes import (
     Transpose,
     UnaryOp,
 )
+from cake.ir.types import broadcast
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, float_literal, ident
 from cake.lowering.cuda.context import LaunchCtx
@@ -54,6 +57,8 @@ from cake.lowering.cuda.values import (
     Vec,
 )
 from cake.lowering.cuda.writer import Writer
+
+from cake.arch import THREADS_PER_WARP
 
 # Row padding of generator-staged mma operands: 16 bytes shifts each row by four banks, so ldmatrix's eight
 # row addresses hit distinct banks.
@@ -150,16 +155,11 @@ class ExprGen:
         rank = max((a.rank for a in args), default=0)
         if rank == 0:
             return Scalar(dtype, (), render([a.at(Elem((), (), ())) for a in args]))
-        shape = [1] * rank
-        for a in args:
-            for i, extent in enumerate(a.shape):
-                axis = rank - a.rank + i
-                if extent != 1:
-                    if shape[axis] not in (1, extent):
-                        raise Unlowerable(Code.UNSUPPORTED, f"tiles of shapes {list(a.shape)} and {shape} do not "
-                                          "broadcast together")
-                    shape[axis] = extent
-        return Map(dtype, tuple(shape), tuple(args), render, op)
+        shape = broadcast([a.shape for a in args], lambda x: x == 1, operator.eq)
+        if shape is None:
+            raise Unlowerable(Code.UNSUPPORTED, f"tiles of shapes {' and '.join(str(list(a.shape)) for a in args)} "
+                              "do not broadcast together")
+        return Map(dtype, shape, tuple(args), render, op)
 
     def binop(self, expr: BinOp) -> Value:
         fused = self.fma(expr)
@@ -195,27 +195,10 @@ class ExprGen:
         return None
 
     def call(self, expr: Call, hint: str | None) -> Value:
-        f = expr.func
-        if f == "cdiv":
-            a, b = (self.int_c(x) for x in expr.args)
-            return Scalar(DType.I32, (), f"cake_cdiv({a}, {b})")
-        if f == "arange":
-            n = self.lc.int_of(expr.args[0])
-            return Lazy(DType.I32, (n,), lambda idx: idx[0], what="arange")
-        if f == "cast":
-            src = self.value(expr.args[0])
-            target = expr.args[1]
-            dst = self._dtype_arg(target)
-            s = src.dtype
-            return self.map_(dst, [src], lambda p: rules.convert(p[0], s, dst))
-        if f in rules.REDUCTIONS:
-            return self.reduce(expr, rules.REDUCTIONS[f], hint)
-        if f in rules.ELEMENTWISE:
-            args = [self.value(a) for a in expr.args]
-            dtypes = [a.dtype for a in args]
-            _, dtype = rules.call(f, ["x"] * len(args), dtypes)
-            return self.map_(dtype, args, lambda p: rules.call(f, p, dtypes)[0], op=f)
-        raise Unlowerable(Code.UNSUPPORTED, f"no CUDA lowering for `{f}(...)` yet")
+        rule = CALL_RULES.get(expr.func)
+        if rule is None:
+            raise Unlowerable(Code.UNSUPPORTED, f"no CUDA lowering for `{expr.func}(...)` yet")
+        return rule(self, expr, hint)
 
     def _dtype_arg(self, expr: Expr) -> DType:
         if isinstance(expr, Name):
@@ -621,7 +604,7 @@ class ExprGen:
         with self.w.block(f"for (int cake_o = cake_rwarp; cake_o < {n_out}; cake_o += {warps})"):
             ident_v = rule.identity(DType.F32 if src.dtype.is_float else src.dtype)
             self.w.line(f"{acc_t} cake_a = {ident_v};" + (" int cake_ai = 0;" if rule.better else ""))
-            with self.w.block(f"for (int cake_j = cake_lane; cake_j < {n_red}; cake_j += 32)"):
+            with self.w.block(f"for (int cake_j = cake_lane; cake_j < {n_red}; cake_j += {THREADS_PER_WARP})"):
                 e = Elem.generic("cake_o", "cake_j") if axis == 1 else Elem.generic("cake_j", "cake_o")
                 v = rules.convert(src.at(e), src.dtype, DType.F32 if src.dtype.is_float else src.dtype)
                 if rule.better:
@@ -641,6 +624,56 @@ class ExprGen:
             self.w.line(f"if (cake_lane == 0) {stem}_s[cake_o] = {result};")
         self.role_sync()  # type: ignore[attr-defined]
         return SmemVec(out, (n_out,), f"{stem}_s")
+
+    def scan(self, expr: Call, hint: str | None) -> Value:
+        """An inclusive prefix sum along an axis of a tile no mma lays out: one warp per line, 32 elements at
+        a time (a shuffle scan, then the running carry from lane 31), into shared memory the role then reads.
+        Sequential in the line's order, so deterministic; floats accumulate in f32."""
+        src = self.value(expr.args[0])
+        if src.has_frag() or src.frag_layout() is not None:
+            raise Unlowerable(Code.LAYOUT, "`cumsum` of an mma result or of a vector laid out by one; scan a "
+                              "loaded or shared-memory tile")
+        if src.rank not in (1, 2):
+            raise Unlowerable(Code.UNSUPPORTED, f"`cumsum` of a rank-{src.rank} tile")
+        axis = self.lc.int_of(next(k.value for k in expr.kwargs if k.name == "axis")) % src.rank
+        shape = src.shape
+        lines, n_scan = (1, shape[0]) if src.rank == 1 else ((shape[0], shape[1]) if axis == 1 else
+                                                             (shape[1], shape[0]))
+        out = DType.F32 if src.dtype.is_float else src.dtype
+        stem = hint or self.w.fresh("scan")
+        size = max(4, out.bytes) * lines * n_scan
+        offset = self.lc.smem.alloc(f"{self.slot.name}:{stem}", size * self.slot.replicas, 16)
+        self.w.comment(f"cumsum(axis={axis}) of a {list(shape)} tile: one warp per line, a shuffle scan per "
+                       "32 elements plus the carry, into shared memory")
+        if self.loop_depth:
+            self.role_sync()  # type: ignore[attr-defined]
+        ct = CTYPE[out]
+        self.w.line(f"{ct}* {stem}_s = reinterpret_cast<{ct}*>(smem + {offset} + {self.inst} * {size});")
+        if src.rank == 1:
+            elem, slot = Elem.generic("cake_j"), "cake_j"
+        elif axis == 1:
+            elem, slot = Elem.generic("cake_o", "cake_j"), f"cake_o * {n_scan} + cake_j"
+        else:
+            elem, slot = Elem.generic("cake_j", "cake_o"), f"cake_j * {lines} + cake_o"
+        zero = float_literal(0.0) if out.is_float else "0"
+        with self.w.block(f"for (int cake_o = cake_rwarp; cake_o < {lines}; cake_o += {self.slot.warps})"):
+            self.w.line(f"{ct} cake_carry = {zero};")
+            with self.w.block(f"for (int cake_j0 = 0; cake_j0 < {n_scan}; cake_j0 += 32)"):
+                self.w.line("const int cake_j = cake_j0 + cake_lane;")
+                v = rules.convert(src.at(elem), src.dtype, out)
+                self.w.line(f"{ct} cake_a = cake_j < {n_scan} ? {v} : {zero};")
+                with self.w.block("for (int cake_s = 1; cake_s < 32; cake_s <<= 1)"):
+                    self.w.line(f"const {ct} cake_up = __shfl_up_sync({FULL_MASK}, cake_a, cake_s);")
+                    self.w.line("if (cake_lane >= cake_s) cake_a += cake_up;")
+                self.w.line("cake_a += cake_carry;")
+                self.w.line(f"if (cake_j < {n_scan}) {stem}_s[{slot}] = cake_a;")
+                self.w.line(f"cake_carry = __shfl_sync({FULL_MASK}, cake_a, 31);")
+        self.role_sync()  # type: ignore[attr-defined]
+        if src.rank == 1:
+            return SmemVec(out, shape, f"{stem}_s")
+        cols = shape[1]
+        return Lazy(out, shape, lambda idx: f"{stem}_s[({idx[0]}) * {cols} + ({idx[1]})]", smem=True,
+                    what="cumsum")
 
     # ------------------------------------------------------------------------------------------ staging
 
@@ -705,3 +738,54 @@ class ExprGen:
         decl = self.lc.tensor(ref.base.id)
         assert decl is not None
         return decl.type.shape
+
+
+# ------------------------------------------------------------------------------------------- builtin rules
+
+CallRule = Callable[[ExprGen, Call, str | None], Value]
+
+
+def _cdiv(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    a, b = (g.int_c(x) for x in expr.args)
+    return Scalar(DType.I32, (), f"cake_cdiv({a}, {b})")
+
+
+def _arange(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    return Lazy(DType.I32, (g.lc.int_of(expr.args[0]),), lambda idx: idx[0], what="arange")
+
+
+def _tril(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    n = g.lc.int_of(expr.args[0])
+    diagonal = next((k.value for k in expr.kwargs if k.name == "diagonal"), None)
+    d = "" if diagonal is None else f" + ({g.int_c(diagonal)})"
+    return Lazy(DType.BOOL, (n, n), lambda idx: f"(({idx[1]}) <= ({idx[0]}){d})", what="tril")
+
+
+def _cast(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    src = g.value(expr.args[0])
+    dst = g._dtype_arg(expr.args[1])
+    s = src.dtype
+    return g.map_(dst, [src], lambda p: rules.convert(p[0], s, dst))
+
+
+def _reduce(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    return g.reduce(expr, rules.REDUCTIONS[expr.func], hint)
+
+
+def _elementwise(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    f = expr.func
+    args = [g.value(a) for a in expr.args]
+    dtypes = [a.dtype for a in args]
+    _, dtype = rules.call(f, ["x"] * len(args), dtypes)
+    return g.map_(dtype, args, lambda p: rules.call(f, p, dtypes)[0], op=f)
+
+
+def _cumsum(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    return g.scan(expr, hint)
+
+
+CALL_RULES: dict[str, CallRule] = {
+    "cdiv": _cdiv, "arange": _arange, "tril": _tril, "cast": _cast, "cumsum": _cumsum,
+    **{name: _reduce for name in rules.REDUCTIONS}, **{name: _elementwise for name in rules.ELEMENTWISE},
+}
+register_emitters("cuda", CALL_RULES)

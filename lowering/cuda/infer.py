@@ -1,6 +1,6 @@
 """Facts about one role body that codegen needs before it emits the first statement.
 
-* ranks of let-bound tiles;
+* ranks of let-bound tiles (read from the type table, `cake.ir.typing`);
 * which names are reassigned (loop-carried: they must live in registers, not stay symbolic);
 * which names feed an mma as operands (global loads among them are staged through shared memory);
 * for every 1-D tile, the layout family it follows: the rows of an mma result (ROW), its columns (COL),
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cake.ir import analysis as an
+from cake.ir.builtins import BUILTINS, BuiltinKind
 from cake.ir.nodes import (
     Assign,
     BinOp,
@@ -33,7 +34,8 @@ from cake.ir.nodes import (
     Transpose,
     UnaryOp,
 )
-from cake.lowering.cuda.rules import REDUCTIONS
+from cake.ir.typing import Typing
+from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.values import Fam
 
 
@@ -72,6 +74,17 @@ class _Classes:
         self.hints.setdefault(self.find(a), set()).add(fam)
 
 
+def _kind(func: str) -> BuiltinKind | None:
+    row = BUILTINS.get(func)
+    return None if row is None else row.kind
+
+
+def _elementwise(func: str) -> bool:
+    """Elementwise builtins relate their vector operands' layouts; reductions, scans (through shared memory)
+    and index builders do not."""
+    return _kind(func) is BuiltinKind.ELEMENTWISE
+
+
 def _axis(call: Call) -> int | None:
     for kw in call.kwargs:
         if kw.name == "axis":
@@ -83,9 +96,9 @@ def _axis(call: Call) -> int | None:
 
 
 class RoleInference:
-    def __init__(self, launch: Launch, body: tuple[Stmt, ...]):
+    def __init__(self, launch: Launch, body: tuple[Stmt, ...], typing: Typing):
         self.launch = launch
-        self.smem = {s.name: len(s.type.shape) for s in launch.smem}
+        self.typing = typing
         self.tmem = {t.name for t in launch.tmem}
         self.facts = RoleFacts()
         self.classes = _Classes()
@@ -97,8 +110,7 @@ class RoleInference:
             for site in sites:
                 stmt = site.stmt
                 if isinstance(stmt, Let):
-                    rank = len(stmt.type.shape) if stmt.type is not None else self.rank(stmt.value)
-                    self.facts.ranks[stmt.name] = rank
+                    self.facts.ranks[stmt.name] = self.rank(stmt)
                     if self.is_fraggy(stmt.value):
                         self.facts.fraggy.add(stmt.name)
                 elif isinstance(stmt, Assign):
@@ -145,48 +157,11 @@ class RoleInference:
             if isinstance(base, Name):
                 self.facts.mma_operands.add(base.id)
 
-    def rank(self, expr: Expr | None) -> int:
-        if expr is None:
-            return 0
-        if isinstance(expr, Name):
-            if expr.id in self.facts.ranks:
-                return self.facts.ranks[expr.id]
-            return self.smem.get(expr.id, 0)
-        if isinstance(expr, (BinOp,)):
-            return max(self.rank(expr.lhs), self.rank(expr.rhs))
-        if isinstance(expr, UnaryOp):
-            return self.rank(expr.operand)
-        if isinstance(expr, Transpose):
-            return self.rank(expr.operand)
-        if isinstance(expr, Mma):
-            return 2
-        if isinstance(expr, Load):
-            if self._is_tmem(expr.source):
-                return 2
-            return self._index_rank(expr.source)
-        if isinstance(expr, Index):
-            base = expr.base
-            if isinstance(base, Name) and base.id in self.smem:
-                return self.smem[base.id]
-            if any(isinstance(i, NewAxis) for i in expr.items):
-                return len(expr.items)
-            return self._index_rank(expr)
-        if isinstance(expr, Call):
-            if expr.func == "arange":
-                return 1
-            if expr.func in REDUCTIONS or expr.func == "cumsum":
-                inner = self.rank(expr.args[0]) if expr.args else 0
-                axis = _axis(expr)
-                return inner if expr.func == "cumsum" else (0 if axis is None else max(0, inner - 1))
-            if expr.func in ("cdiv", "sizeof"):
-                return 0
-            return max((self.rank(a) for a in expr.args), default=0)
-        return 0
-
-    def _index_rank(self, expr: Expr) -> int:
-        if not isinstance(expr, Index):
-            return 0
-        return sum(1 for i in expr.items if isinstance(i, Slice) or (not isinstance(i, NewAxis) and self.rank(i) >= 1))
+    def rank(self, node: Expr | Let) -> int:
+        rank = self.typing.rank(node)
+        if rank is None:
+            raise Unlowerable(Code.UNSUPPORTED, "an expression without a type (`cake check` reports why)")
+        return rank
 
     def is_fraggy(self, expr: Expr | None) -> bool:
         for sub in an.walk_expr(expr):
@@ -222,14 +197,14 @@ class RoleInference:
             out += self._direct_vectors(expr.lhs) + self._direct_vectors(expr.rhs)
         elif isinstance(expr, UnaryOp):
             out += self._direct_vectors(expr.operand)
-        elif isinstance(expr, Call) and expr.func not in REDUCTIONS and expr.func != "arange":
+        elif isinstance(expr, Call) and _elementwise(expr.func):
             for a in expr.args:
                 out += self._direct_vectors(a)
         return out
 
     def _top_reductions(self, expr: Expr) -> list[Call]:
         out: list[Call] = []
-        if isinstance(expr, Call) and expr.func in REDUCTIONS:
+        if isinstance(expr, Call) and _kind(expr.func) is BuiltinKind.REDUCTION:
             out.append(expr)
         elif isinstance(expr, BinOp):
             out += self._top_reductions(expr.lhs) + self._top_reductions(expr.rhs)

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 from cake.ir import analysis as an
 from cake.ir.nodes import GridKind, Kernel, Launch, MmaAsync, NamedBarrierSync
+from cake.ir.typing import type_kernel
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx, TmaMap
 from cake.lowering.cuda.dialects import dialect_for
 from cake.lowering.cuda.errors import Code, Unlowerable, diag
+from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import (
-    MAX_NAMED_BARRIER_ID,
     NamedBarriers,
     SmemAllocator,
     entry_regs,
@@ -56,6 +57,7 @@ class LaunchCode:
     tmem_columns: int
     text: str  # layouts, offset functions, argument struct and the kernel
     regs_cap: int | None  # per-thread registers at entry when roles reallocate
+    mma_wrappers: tuple[Wrapper, ...] = ()  # the tensor-core wrappers the kernel calls (defined before it)
 
 
 def _align(x: int, a: int) -> int:
@@ -99,7 +101,7 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
                 user_ids.append(bid)
     kname = f"{ident(kernel.name)}_{ident(launch.name)}"
     lc = LaunchCtx(kernel, launch, plan, arch, env, file, kname,
-                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1))
+                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1), type_kernel(kernel))
     tmem = an.tmem_usage(launch, env)
     col = 0
     for t in launch.tmem:
@@ -119,9 +121,9 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     _roles(lc, body, dialect)
     _epilogue(lc, body)
     found.extend(lc.diags)
-    if lc.named.next_id - 1 > MAX_NAMED_BARRIER_ID:
+    if lc.named.next_id - 1 > arch.max_named_barrier_id:
         found.append(diag(Code.RESOURCE, f"launch `{launch.name}` needs named barriers up to id "
-                          f"{lc.named.next_id - 1} > {MAX_NAMED_BARRIER_ID}", launch.span, file,
+                          f"{lc.named.next_id - 1} > {arch.max_named_barrier_id}", launch.span, file,
                           notes=tuple(lc.named.owners)))
     tmaps = list(lc.tmaps.values())
     fields, size = arg_fields(kernel, tmaps, env)
@@ -134,7 +136,8 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     cap = entry_regs(plan, arch) if plan.uses_setmaxnreg else None
     text = _assemble(lc, fields, size, body, cap)
     return LaunchCode(launch.name, kname, plan.threads, smem_bytes, fields, size,
-                      launch.grid.kind is GridKind.PERSISTENT, lc.tmem_cols, text, cap)
+                      launch.grid.kind is GridKind.PERSISTENT, lc.tmem_cols, text, cap,
+                      tuple(lc.mma_wrappers.values()))
 
 
 def _prologue(lc: LaunchCtx, w: Writer, dialect: object) -> None:

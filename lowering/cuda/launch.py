@@ -20,9 +20,6 @@ from cake.ir.nodes import DType
 from cake.lowering.cuda.context import TmaMap
 from cake.lowering.cuda.kernelgen import ArgField, LaunchCode
 
-SMEM_OPT_IN_BYTES = 48 * 1024  # above this a kernel must raise its dynamic shared-memory limit
-TMA_STRIDE_ALIGN_BYTES = 16
-
 
 class LaunchError(RuntimeError):
     """A driver call failed (module load, attribute, tensor map, launch)."""
@@ -72,7 +69,7 @@ class CudaModule:
         self.functions: dict[str, Any] = {}
         for code in launches:
             fn = _check(driver.cuModuleGetFunction(self.module, code.kname.encode()), f"cuModuleGetFunction {code.kname}")
-            if code.smem_bytes > SMEM_OPT_IN_BYTES:
+            if code.smem_bytes:  # raising the limit to any size up to the opt-in maximum is valid
                 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 _check(driver.cuFuncSetAttribute(fn, attr, code.smem_bytes), f"cuFuncSetAttribute {code.kname}")
             self.functions[code.kname] = fn
@@ -108,9 +105,10 @@ def encode_tensor_map(tmap: TmaMap, tensor: Any) -> bytes:
     rank = tensor.dim()
     dims = [int(tensor.shape[rank - 1 - i]) for i in range(rank)]
     strides = [int(tensor.stride(rank - 1 - i)) * esize for i in range(1, rank)]
-    if tensor.stride(-1) != 1 or any(s % TMA_STRIDE_ALIGN_BYTES for s in strides) or tensor.data_ptr() % 16:
-        raise LaunchError(f"TMA over `{tmap.tensor}` needs a unit inner stride, 16-byte aligned row strides and "
-                          f"base (strides {strides} B, base % 16 = {tensor.data_ptr() % 16})")
+    align = tmap.align_bytes
+    if tensor.stride(-1) != 1 or any(s % align for s in strides) or tensor.data_ptr() % align:
+        raise LaunchError(f"TMA over `{tmap.tensor}` needs a unit inner stride, {align}-byte aligned row strides "
+                          f"and base (strides {strides} B, base % {align} = {tensor.data_ptr() % align})")
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     result = driver.cuTensorMapEncodeTiled(
         _tma_dtype(tmap.dtype), rank, tensor.data_ptr(), [u64(d) for d in dims], [u64(s) for s in strides],

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cake.ir import analysis as an
+
+from cake.arch import THREADS_PER_WARP
+
 # 16-byte chunks are the unit the swizzle permutes; the pattern repeats every 8 rows of 128 B.
 SWIZZLE_CHUNK_BYTES = 16
 SWIZZLE_REPEAT_ROWS = 8
@@ -116,7 +120,7 @@ class RowPerThreadLayout:
             f"  static constexpr int kRegs = {self.cols}, kRows = 1, kCols = {self.cols};",
             "  __device__ static constexpr int row_slot(int) { return 0; }",
             "  __device__ static constexpr int col_slot(int r) { return r; }",
-            "  __device__ static int row(int, int warp, int lane) { return warp * 32 + lane; }",
+            f"  __device__ static int row(int, int warp, int lane) {{ return warp * {THREADS_PER_WARP} + lane; }}",
             "  __device__ static int col(int p, int, int) { return p; }",
             "};",
         ])
@@ -187,7 +191,7 @@ class SmemTileLayout:
                 f"__device__ __forceinline__ uint32_t {name}(int r, int c) {{ {body} }}")
 
 
-MMA_K_STEP = 16  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple
+MMA_K_STEP = an.SMEM_COLUMN_STEP_ELEMENTS  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple
 
 
 def round_up(value: int, multiple: int) -> int:

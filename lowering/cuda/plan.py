@@ -8,8 +8,9 @@
   the checker budgets); the init count of each element is derived from who arrives per phase: an issuer
   role instance arrives once, a collective role instance once per warp (after `__syncwarp`), and all TMA
   copies of one instance that signal a phase share one `arrive.expect_tx`.
-* Commitments checked here: declared arrivals vs the roles' arrivals (C0201), declared transaction bytes vs
-  the TMA boxes that signal the barrier (C0202, in codegen where the boxes are derived).
+* Invariants re-checked here: declared arrivals vs the roles' arrivals, and (in codegen, where the boxes are
+  derived) declared transaction bytes vs the copies. The checker refuses both first (E0402, E0403), so a
+  mismatch here is a `CheckerGap` (a bug in CAKE), never a diagnostic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from cake.ir import analysis as an
 from cake.ir.nodes import (
     Arrive,
     Assign,
-    Atomic,
     Copy,
     CopyKind,
     ExpectTx,
@@ -30,24 +30,19 @@ from cake.ir.nodes import (
     Let,
     MbarrierDecl,
     MmaAsync,
-    NamedBarrierSync,
     Role,
     SmemDecl,
     Stmt,
-    Store,
-    Sync,
     UnitKind,
     Wait,
 )
-from cake.lowering.cuda.errors import Code, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, diag
 from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
-from cake.arch import ArchSpec, Feature
+from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP, ArchSpec, Feature
 from cake.diagnostics import Diagnostic
 
-WARPGROUP_THREADS = 128
-MAX_NAMED_BARRIER_ID = 15  # bar.sync ids 1..15; 0 is __syncthreads'
-SETMAXNREG_MIN, SETMAXNREG_MAX = 24, 256
+WARPGROUP_THREADS = THREADS_PER_WARP * WARPS_PER_WARPGROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +57,7 @@ class RoleSlot:
 
     @property
     def threads(self) -> int:
-        return self.warps * 32
+        return self.warps * THREADS_PER_WARP
 
     @property
     def name(self) -> str:
@@ -168,9 +163,6 @@ class LaunchPlan:
     smem: SmemPlan
     uses_setmaxnreg: bool
 
-    def role_slot(self, name: str) -> RoleSlot:
-        return next(r for r in self.roles if r.name == name)
-
     def barrier(self, name: str) -> BarrierSlot | None:
         return next((b for b in self.barriers if b.name == name), None)
 
@@ -196,10 +188,6 @@ def is_issuer(role: Role) -> bool:
         isinstance(site.stmt, (Copy, MmaAsync)) for site in an.walk_body(body))
 
 
-def _collective_only(stmt: Stmt) -> bool:
-    return isinstance(stmt, (Store, Atomic, Sync, NamedBarrierSync))
-
-
 # ---------------------------------------------------------------------------------------------- planning
 
 def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, file: str,
@@ -210,7 +198,7 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
     cursor = 0
     for role in launch.roles:
         replicas = an.role_replicas(role, env)
-        warps = an.role_threads_per_instance(role, env) // 32
+        warps = an.role_threads_per_instance(role, env) // THREADS_PER_WARP
         aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg
         if aligned and cursor % WARPGROUP_THREADS and roles:
             # Idle warps pad the previous role's region so this one starts on a warpgroup (wgmma, TMEM
@@ -220,15 +208,13 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
             roles[-1] = RoleSlot(prev.role, prev.replicas, prev.warps, prev.first_thread, prev.padded_threads + pad,
                                  prev.issuer, prev.regs)
             cursor += pad
-        threads = replicas * warps * 32
+        threads = replicas * warps * THREADS_PER_WARP
         padded = threads
         if uses_setmaxnreg and padded % WARPGROUP_THREADS:
             padded += WARPGROUP_THREADS - padded % WARPGROUP_THREADS
         regs = None if role.regs is None else an.value(role.regs, env)
-        if regs is not None and uses_setmaxnreg and not (SETMAXNREG_MIN <= regs <= SETMAXNREG_MAX and regs % 8 == 0):
-            found.append(diag(Code.RESOURCE, f"role `{role.name}` asks for {regs} registers; setmaxnreg takes a "
-                              f"multiple of 8 in {SETMAXNREG_MIN}..{SETMAXNREG_MAX}", role.span, file,
-                              subject=role.name))
+        if regs is not None and uses_setmaxnreg and regs not in arch.setmaxnreg_values:  # E0303 refuses it first
+            raise CheckerGap(f"role `{role.name}` asking setmaxnreg for {regs} registers", role.span)
         roles.append(RoleSlot(role, replicas, warps, cursor, padded, is_issuer(role), regs))
         cursor += padded
     if cursor > arch.threads_per_block_max:
@@ -263,11 +249,11 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
     for decl in launch.barriers:
         count = 1 if decl.count is None else an.value(decl.count, env)
         init = [0] * count
-        by_instance: dict[tuple[str, int], list[an.BarrierSite]] = {}
-        for s in sites:
-            if s.barrier == decl.name and s.kind in (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL):
-                by_instance.setdefault((s.role, s.instance), []).append(s)
-        for (role, _instance), inst_sites in by_instance.items():
+        # Every phase sequence of the barrier (one per loop over it) has the checker's arrival count, so the
+        # first one's thread-level arrivals are the init count.
+        by_instance = an.sequences_by_instance(sites, decl.name, (an.SiteKind.ARRIVE, an.SiteKind.SIGNAL))
+        for (role, _instance), seqs in by_instance.items():
+            inst_sites = seqs[0]
             slot = slot_of[role]
             per_arrive = 1 if slot.issuer else slot.warps
             for e in range(count):
@@ -277,13 +263,10 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
                 init[e] += arrives * per_arrive + _signal_arrivals(signals, slot)
         use = accounting[decl.name]
         declared = an.value(decl.arrivals, env)
-        for e, got in enumerate(use.arrivals):
-            if got and got != declared:
-                found.append(diag(
-                    Code.ARRIVALS, f"mbarrier `{decl.name}[{e}]` declares {declared} arrival(s) per phase but "
-                    f"the roles make {got} ({', '.join(use.arrivers)})", decl.span, file, subject=decl.name,
-                    label=f"{got} arrivals per phase", help=f"declare `arrivals {got}`"))
-                break
+        for e, got in ((e, got) for seq in use.sequences for e, got in enumerate(seq)):
+            if got and got != declared:  # E0402 refuses this before codegen (same accounting)
+                raise CheckerGap(f"mbarrier `{decl.name}[{e}]` declaring {declared} arrival(s) per phase while the "
+                                 f"roles make {got}", decl.span)
         out.append(BarrierSlot(decl, count, offset, tuple(max(1, c) for c in init), declared,
                                an.try_value(decl.tx, env)))
         offset += count * an.MBARRIER_BYTES
@@ -297,5 +280,5 @@ def _signal_arrivals(signals: list[an.BarrierSite], slot: RoleSlot) -> int:
     stmts = [s.site.stmt for s in signals]
     if any(isinstance(st, Copy) and st.kind is CopyKind.CP_ASYNC for st in stmts):
         # cp.async.mbarrier.arrive.noinc: one arrival from every thread that issued copies.
-        return slot.warps * 32
+        return slot.warps * THREADS_PER_WARP
     return 1  # one arrive.expect_tx (TMA) or one tcgen05.commit per instance and phase

@@ -21,6 +21,7 @@ from cake.lowering.cuda.compile import GENCODE
 from cake.lowering.cuda.dialects import DIALECTS
 from cake.lowering.cuda.errors import LoweringError
 from cake.lowering.cuda.kernelgen import LaunchCode, generate_launch
+from cake.lowering.cuda.mma_wrappers import wrappers_source
 
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic
@@ -99,6 +100,7 @@ def generate(kernel: Kernel, arch: str, *, dtypes: dict[str, DType] | None = Non
         body = inline_helpers(dialect.helpers)
     else:
         body = "\n".join(f'#include "{h}"' for h in HELPER_ORDER if h in dialect.helpers) + "\n"
+    body += "\n" + wrappers_source([w for code in codes for w in code.mma_wrappers])
     ns = [f"namespace cake_{ident(kernel.name)} {{", ""]
     for name, value in params.items():
         ns.append(f"[[maybe_unused]] constexpr int {ident(name)} = {value};")

@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cake.ir import types
 from cake.ir.nodes import BinOpKind, DType, UnaryOpKind
 from cake.lowering.cuda.cnames import CTYPE, float_literal, is_low_float
 from cake.lowering.cuda.errors import Code, Unlowerable
 
-_RANK = {DType.BOOL: 0, DType.I32: 1, DType.I64: 2, DType.F16: 3, DType.BF16: 3, DType.F32: 4}
-
 
 def promote(a: DType, b: DType) -> DType:
-    """Result dtype of arithmetic on a and b (low-precision floats compute in f32)."""
-    hi = a if _RANK[a] >= _RANK[b] else b
-    return DType.F32 if is_low_float(hi) or (hi is DType.F32) else hi
+    """Result dtype of arithmetic on a and b: the IR's promotion (`cake.ir.types.promote`), computed in f32
+    when it is a float (low-precision floats are widened before arithmetic, as tensor-core epilogues do)."""
+    common = types.promote(a, b)
+    return common if isinstance(common, DType) and not common.is_float else DType.F32
 
 
 def widen(expr: str, dtype: DType) -> str:
@@ -115,8 +115,7 @@ def call(func: str, args: list[str], dtypes: list[DType]) -> tuple[str, DType]:
             return f"{'fminf' if func == 'minimum' else 'fmaxf'}({a}, {b})", out
         return f"{'min' if func == 'minimum' else 'max'}({a}, {b})", out
     if func == "where":
-        out = promote(dtypes[1], dtypes[2]) if (dtypes[1].is_float or dtypes[2].is_float) else \
-            (dtypes[1] if _RANK[dtypes[1]] >= _RANK[dtypes[2]] else dtypes[2])
+        out = promote(dtypes[1], dtypes[2])
         return f"({args[0]} ? {widen(args[1], dtypes[1])} : {widen(args[2], dtypes[2])})", out
     raise Unlowerable(Code.UNSUPPORTED, f"the builtin `{func}` has no CUDA lowering yet")
 

@@ -51,7 +51,7 @@ from cake.ir.nodes import (
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx
-from cake.lowering.cuda.errors import Code, Unlowerable, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, Unlowerable, diag
 from cake.lowering.cuda.exprs import ExprGen
 from cake.lowering.cuda.infer import RoleInference
 from cake.lowering.cuda.layouts import MmaFragLayout
@@ -59,7 +59,11 @@ from cake.lowering.cuda.plan import RoleSlot
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
 
-# What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary.
+from cake.arch import THREADS_PER_WARP
+from cake.errors import InternalError
+
+# What a generator bug can raise on an unusual-but-valid schedule; caught only at the statement boundary and
+# re-raised as an InternalError (the pipeline adds the kernel text when it passes through `guarded`).
 GENERATOR_BUGS = (ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError, TypeError,
                   ValueError, RecursionError)
 
@@ -68,7 +72,7 @@ class RoleGen(ExprGen):
     scope: dict[str, Value]
 
     def __init__(self, lc: LaunchCtx, slot: RoleSlot, w: Writer, dialect: object):
-        facts = RoleInference(lc.launch, slot.role.body).run()
+        facts = RoleInference(lc.launch, slot.role.body, lc.typing).run()
         super().__init__(lc, slot, w, facts)
         self.dialect = dialect
         self.phase_vars: dict[str, str] = {}
@@ -87,7 +91,7 @@ class RoleGen(ExprGen):
             w.line(f"const int {self.inst} = (static_cast<int>(threadIdx.x) - {slot.first_thread}) / {self.threads};")
             self.scalars[role.replicas.var] = self.inst
         w.line("const int cake_lane = cake_lane_id();")
-        w.line("const int cake_rwarp = cake_rtid / 32;")
+        w.line(f"const int cake_rwarp = cake_rtid / {THREADS_PER_WARP};")
         w.line(f"const int cake_wq = {self.dialect.mma_warp('cake_rwarp')};  // warp index inside the mma group")  # type: ignore[attr-defined]
         w.line("(void)cake_rtid; (void)cake_lane; (void)cake_rwarp; (void)cake_wq;")
         for name, fams in self.facts.conflicts.items():
@@ -166,10 +170,9 @@ class RoleGen(ExprGen):
                 self.stmt(stmt)
             except Unlowerable as error:
                 self.report(error, stmt.span)
-            except GENERATOR_BUGS as error:  # a bug in this generator: say so, located, never a traceback
-                self.report(Unlowerable(Code.INTERNAL, f"internal error in the CUDA generator while lowering this "
-                                        f"statement ({type(error).__name__}: {error}); this is a CAKE bug, not a "
-                                        "schedule error"), stmt.span)
+            except GENERATOR_BUGS as error:  # a bug in this generator: an internal error, never a refusal
+                line = f" at line {stmt.span.line}" if stmt.span is not None else ""
+                raise InternalError(f"CUDA generator, `{type(stmt).__name__}` statement{line}", error) from error
 
     def stmt(self, st: Stmt) -> None:
         handler = getattr(self, f"s_{type(st).__name__.lower()}", None)
@@ -205,12 +208,9 @@ class RoleGen(ExprGen):
             return
         explicit = any(isinstance(s.stmt, ExpectTx) and an.ref_name(s.stmt.barrier) == name
                        for s in an.walk_body(self.slot.role.body))
-        if not explicit and total != bar.declared_tx:
-            self.lc.diags.append(diag(
-                Code.TX_BYTES, f"the TMA copies signalling `{name}` move {total:,} bytes per phase, but the "
-                f"barrier declares tx {bar.declared_tx:,}", run[0].span, self.lc.file, subject=name,
-                label=f"{total:,} bytes of tiles", help=f"declare `tx {total}` or change the copies",
-                notes=("the generated arrive.expect_tx counts whole TMA boxes, zero-filled padding included",)))
+        if not explicit and total != bar.declared_tx:  # E0403 refuses this before codegen
+            raise CheckerGap(f"`{name}` declaring tx {bar.declared_tx:,} while its TMA copies move {total:,} bytes",
+                             run[0].span)
 
     # ------------------------------------------------------------------------------------- statements
 

@@ -204,9 +204,6 @@ class Bcast(Value):
         assert self.inner is not None
         return self.inner.leaves()
 
-    def vec_fams_on_axis(self) -> dict[Fam, int]:
-        return {f: self.axis for f in self.inner.vec_fams()} if self.inner is not None else {}
-
 
 @dataclass(frozen=True, slots=True)
 class Map(Value):

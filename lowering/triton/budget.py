@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cake.ir import analysis as an
-from cake.ir.nodes import Direction, DType, Kernel, Let, Mma, Name, TileType, Transpose
+from cake.ir.nodes import Direction, DType, Kernel, Mma, Name, Transpose
+from cake.ir.typing import type_kernel
 
 from cake.arch import arch as arch_spec
 from cake.errors import ShapeNotSupported
@@ -34,24 +35,24 @@ def _operand(expr: Any) -> str | None:
 
 
 def dot_operand_bytes(kernel: Kernel, ints: Mapping[str, int], dtypes: Mapping[str, DType]) -> tuple[int, str]:
-    """The largest (bytes of a + bytes of b) over the kernel's `mma`s, and which mma that is."""
+    """The largest (bytes of a + bytes of b) over the kernel's `mma`s, and which mma that is. Operand types
+    come from the type table, so an operand loaded inline or bound by an untyped `let` counts too."""
     env = an.Env(dict(ints), dict(dtypes))
+    typing = type_kernel(kernel)
     worst, where = 0, ""
     for launch in kernel.launches:
         for role in launch.roles:
-            tiles: dict[str, TileType] = {}
             for site in an.walk_body(role.body):
-                if isinstance(site.stmt, Let) and site.stmt.type is not None:
-                    tiles[site.stmt.name] = site.stmt.type
                 for expr in (e for top in an.stmt_exprs(site.stmt) for e in an.walk_expr(top)):
                     if not isinstance(expr, Mma):
                         continue
-                    names = [_operand(expr.a), _operand(expr.b)]
                     try:
-                        total = sum(an.tile_bytes(tiles[n], env) for n in names if n in tiles)
+                        total = sum(an.tile_bytes(tile, env) for tile in map(typing.tile_type, (expr.a, expr.b))
+                                    if tile is not None)
                     except an.Unbound:
                         continue  # an extent the host cannot know: no estimate, Triton decides
                     if total > worst:
+                        names = [_operand(expr.a), _operand(expr.b)]
                         worst, where = total, f"mma({', '.join(n or '?' for n in names)}) in launch `{launch.name}`"
     return worst, where
 

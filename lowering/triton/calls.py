@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cake.ir.builtins import register_emitters
 from cake.ir.nodes import Call, DType, Name
 from cake.lowering.triton.values import (
     INT_LIMITS,
     PREC_ADD,
+    PREC_CMP,
     PREC_MUL,
     PREC_TERNARY,
     Elem,
@@ -144,6 +146,21 @@ def _arange(em: ExprEmitter, call: Call) -> Val:
     return Val(f"tl.arange(0, {axis.physical})", DType.I32, (axis,))
 
 
+def _tril(em: ExprEmitter, call: Call) -> Val:
+    if len(call.args) != 1:
+        raise em.error("`tril(n)` takes one argument", call)
+    axis = em.axis_of(call.args[0])
+    rows, cols = f"tl.arange(0, {axis.physical})[:, None]", f"tl.arange(0, {axis.physical})[None, :]"
+    diagonal = next((kw.value for kw in call.kwargs if kw.name == "diagonal"), None)
+    if diagonal is not None:
+        d = em.emit(diagonal)
+        if d.is_tile:
+            raise em.error("the `diagonal=` of `tril` is a scalar", diagonal)
+        rows = f"{rows} + {d.operand(PREC_ADD, right=True)}"
+    # Padding lanes (rows or columns past n) may hold true: every consumer masks them (stores, reductions).
+    return Val(f"{cols} <= {rows}", DType.BOOL, (axis, axis), prec=PREC_CMP)
+
+
 def _cdiv(em: ExprEmitter, call: Call) -> Val:
     a, b = em.args(call, 2)
     if a.lit is not None and b.lit is not None:
@@ -158,5 +175,6 @@ CALL_RULES: dict[str, Callable[[ExprEmitter, Call], Val]] = {
     "maximum": _extreme("maximum"), "minimum": _extreme("minimum"), "where": _where, "cast": _cast,
     "sum": _reduction("sum"), "max": _reduction("max"), "min": _reduction("min"),
     "argmin": _reduction("argmin"), "argmax": _reduction("argmax"), "cumsum": _cumsum,
-    "arange": _arange, "cdiv": _cdiv,
+    "arange": _arange, "tril": _tril, "cdiv": _cdiv,
 }
+register_emitters("triton", CALL_RULES)

@@ -32,9 +32,9 @@ from cake.lowering.triton.fn import FnBuilder, Scope, Var
 from cake.lowering.triton.stmts import StmtEmitter
 from cake.lowering.triton.symbols import Symbols
 
+from cake.arch import WARPS_PER_WARPGROUP
 from cake.diagnostics import Span
 
-WARPS_PER_WARPGROUP = 4
 # Outer strides of an aligned tensor are multiples of this many elements: Triton's own divisibility unit for
 # an integer argument, so an aligned tensor compiles as Triton would have specialized it.
 ROW_ALIGN = 16

@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from cake.ir.nodes import DType
+from cake.ir import types
+from cake.ir.nodes import DType, TypeVar
 
 # The smallest extent Triton's tl.dot accepts for M, N and K on NVIDIA targets; whole-dim slices of static
 # dims are padded at least this far so that any of them can feed an mma.
@@ -104,8 +105,6 @@ TORCH_DTYPES: dict[DType, str] = {
     DType.F32: "torch.float32", DType.F16: "torch.float16", DType.BF16: "torch.bfloat16",
     DType.I32: "torch.int32", DType.I64: "torch.int64", DType.BOOL: "torch.bool",
 }
-_FLOAT_RANK = {DType.F16: 1, DType.BF16: 1, DType.F32: 2}
-_INT_RANK = {DType.BOOL: 0, DType.I32: 1, DType.I64: 2}
 INT_LIMITS: dict[DType, tuple[int, int]] = {DType.I32: (-(2**31), 2**31 - 1), DType.I64: (-(2**63), 2**63 - 1)}
 
 
@@ -117,50 +116,46 @@ def float_text(value: float) -> str:
     return repr(float(value))
 
 
+def _ir_elem(v: Val) -> types.Elem | None:
+    if v.lit is not None:
+        return types.Weak.FLOAT if v.lit is Lit.FLOAT else types.Weak.INT
+    return TypeVar(v.dtype) if isinstance(v.dtype, str) else v.dtype
+
+
 def promote(a: Val, b: Val, float_vars: frozenset[str]) -> tuple[Elem | None, Lit | None]:
-    """The element type of an arithmetic result (Triton's rules, as far as the emitter needs them).
+    """The element type of an arithmetic result: the IR's promotion (`cake.ir.types.promote`) on the
+    emitter's values.
 
     Returns (dtype, None) for a typed result, (None, lit) for literal-only arithmetic, and (None, None) when
-    the type is not known statically (e.g. a dtype variable meeting a 16-bit float).
+    the type is not known statically. A dtype variable is bound only when Triton compiles the kernel; what
+    the emitter knows of it: meeting an integer it stays itself, meeting f32 it becomes f32 when every
+    choice in its domain is a float (`float_vars`).
     """
-    if a.lit is not None and b.lit is not None:
-        return None, Lit.FLOAT if Lit.FLOAT in (a.lit, b.lit) else Lit.INT
-    if a.lit is not None or b.lit is not None:
-        lit, other = (a.lit, b.dtype) if a.lit is not None else (b.lit, a.dtype)
-        if lit is Lit.FLOAT and isinstance(other, DType) and not other.is_float:
-            return DType.F32, None
-        return other, None
-    x, y = a.dtype, b.dtype
+    x, y = _ir_elem(a), _ir_elem(b)
     if x is None or y is None:
         return None, None
-    if x == y:
-        return x, None
-    if isinstance(x, str) or isinstance(y, str):
-        var, fixed = (x, y) if isinstance(x, str) else (y, x)
-        if isinstance(fixed, DType) and not fixed.is_float:
-            return var, None
-        if fixed == DType.F32 and var in float_vars:
-            return DType.F32, None
-        return None, None
-    if x.is_float and y.is_float:
-        return (DType.F32, None) if DType.F32 in (x, y) or x != y else (x, None)
-    if x.is_float or y.is_float:
-        return (x if x.is_float else y), None
-    return (x if _INT_RANK[x] >= _INT_RANK[y] else y), None
+    var = [e for e in (x, y) if isinstance(e, TypeVar)]
+    if len(var) == 1 and not any(isinstance(e, types.Weak) for e in (x, y)):
+        fixed = y if x is var[0] else x
+        assert isinstance(fixed, DType)
+        if not fixed.is_float:
+            return var[0].name, None
+        return (DType.F32, None) if fixed is DType.F32 and var[0].name in float_vars else (None, None)
+    common = types.promote(x, y)
+    if isinstance(common, types.Weak):
+        return None, Lit.FLOAT if common is types.Weak.FLOAT else Lit.INT
+    if isinstance(common, TypeVar):
+        return common.name, None
+    return common, None
 
 
 def broadcast(*shapes: tuple[Axis, ...]) -> tuple[Axis, ...]:
-    """Numpy-style (right-aligned) broadcasting of tile shapes; the first non-unit axis wins."""
-    rank = max((len(s) for s in shapes), default=0)
-    out: list[Axis] = []
-    for i in range(rank):
-        axis = UNIT
-        for shape in shapes:
-            j = i - (rank - len(shape))
-            if j >= 0 and shape[j] != UNIT and axis == UNIT:
-                axis = shape[j]
-        out.append(axis)
-    return tuple(out)
+    """The IR's broadcast rule (`cake.ir.types.broadcast`) on tile axes. The checker has proven that the
+    extents agree; two axes may still spell one extent differently ("BN" and "128"), so the first non-unit
+    axis is taken without comparing the others."""
+    out = types.broadcast(shapes, lambda axis: axis == UNIT, lambda _a, _b: True)
+    assert out is not None
+    return out
 
 
 def expand(code: str, position: int, width: int, rank: int) -> str:

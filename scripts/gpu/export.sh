@@ -4,12 +4,12 @@
 source scripts/gpu/lib.sh
 EXP=/tmp/export_cuda
 rm -rf $EXP
-stage export 120 cake export experiments/kmeans/assign_pingpong.cake --backend cuda --arch sm_90a \
+stage export 60 cake export experiments/kmeans/assign_pingpong.cake --backend cuda --arch sm_90a \
   --static D=8,128 --name cake_kmeans_cuda -o $EXP
-stage install 60 python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/export_site $EXP
-stage host_graph_cell 120 python3 scripts/gpu_export.py --package $EXP --out $RES
-stage bench_schedule 150 env CAKE_BACKEND=cuda cake bench --schedule experiments/kmeans/assign_pingpong.cake \
+stage install 40 python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/export_site $EXP
+stage host_graph_cell 90 python3 scripts/gpu_export.py --package $EXP --out $RES
+stage bench_schedule 90 env CAKE_BACKEND=cuda cake bench --schedule experiments/kmeans/assign_pingpong.cake \
   --shapes cake_cell --reps 50 --max-seconds 15 --json $RES/bench_schedule.json
-stage certify 150 cake certify $EXP --device cuda --dtypes bf16 fp16
+stage certify 100 cake certify $EXP --device cuda --dtypes bf16 fp16
 cp $EXP/cake_kmeans_cuda/certificate.json $RES/certificate.json; pack
 cat $RES/stages.txt

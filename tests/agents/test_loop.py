@@ -10,9 +10,11 @@ from cake.agents.features import Features
 from cake.agents.loop import EvolutionLoop, LoopSettings, StopReason
 from cake.agents.offline import OfflineAgent
 from cake.agents.population import Archive, Member
+from cake.ir.checks.registry import CheckSpec, Family, all_checks
 from conftest import SEED
 from fake_toolchain import FakeToolchain, Interrupted
 
+from cake.runs.report import build
 from cake.runs.store import CandidateStatus, RunStore
 
 SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
@@ -112,3 +114,21 @@ def test_in_process_and_local_pool_executors_give_the_same_candidates(tmp_path: 
         if name == "pool":
             assert sorted(toolchain.evaluated) != toolchain.evaluated  # evaluations did finish out of order
     assert sequences[0] == sequences[1] and len(sequences[0]) > 10
+
+
+def test_the_loop_records_internal_errors_apart_from_rejections(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def crash(ctx):  # a check with a bug in it
+        return [ctx.kernel.launches[99]]
+
+    broken = CheckSpec("E0998", "a check with a bug", "{x}", Family.SYNC, crash, ())
+    monkeypatch.setattr("cake.ir.check.all_checks", lambda: (*all_checks(), broken))
+    store = RunStore.create(tmp_path / "run", {})
+    settings = LoopSettings(turns=1, proposals_per_turn=3, evals_per_turn=1, seed=0)
+    EvolutionLoop(store, OfflineAgent(), FakeToolchain(SEED), settings, [SEED]).run()
+    rows = store.candidates()
+    assert rows and all(r.status is CandidateStatus.INTERNAL for r in rows)
+    assert CandidateStatus.INTERNAL.value == "error: internal"
+    assert all(r.diagnostics[0]["code"] == "internal" and "E0998" in r.diagnostics[0]["message"] for r in rows)
+    assert all(t.n_rejected == 0 and not t.rejections for t in store.turns())
+    summary = build(store)["summary"]
+    assert summary["internal_errors"] == len(rows) and summary["rejections"] == {}

@@ -23,7 +23,7 @@ GATES = textwrap.dedent("""
     import json, sys
     from cake.experiments.kmeans import triton_assign as ta
     from cake.verifier.battery import run_battery
-    from cake.verifier.contracts import get_contract
+    from cake.verifier.registry import get_contract
 
     out = {}
     for seed in (0, 3):  # seed 3 is one under which plain running-argmin loops failed EXC-01 (issue 16)

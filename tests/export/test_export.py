@@ -28,6 +28,11 @@ FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TRITON_PKG = "cake_test_export_triton"
 CUDA_PKG = "cake_test_export_cuda"
 
+# A CPU call of a CUDA-only package runs the reference and warns once with the package's own warning class; under
+# pytest-xdist an uncaught warning whose class lives in a package the controller cannot import crashes the run
+# (INTERNALERROR), so the warning is silenced here and asserted where it matters (the fallback test).
+pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
+
 
 @pytest.fixture(scope="module")
 def triton_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -195,9 +200,11 @@ def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
     with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
         triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
-    assert "runs on CUDA devices only" in variant.accepts("bf16", {"D": 64}, torch.device("cpu"))
+    xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
+    assert "runs on CUDA devices only" in variant.accepts((xb, cb), "bf16", torch.device("cpu"))
+    x128, c128 = _kmeans_inputs(torch.bfloat16, d=128)
     assert "compiled for ['T=bf16;D=64', 'T=f16;D=64'], not T=bf16;D=128" in variant.accepts(
-        "bf16", {"D": 128}, torch.device("cuda", 0))
+        (x128, c128), "bf16", torch.device("cuda", 0))
 
 
 def test_cuda_argument_blocks_match_the_generated_structs(cuda_export: Path, cuda_pkg: ModuleType) -> None:
@@ -243,6 +250,19 @@ def test_tampered_kernel_source_refuses_import(triton_export: Path, tmp_path: Pa
     assert "CAKE_EXPORT_ALLOW_MODIFIED=1" in str(err.value)
 
 
+def test_allow_modified_registers_with_a_warning(triton_export: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / TRITON_PKG
+    shutil.copytree(triton_export / TRITON_PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = copy / "manifest.json"  # a namespace of its own, so the copy's ops do not clash with the original's
+    manifest.write_text(manifest.read_text().replace(f'"namespace": "{TRITON_PKG}"', '"namespace": "cake_test_modified"'))
+    monkeypatch.setenv("CAKE_EXPORT_ALLOW_MODIFIED", "1")
+    with pytest.warns(UserWarning, match=r"registering modified code .*manifest\.json: sha256"):
+        _load_as("cake_test_modified", copy)
+    x, c = _kmeans_inputs()
+    assert torch.ops.cake_test_modified.kmeans_assign(x, c).shape == (2, 97)
+
+
 def test_plugin_registration_is_reentrant(triton_pkg: ModuleType) -> None:
     plugins = importlib.import_module(f"{TRITON_PKG}._plugins")
     plugins.register()
@@ -276,7 +296,13 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
 
     monkeypatch.setattr(cuda, "encode_tensor_map", fake_encode)
     monkeypatch.setattr(cuda, "current_stream", lambda index: 77)
-    monkeypatch.setattr(cuda, "launch", lambda *a: launched.append((*a[:5], bytes(a[5]))) or 0)
+    blocks = {}
+
+    def fake_launch(function: int, *rest: Any) -> int:
+        launched.append((function, *rest[:4], bytes(blocks[function])))
+        return 0
+
+    monkeypatch.setattr(cuda, "launch", fake_launch)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
@@ -285,6 +311,7 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     dims = {"B": 2, "N": 300, "K": 130, "D": 64}
     x, c = _kmeans_inputs(torch.bfloat16, n=300, k=130, d=64)
     call = kernels.CudaCall(variant, spec, module, dims, {"T": "bf16"}, torch.device("cpu"), [x.shape, c.shape])
+    blocks.update({launch[0]: launch[6] for launch in call.launches})
     ids = call(x, c)
     assert ids.shape == (2, 300) and ids.dtype == torch.int32
     norms, assign = launched
@@ -312,8 +339,22 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     # A layout the kernel does not take is copied to a contiguous tensor first (documented), never misread.
     strided = x.transpose(1, 2).contiguous().transpose(1, 2)
     monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
-    strided_call = variant.route((strided, c), dims, "bf16")
+    strided_call = variant.route((strided, c), "bf16")
+    blocks.update({launch[0]: launch[6] for launch in strided_call.launches})
     assert strided_call.copy == (True, False)
     strided_call(strided, c)
     assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)
     assert field(launched[-1][5], stride_x0) == 300 * 64
+
+
+def test_certify_reports_ptxas_resources_for_the_device(cuda_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cake.export.certify import worst_resources
+
+    manifest = json.loads((cuda_export / CUDA_PKG / "manifest.json").read_text())
+    assert worst_resources(manifest, "kmeans_assign", "cpu") is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    report = worst_resources(manifest, "kmeans_assign", "cuda")
+    assert report is not None and report["arch"] == "sm_90a"
+    assert 0 < report["registers_per_thread"] <= 255 and report["smem_bytes"] > 48 * 1024  # the ping-pong's stages
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 0))
+    assert worst_resources(manifest, "kmeans_assign", "cuda") is None  # no cubin for sm_100

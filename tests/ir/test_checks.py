@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from cake.cli import main
 from cake.diagnostics import DiagnosticError, Severity
+from cake.errors import InternalError, is_internal
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = shipped_schedule_paths()
@@ -51,6 +52,7 @@ def test_registry_ids_are_stable_and_complete() -> None:
     families = {s.family for s in specs}
     assert families == {f for f in Family if f is not Family.LEARNED}
     assert {s.id for s in specs if s.backend is Backend.TRITON} == {"E0601", "E0602", "E0603", "E0604", "E0605"}
+    assert {s.id for s in specs if s.backend is Backend.CUDA} == {"E0610", "E0611"}
 
 
 @pytest.mark.parametrize("name", sorted(BASES))
@@ -119,8 +121,9 @@ def test_barrier_accounting_of_pingpong() -> None:
     uses = an.barrier_accounting(launch, ctx.env)
     assert uses["c_empty"].arrivals == (2, 2, 2, 2) and uses["c_empty"].declared_arrivals == 2
     assert uses["x_empty"].arrivals == (1, 1)  # each consumer replica releases its own element
-    assert uses["c_full"].tx_bytes == (128 * 128 * 2 + 128 * 4,) * 4 == (uses["c_full"].declared_tx,) * 4
-    assert uses["x_full"].tx_bytes == (128 * 128 * 2,) * 2
+    assert uses["c_full"].tx_sequences == ((128 * 128 * 2 + 128 * 4,) * 4,)  # one loop: one phase sequence
+    assert uses["c_full"].tx_sequences[0] == (uses["c_full"].declared_tx,) * 4
+    assert uses["x_full"].tx_sequences == ((128 * 128 * 2,) * 2,)
 
 
 def test_happens_before_is_acyclic_and_orders_fill_before_read() -> None:
@@ -149,17 +152,17 @@ def test_value_reports_what_is_unbound() -> None:
 # ------------------------------------------------------------------------------------------ the driver
 
 
-def test_a_crashing_check_becomes_one_internal_error_and_the_others_still_run() -> None:
+def test_a_crashing_check_is_an_internal_error_not_a_diagnostic() -> None:
     def broken(ctx):  # a check with a bug in it
         return [ctx.kernel.launches[99]]
 
     spec = CheckSpec("L-9999", "broken", "{x}", Family.LEARNED, broken, ())
-    text = PINGPONG.replace("arrivals 2 free", "arrivals 1 free")
-    diagnostics = check(parse(text, "t.cake"), rules=(spec,), file="t.cake")
-    internal = [d for d in diagnostics if d.code == "L-9999"]
-    assert len(internal) == 1 and "internal error" in internal[0].message
-    assert "IndexError" in internal[0].message and "Traceback" not in internal[0].message
-    assert any(d.code == "E0402" for d in diagnostics)
+    with pytest.raises(InternalError) as info:
+        check(parse(PINGPONG, "t.cake"), rules=(spec,), file="t.cake")
+    error = info.value
+    assert error.stage == "check L-9999 (broken)" and error.cause.startswith("IndexError")
+    assert is_internal(str(error)) and "bug in CAKE" in error.report() and "Traceback" not in error.report()
+    assert parse(error.schedule or "", "again.cake") == parse(PINGPONG, "t.cake")  # the report reproduces it
 
 
 def test_unknown_arch_skips_arch_checks_with_one_diagnostic() -> None:

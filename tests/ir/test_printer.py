@@ -115,3 +115,26 @@ def test_fmt_errors_exit_2(tmp_path, capsys) -> None:
     binary = tmp_path / "binary.cake"
     binary.write_bytes(b"\xff\xfe\x00")
     assert main(["fmt", str(binary)]) == 2
+
+
+
+def test_one_precedence_table_orders_parser_and_printer() -> None:
+    """`BinOpKind.precedence` is the only precedence table: for every pair of binary operators the printer
+    parenthesizes exactly when the table says the grammar needs it, and the parser reads the text back."""
+    import dataclasses
+
+    a, b, c = n.Name("a"), n.Name("b"), n.Name("c")
+    base = parse("schedule s implements op\ntarget sm_80\ndims a, b, c\ngrid i in 1\n"
+                 "role main: warps 1 {\n  let v = 0\n}\n")
+    launch = base.launches[0]
+    for outer in n.BinOpKind:
+        for inner in n.BinOpKind:
+            for left in (True, False):
+                sub = n.BinOp(inner, a, b)
+                tree = n.BinOp(outer, sub, c) if left else n.BinOp(outer, c, sub)
+                role = dataclasses.replace(launch.roles[0], body=(n.Let("v", None, tree),))
+                kernel = dataclasses.replace(base, launches=(dataclasses.replace(launch, roles=(role,)),))
+                assert parse(print_kernel(kernel)) == kernel
+                tighter = inner.precedence > outer.precedence
+                same_left = inner.precedence == outer.precedence and left and not outer.is_comparison
+                assert ("(" in expr(tree)) is not (tighter or same_left), (outer, inner, left, expr(tree))

@@ -22,6 +22,7 @@ from cake.verifier.expected import expected_for_case
 from cake.verifier.inputs import Case, Layout, ValueFamily, generator, make_case, materialize
 from cake.verifier.results import GateResult, GateStatus
 from cake.verifier.runner import CaseOutcome, call_kernel
+from cake.verifier.sampling import take_rows, wrong_output_shape
 from torch import Tensor
 
 # Largest tensor a generated CPU case may hold: keeps a battery on an interpreted Triton kernel in seconds.
@@ -169,8 +170,15 @@ def run_once(ctx: GateContext, case: Case) -> tuple[tuple[Tensor | None, ...], t
 def check_against_reference(ctx: GateContext, case: Case, nonfinite_only: bool = False,
                             worst_case: bool = False) -> CaseOutcome:
     inputs, outputs = run_once(ctx, case)
+    expected = expected_for_case(ctx.contract, case, ctx.device, worst_case)
+    if expected.rows is not None:  # a sampled case: full shapes first, then the sampled rows only
+        assert ctx.contract.row_dim is not None
+        if (wrong := wrong_output_shape(ctx.contract, case, outputs)) is not None:
+            return CaseOutcome(GateStatus.FAIL, f"{case.describe()}: {wrong}")
+        outputs = tuple(t for t in take_rows(ctx.contract.outputs, outputs, ctx.contract.row_dim, expected.rows)
+                        if t is not None)
     result = compare(ctx.contract, case, inputs, outputs, nonfinite_only=nonfinite_only, worst_case=worst_case,
-                     expected=expected_for_case(ctx.contract, case, ctx.device, worst_case))
+                     expected=expected)
     if result.ok:
         return CaseOutcome(GateStatus.PASS, result.reason)
     return CaseOutcome(GateStatus.FAIL, f"{case.describe()}: {result.reason}", result.evidence)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from cake.verifier.gates.base import (
+    DimsProfile,
     Gate,
     GateContext,
     boundary_dims,
@@ -14,7 +17,7 @@ from cake.verifier.gates.base import (
     run_once,
     shrink_to_fit,
 )
-from cake.verifier.inputs import Case, Layout, ValueFamily, materialize
+from cake.verifier.inputs import Case, Layout, ValueFamily, make_case, materialize
 from cake.verifier.results import Evidence, GateStatus
 from cake.verifier.runner import CaseOutcome, call_kernel
 
@@ -28,11 +31,18 @@ def _cmp01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
         specs.append((boundary_dims(ctx, "CMP-01", i), F.RANDN if i % 2 == 0 else F.ADVERSARIAL, L.CONTIGUOUS))
     if ctx.contract.structure is not None:
         specs += [(base, F.STRUCTURED, L.CONTIGUOUS), (boundary_dims(ctx, "CMP-01", 3), F.STRUCTURED, L.CONTIGUOUS)]
-    return cases(ctx, "CMP-01", dtype, specs)
+    planned = cases(ctx, "CMP-01", dtype, specs)
+    if ctx.profile is DimsProfile.GPU:  # last, so the indices above name the same cases on every profile
+        planned += [replace(make_case(dict(dims), dtype, F.RANDN, L.CONTIGUOUS, ctx.seed, "CMP-01", len(planned) + i),
+                            sampled=ctx.contract.row_dim is not None)
+                    for i, dims in enumerate(ctx.contract.gpu_cases)]
+    return planned
 
 
 CMP_01 = register(Gate("CMP-01", "random and adversarial inputs (0, 1e6, 1e-6, offsets, mixed scales)",
-                       _cmp01_plan, check_against_reference))
+                       _cmp01_plan, check_against_reference,
+                       notes=("under the GPU profile also the contract's gpu_cases (e.g. a persistent grid with several "
+                              "tiles per CTA), judged on sampled rows when the contract names a row_dim",)))
 
 
 def _cmp03_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:

@@ -14,7 +14,7 @@ from cake.verifier.gates.base import (
     check_against_reference,
     register,
 )
-from cake.verifier.gates.ordering import long_dims
+from cake.verifier.gates.ordering import long_dims, long_reductions
 from cake.verifier.inputs import Case, Layout, ValueFamily
 
 F, L = ValueFamily, Layout
@@ -34,14 +34,19 @@ def _prc02_applies(ctx: GateContext) -> str | None:
 
 
 def _prc02_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:
-    dims = long_dims(ctx)
-    return cases(ctx, "PRC-02", dtype, [(dims, F.POSITIVE, L.CONTIGUOUS), (dims, F.RANDN, L.CONTIGUOUS)])
+    return cases(ctx, "PRC-02", dtype, [(dims, fam, L.CONTIGUOUS) for dims in long_reductions(ctx)
+                                        for fam in (F.POSITIVE, F.RANDN)])
 
 
 PRC_02 = register(Gate("PRC-02", "fp16 inputs keep an fp32 accumulator (long positive sums)", _prc02_plan,
                        check_against_reference, DtypePolicy.FP16, applies=_prc02_applies,
                        notes=("under the Triton CPU interpreter a single fp16 tl.sum accumulates in fp32 (numpy); "
-                              "only a loop-carried fp16 accumulator is visible on CPU: the GPU is authoritative",)))
+                              "only a loop-carried fp16 accumulator is visible on CPU: the GPU is authoritative",
+                              "an argmin output (a nearest-centroid assign): fp16 points and centroids with positive coordinates "
+                              "at a long D (long_value, and long_on_chip = 128 for kernels that hold the tile on "
+                              "chip), where x.c ~ 3.3 D: an fp16 accumulator rounds it by ~ulp(3.3 D) per step, "
+                              "which reorders centroids whose distances differ by far more than the fp32 rounding "
+                              "bound, so the chosen centroid's distance gap exceeds the tolerance")))
 
 
 def _exc01_plan(ctx: GateContext, dtype: torch.dtype) -> list[Case]:

@@ -51,7 +51,7 @@ def libcuda() -> Any:
                 lib = ctypes.CDLL("libcuda.so.1")
             except OSError as error:
                 raise CudaLaunchError(f"cannot load the CUDA driver (libcuda.so.1): {error}") from None
-            vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int
+            vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
             lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
             lib.cuLaunchKernel.restype = i32
             lib.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
@@ -64,7 +64,10 @@ def libcuda() -> Any:
             lib.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
             lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), i32]
             lib.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
-            del u64
+            lib.cuInit.argtypes = [u32]
+            code = lib.cuInit(0)  # idempotent; torch's runtime has usually done it
+            if code != 0:
+                raise CudaLaunchError(f"cuInit failed with CUresult {code}")
             _lib = lib
     return _lib
 
@@ -154,23 +157,6 @@ def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.S
     return packer, tuple(order)
 
 
-class TensorMaps:
-    """Encoded tensor maps per (map, pointer, shape, strides); encoding is the expensive part. A map is keyed by
-    its manifest entry's identity: two specializations may share a field name but not a box or dtype."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[Any, ...], bytes] = {}
-
-    def get(self, tmap: Mapping[str, Any], tensor: torch.Tensor) -> bytes:
-        key = (id(tmap), tensor.data_ptr(), tensor.shape, tensor.stride())
-        hit = self.entries.get(key)
-        if hit is None:
-            if len(self.entries) >= TMAP_CACHE_MAX:
-                self.entries.clear()
-            hit = self.entries[key] = encode_tensor_map(tmap, tensor)
-        return hit
-
-
 def current_stream(device_index: int) -> int:
     """torch's current stream on the device as a raw handle (vLLM captures graphs on its own stream)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -179,9 +165,13 @@ def current_stream(device_index: int) -> int:
     return int(torch.cuda.current_stream(device_index).cuda_stream)
 
 
-def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, block: Any) -> int:
-    """cuLaunchKernel with one by-value argument block (`block`: a ctypes buffer, alive during the call); the
-    driver's result code (the caller checks it: retrying once is its business)."""
-    params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
-    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params,
-                                        None))
+def kernel_params(block: Any) -> Any:
+    """The `void**` cuLaunchKernel takes for one by-value argument block (keep `block` alive with it)."""
+    return (ctypes.c_void_p * 1)(ctypes.addressof(block))
+
+
+def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: Any) -> int:
+    """cuLaunchKernel with `params` from `kernel_params`; the driver's result code (the caller checks it:
+    retrying once is its business). The driver copies the argument block before it returns."""
+    return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream,
+                                                  params, None))

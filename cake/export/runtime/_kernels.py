@@ -11,6 +11,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ class TritonVariant:
         self.module_name = f"{package}._kernels.{vid}"
         self._host: Callable[..., Any] | None = None
 
-    def accepts(self, dtype: str | None, dims: Mapping[str, int], device: torch.device) -> str | None:
+    def accepts(self, inputs: Sequence[torch.Tensor], dtype: str | None, device: torch.device) -> str | None:
         """None when the variant runs this call, else why not."""
         for var, choices in self.dtypes.items():
             if dtype not in choices:
@@ -83,7 +84,7 @@ class TritonVariant:
             self._host = getattr(module, str(self.meta["entry"]))
         return self._host
 
-    def route(self, inputs: Sequence[torch.Tensor], dims: Mapping[str, int], dtype: str | None) -> Any:
+    def route(self, inputs: Sequence[torch.Tensor], dtype: str | None) -> Any:
         return self.host()
 
 
@@ -99,6 +100,7 @@ class CudaVariant:
         self.static_names = tuple(cuda["static_dims"])
         self.inputs = tuple(cuda["inputs"])
         self.input_dtypes = tuple(cuda["input_dtypes"])
+        self.input_dims = tuple(tuple(names) for names in cuda["input_dims"])
         self.specs = {spec["key"]: spec for spec in cuda["specs"]}
         self.outputs = [(o["name"], [compile_expr(e, self.dim_names) for e in o["shape"]], o["dtype"])
                         for o in cuda["outputs"]]
@@ -107,17 +109,21 @@ class CudaVariant:
         self.grids = {g["launch"]: ([compile_expr(e, self.dim_names) for e in g["axes"]], bool(g["persistent"]))
                       for g in cuda["launches"]}
         self.modules: dict[tuple[str, int], _cuda.Module] = {}
-        self.tmaps = _cuda.TensorMaps()
+
+    def bind(self, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+        """The schedule's dims from the inputs' shapes (the op has checked that they agree)."""
+        return {name: int(t.shape[axis]) for names, t in zip(self.input_dims, inputs, strict=True)
+                for axis, name in enumerate(names) if name is not None}
 
     def spec_key(self, dtype: str | None, dims: Mapping[str, int]) -> str:
         parts = [f"{k}={dtype}" for k in sorted(self.meta["dtype_choices"])]
         parts += [f"{k}={dims[k]}" for k in self.static_names]
         return ";".join(parts)
 
-    def accepts(self, dtype: str | None, dims: Mapping[str, int], device: torch.device) -> str | None:
+    def accepts(self, inputs: Sequence[torch.Tensor], dtype: str | None, device: torch.device) -> str | None:
         if device.type != "cuda":
             return f"{self.vid} ({self.meta['schedule']}) runs on CUDA devices only"
-        key = self.spec_key(dtype, dims)
+        key = self.spec_key(dtype, self.bind(inputs))
         if key not in self.specs:
             return f"{self.vid} ({self.meta['schedule']}) was compiled for {sorted(self.specs)}, not {key}"
         return None
@@ -140,7 +146,8 @@ class CudaVariant:
             loaded = self.modules[(spec["key"], index)] = _cuda.Module(cubin, spec["codes"], index)
         return loaded, arch
 
-    def route(self, inputs: Sequence[torch.Tensor], dims: Mapping[str, int], dtype: str | None) -> Any:
+    def route(self, inputs: Sequence[torch.Tensor], dtype: str | None) -> Any:
+        dims = self.bind(inputs)
         dtypes = {var: str(dtype) for var in self.meta["dtype_choices"]}
         spec = self.specs[self.spec_key(dtype, dims)]
         module, _ = self.module(spec, inputs[0].device)
@@ -156,7 +163,9 @@ def _torch_dtype(name: str, dtypes: Mapping[str, str]) -> torch.dtype:
 
 
 class CudaCall:
-    """One call signature of a CUDA variant: grids, output/scratch shapes and argument packers fixed."""
+    """One call signature of a CUDA variant: grids, output and scratch allocations, which inputs need a copy or
+    TMA padding, and each launch's argument template (strides and dims are fixed by the signature) precomputed.
+    Per call only pointers and the tensor maps over them (cached per map and pointer) change."""
 
     def __init__(self, variant: CudaVariant, spec: Mapping[str, Any], module: _cuda.Module,
                  dims: Mapping[str, int], dtypes: Mapping[str, str], device: torch.device,
@@ -168,14 +177,12 @@ class CudaCall:
                         for name, shape, dt in variant.outputs]
         sms = torch.cuda.get_device_properties(self.index).multi_processor_count
         self.extents = dict(spec["tma_extents"])
-        # Per TMA-read input, whether its shape and strides (fixed for this call signature) need a padded copy.
+        # Per TMA-read input, whether its shape (fixed for this call signature) needs a padded copy.
         self.pad = {name: _needs_pad(shape, self.extents[name], _cuda.TORCH_DTYPE[dtypes.get(dt, dt)].itemsize)
                     for name, shape, dt in zip(variant.inputs, shapes, variant.input_dtypes, strict=True)
                     if name in self.extents}
-        self.scratch = []
-        for name, shape, dt, init in variant.scratch:
-            logical = tuple(f(*values) for f in shape)
-            self.scratch.append((name, logical, _torch_dtype(dt, dtypes), init))
+        self.scratch = [ScratchPlan(name, tuple(f(*values) for f in shape), self.extents.get(name),
+                                    _torch_dtype(dt, dtypes), init) for name, shape, dt, init in variant.scratch]
         self.launches = []
         for code in spec["codes"]:
             axes, persistent = variant.grids[code["launch"]]
@@ -186,11 +193,14 @@ class CudaCall:
             grid = (min(math.prod(extents), sms), 1, 1) if persistent else (padded[0], padded[1], padded[2])
             packer, order = _cuda.arg_struct(code["args"], int(code["args_size"]))
             fields = tuple((f["kind"], f.get("tensor"), f.get("axis"), f.get("tma")) for f in order)
+            block = _cuda.ctypes.create_string_buffer(packer.size)
             self.launches.append((module.functions[code["kname"]], grid, int(code["threads"]),
-                                  int(code["smem_bytes"]), packer, fields))
+                                  int(code["smem_bytes"]), packer, fields, block, _cuda.kernel_params(block)))
         self.dims = dict(dims)
         self.templates: list[tuple[list[Any], list[tuple[int, str, Any]]]] | None = None
         self.copy: tuple[bool, ...] = (False,) * len(shapes)  # inputs to make contiguous first
+        self.tmaps: dict[tuple[int, int], bytes] = {}  # (id of the map, pointer) -> encoded map
+        self.lock = threading.Lock()
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         if torch.cuda.current_device() != self.index:
@@ -200,40 +210,44 @@ class CudaCall:
 
     def _call(self, inputs: Sequence[torch.Tensor]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
-        views: dict[str, torch.Tensor] = {}
+        views: dict[str, torch.Tensor] = {}  # what a tensor map describes, where it differs from `tensors`
         for name, t, copy in zip(self.variant.inputs, inputs, self.copy, strict=True):
             if copy:
                 t = t.contiguous()
-            if name in self.pad:  # a TMA operand: padded when its shape needs it or its base is misaligned
-                t, views[name] = tma_ready(t, self.extents[name]) if (
-                    self.pad[name] or t.data_ptr() % _cuda.TMA_ALIGN_BYTES) else (t, t)
+            pad = self.pad.get(name)
+            if pad is not None and (pad or t.data_ptr() % _cuda.TMA_ALIGN_BYTES):
+                t, views[name] = tma_ready(t, self.extents[name])
             tensors[name] = t
         outs = []
         for name, shape, dtype in self.outputs:
             out = tensors[name] = torch.empty(shape, dtype=dtype, device=self.device)
             outs.append(out)
-        for name, shape, dtype, init in self.scratch:
-            buf = scratch_buffer(shape, self.extents.get(name), dtype, init, self.device)
-            tensors[name] = buf[tuple(slice(0, n) for n in shape)]
-            views[name] = buf
+        for plan in self.scratch:
+            tensors[plan.name], views[plan.name] = plan.allocate(self.device)
         if self.templates is None:
-            self.templates = [self._template(fields, tensors) for *_, fields in self.launches]
-        tmaps = self.variant.tmaps
+            self.templates = [self._template(launch[5], tensors) for launch in self.launches]
+        ptrs = {name: t.data_ptr() for name, t in tensors.items()}
         stream = _cuda.current_stream(self.index)
-        # Strides and dims are fixed for this call signature (outputs and scratch are allocated the same way every
-        # call): only pointers and the tensor maps over them change.
-        for (function, grid, threads, smem, packer, _), (template, dynamic) in zip(
+        for (function, grid, threads, smem, packer, _, block, params), (template, dynamic) in zip(
                 self.launches, self.templates, strict=True):
             values = template.copy()
-            for slot, tensor, tma in dynamic:
-                values[slot] = tensors[tensor].data_ptr() if tma is None else tmaps.get(
-                    tma, views.get(tensor, tensors[tensor]))
-            block = _cuda.ctypes.create_string_buffer(packer.size)
-            packer.pack_into(block, 0, *values)
-            code = _cuda.launch(function, grid, threads, smem, stream, block)
-            if code == _cuda.ERROR_INVALID_CONTEXT:  # a thread whose first CUDA work this is: adopt torch's context
-                _cuda.make_context_current(self.index)
-                code = _cuda.launch(function, grid, threads, smem, stream, block)
+            for slot, name, tma in dynamic:
+                ptr = ptrs[name]
+                if tma is None:
+                    values[slot] = ptr
+                    continue
+                encoded = self.tmaps.get((id(tma), ptr))
+                if encoded is None:  # a map's view starts at its tensor's pointer: (map, pointer) is its key
+                    if len(self.tmaps) >= _cuda.TMAP_CACHE_MAX:
+                        self.tmaps.clear()
+                    encoded = self.tmaps[(id(tma), ptr)] = _cuda.encode_tensor_map(tma, views.get(name, tensors[name]))
+                values[slot] = encoded
+            with self.lock:  # one argument block per launch, reused: the driver copies it before returning
+                packer.pack_into(block, 0, *values)
+                code = _cuda.launch(function, grid, threads, smem, stream, params)
+                if code == _cuda.ERROR_INVALID_CONTEXT:  # a thread's first CUDA work: adopt torch's context
+                    _cuda.make_context_current(self.index)
+                    code = _cuda.launch(function, grid, threads, smem, stream, params)
             if code:
                 _cuda.check(code, f"cuLaunchKernel grid={grid} block={threads} smem={smem}")
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -252,6 +266,26 @@ class CudaCall:
                 template.append(None)
                 dynamic.append((slot, tensor, tma if kind == "tmap" else None))
         return template, dynamic
+
+
+class ScratchPlan:
+    """A scratch buffer covering whole TMA boxes with rows padded to 16 bytes (as the CUDA backend allocates
+    it), filled with its init value on every call; the kernel indexes its logical part."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], box_extents: Sequence[int] | None, dtype: torch.dtype,
+                 init: float):
+        self.name, self.dtype, self.init = name, dtype, init
+        full = [max(n, b) for n, b in zip(shape, box_extents or [1] * len(shape), strict=True)]
+        per = max(1, _cuda.TMA_ALIGN_BYTES // dtype.itemsize)
+        self.alloc = (*full[:-1], -(-full[-1] // per) * per)
+        self.inner = full[-1] if self.alloc[-1] != full[-1] else None
+        self.logical = tuple(slice(0, n) for n in shape) if tuple(full) != shape else None
+
+    def allocate(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(what the kernel indexes, what a tensor map describes)."""
+        buf = torch.full(self.alloc, self.init, dtype=self.dtype, device=device)
+        view = buf if self.inner is None else buf[..., :self.inner]
+        return (view if self.logical is None else view[self.logical]), view
 
 
 def _needs_pad(shape: Sequence[int], box_extents: Sequence[int], esize: int) -> bool:
@@ -277,16 +311,6 @@ def tma_ready(t: torch.Tensor, box_extents: Sequence[int]) -> tuple[torch.Tensor
     logical = tuple(slice(0, n) for n in t.shape)
     buf[logical] = t
     return buf[logical], buf[tuple(slice(0, max(n, b)) for n, b in zip(t.shape, box_extents, strict=True))]
-
-
-def scratch_buffer(shape: Sequence[int], box_extents: Sequence[int] | None, dtype: torch.dtype, init: float,
-                   device: torch.device) -> torch.Tensor:
-    """A scratch buffer covering whole TMA boxes with rows padded to 16 bytes, filled with its init value."""
-    full = [max(n, b) for n, b in zip(shape, box_extents or [1] * len(shape), strict=True)]
-    per = max(1, _cuda.TMA_ALIGN_BYTES // dtype.itemsize)
-    inner = full[-1]
-    buf = torch.full((*full[:-1], -(-inner // per) * per), init, dtype=dtype, device=device)
-    return buf[..., :inner]
 
 
 def load_variant(package: str, root: Path, vid: str, meta: Mapping[str, Any]) -> TritonVariant | CudaVariant:

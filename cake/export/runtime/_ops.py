@@ -40,6 +40,18 @@ class OutOfDomainWarning(UserWarning):
     """A call fell back to the reference implementation (slow; shown once per op and reason)."""
 
 
+def signature(inputs: Sequence[torch.Tensor]) -> tuple[Any, ...]:
+    """What a call's route depends on: device, and each input's dtype, shape and strides (unrolled for the
+    common arities: this runs on every call)."""
+    if len(inputs) == 2:
+        a, b = inputs
+        return a.device, a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride()
+    if len(inputs) == 3:
+        a, b, c = inputs
+        return a.device, a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride(), c.dtype, c.shape, c.stride()
+    return (inputs[0].device, *[(t.dtype, t.shape, t.stride()) for t in inputs]) if inputs else ()
+
+
 class Fallback:
     """A call signature no variant runs: the reference op, counted."""
 
@@ -122,16 +134,17 @@ class ExportedOp:
         bucket, _, variants = min(self.buckets, key=lambda b: sum((point[d] - c) ** 2 for d, c in b[1].items()))
         why = []
         for variant in variants:
-            refusal = variant.accepts(ir_dtype, dims, device)
+            refusal = variant.accepts(inputs, ir_dtype, device)
             if refusal is None:
-                return variant.route(inputs, dims, ir_dtype)  # type: ignore[no-any-return]
+                return variant.route(inputs, ir_dtype)  # type: ignore[no-any-return]
             why.append(refusal)
         return Fallback(self, f"no kernel of bucket {bucket} runs it: " + "; ".join(why))
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        if any(type(t) is not torch.Tensor for t in inputs):  # fake/functional tensors while tracing: no cache
-            return self.route(inputs)(*inputs)
-        key = (inputs[0].device, *((t.dtype, t.shape, t.stride()) for t in inputs))
+        for t in inputs:
+            if type(t) is not torch.Tensor:  # fake/functional tensors while tracing, or not a tensor: no cache
+                return self.route(inputs)(*inputs)
+        key = signature(inputs)
         call = self.routes.get(key)
         if call is None:
             with self._lock:

@@ -1,5 +1,5 @@
 // cake_sm80.cuh -- Ampere-class warp-level helpers (valid on sm_80 and later): cp.async with zero fill and
-// commit/wait groups, ldmatrix, and mma.sync m16n8k16 with fp32 accumulation.
+// commit/wait groups and ldmatrix.
 #pragma once
 #include "cake_common.cuh"
 
@@ -46,19 +46,6 @@ CAKE_DEVICE void cake_ldmatrix_x2(uint32_t (&r)[2], const void* smem_row) {
                : "=r"(r[0]), "=r"(r[1]) : "r"(cake_smem_addr(smem_row)));
 }
 
-// D[16x8] += A[16x16] (row) * B[16x8] (col), fp32 accumulators. Fragment layout (g = lane/4, t = lane%4):
+// The mma.sync wrappers (one per form and operand type) are generated from cake.arch's mma table by
+// cake.lowering.cuda.mma_wrappers. Fragment layout of m16n8k16 (g = lane/4, t = lane%4):
 //   c0,c1 -> row g,   cols 2t, 2t+1;   c2,c3 -> row g+8, cols 2t, 2t+1.
-CAKE_DEVICE void cake_mma_m16n8k16_bf16(float* c, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-CAKE_DEVICE void cake_mma_m16n8k16_f16(float* c, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}

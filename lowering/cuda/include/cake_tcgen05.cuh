@@ -37,21 +37,8 @@ CAKE_DEVICE uint64_t cake_umma_desc(const void* smem, uint32_t lbo_bytes, uint32
          (static_cast<uint64_t>(layout_code & 7u) << 61);
 }
 
-// Instruction descriptor of kind::f16 with fp32 accumulation, both operands K-major:
-//   bits 4-5 D format (1 = f32); 7-9 A format, 10-12 B format (0 = f16, 1 = bf16); 15/16 A/B major (0 = K);
-//   bits 17-22 N >> 3; bits 24-28 M >> 4.
-CAKE_DEVICE constexpr uint32_t cake_umma_idesc_f16(int m, int n, bool bf16) {
-  return (1u << 4) | ((bf16 ? 1u : 0u) << 7) | ((bf16 ? 1u : 0u) << 10) |
-         (static_cast<uint32_t>(n >> 3) << 17) | (static_cast<uint32_t>(m >> 4) << 24);
-}
-
-// D[tmem] (+)= A * B^T, issued by one thread. `accumulate` false overwrites D.
-CAKE_DEVICE void cake_umma_f16(uint32_t d_tmem, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, bool accumulate) {
-  const uint32_t acc = accumulate ? 1u : 0u;
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n"
-               " tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p;\n}\n"
-               :: "r"(d_tmem), "l"(desc_a), "l"(desc_b), "r"(idesc), "r"(acc) : "memory");
-}
+// The tcgen05.mma wrappers (one per form and operand type, instruction descriptor included) are generated
+// from cake.arch's mma table by cake.lowering.cuda.mma_wrappers.
 
 // Arrives once on `bar` when every tcgen05.mma this thread issued before it has completed.
 CAKE_DEVICE void cake_umma_commit(uint64_t* bar) {
@@ -72,6 +59,18 @@ CAKE_DEVICE void cake_tmem_load_32(float* r, uint32_t taddr) {
       : "r"(taddr));
 #pragma unroll
   for (int j = 0; j < 32; ++j) r[j] = __uint_as_float(v[j]);
+}
+// 16 consecutive columns (x16): the tail of a row whose width is an odd multiple of 16 (tcgen05 N = 16, 48, ...).
+CAKE_DEVICE void cake_tmem_load_16(float* r, uint32_t taddr) {
+  uint32_t v[16];
+  asm volatile(
+      "tcgen05.ld.sync.aligned.32x32b.x16.b32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
+      "%15}, [%16];\n"
+      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]), "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7]),
+        "=r"(v[8]), "=r"(v[9]), "=r"(v[10]), "=r"(v[11]), "=r"(v[12]), "=r"(v[13]), "=r"(v[14]), "=r"(v[15])
+      : "r"(taddr));
+#pragma unroll
+  for (int j = 0; j < 16; ++j) r[j] = __uint_as_float(v[j]);
 }
 // Zeroes 32 consecutive columns of this thread's lane (tensor memory holds garbage after allocation).
 CAKE_DEVICE void cake_tmem_store_zero_32(uint32_t taddr) {

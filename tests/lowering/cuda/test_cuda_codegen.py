@@ -5,8 +5,9 @@ raises when a commitment disagrees or a construct cannot be lowered."""
 from __future__ import annotations
 
 import pytest
+from cake.ir.check import check
 from cake.ir.parser import parse
-from cake.lowering.cuda.errors import LoweringError
+from cake.lowering.cuda.errors import CheckerGap, LoweringError
 from cake.lowering.cuda.program import generate
 from cuda_cases import CUDA_REFUSED, GOLDEN, program, read
 
@@ -87,24 +88,32 @@ def lower_error(rel: str, old: str, new: str, arch: str | None = None) -> tuple[
     return list(caught.value.diagnostics), changed
 
 
+def checker_gap(rel: str, old: str, new: str) -> tuple[tuple, str]:  # type: ignore[type-arg]
+    """The checker's refusal of an edited schedule, after asserting codegen treats it as an invariant."""
+    text = (GOLDEN.parents[3] / rel).read_text()
+    assert text.count(old) == 1, old
+    changed = text.replace(old, new)
+    kernel = parse(changed, rel)
+    with pytest.raises(CheckerGap, match=r"internal error in CAKE \(CUDA generator\): the checker accepted"):
+        generate(kernel, kernel.target, file=rel)
+    return tuple(d for d in check(kernel, backend="cuda", dims={"D": 128}, file=rel) if d.is_error), changed
+
+
 def test_tx_bytes_disagreeing_with_the_boxes() -> None:
-    diags, text = lower_error(PINGPONG, "tx BK*D*sizeof(T) + BK*4", "tx BK*D*sizeof(T)")
-    tx = [d for d in diags if d.code == "C0202"]
-    assert len(tx) == 1
-    d = tx[0]
-    assert d.subject == "c_full" and d.span is not None and (d.span.line, d.span.column) == (43, 7)
-    assert d.message == "the TMA copies signalling `c_full` move 33,280 bytes per phase, but the barrier declares tx 32,768"
-    assert d.help == "declare `tx 33280` or change the copies"
+    """The checker refuses the commitment (E0403, located); codegen's own count is an invariant."""
+    diags, text = checker_gap(PINGPONG, "tx BK*D*sizeof(T) + BK*4", "tx BK*D*sizeof(T)")
+    assert [d.code for d in diags] == ["E0403"]
+    d = diags[0]
+    assert d.span is not None and d.span.line == 33
+    assert "declared 32,768, but the TMA copies that signal it move 33,280" in d.message
     rendered = render(d, text)
-    assert "assign_pingpong.cake:43:7" in rendered and "/work" not in rendered.replace(
-        "experiments/kmeans", "")
+    assert "assign_pingpong.cake:33:" in rendered and "/work" not in rendered.replace("experiments/kmeans", "")
 
 
 def test_arrivals_disagreeing_with_the_roles() -> None:
-    diags, _ = lower_error(PINGPONG, "mbarrier c_empty[STAGES] arrivals 2 free", "mbarrier c_empty[STAGES] arrivals 3 free")
-    found = [d for d in diags if d.code == "C0201"]
-    assert found and found[0].subject == "c_empty"
-    assert "declares 3 arrival(s) per phase but the roles make 2" in found[0].message
+    diags, _ = checker_gap(PINGPONG, "mbarrier c_empty[STAGES] arrivals 2 free", "mbarrier c_empty[STAGES] arrivals 3 free")
+    assert [d.code for d in diags] == ["E0402"] and diags[0].span is not None and diags[0].span.line == 34
+    assert "declared 3, but 2 arrive per phase" in diags[0].message
 
 
 def test_wgmma_needs_one_warpgroup_per_instance() -> None:
@@ -118,9 +127,9 @@ def test_tma_refused_before_sm90() -> None:
 
 
 def test_unlowerable_expression_is_a_located_diagnostic() -> None:
-    diags, _ = lower_error(CP_ASYNC, "let csq: f32[BK] = sum(cf * cf, axis=1)", "let csq: f32[BK] = cumsum(cf, axis=1)")
+    diags, _ = lower_error(CP_ASYNC, "let csq: f32[BK] = sum(cf * cf, axis=1)", "let csq: f32[BK] = sum((cf * cf).T, axis=0)")
     d = diags[0]
-    assert d.code == "C0100" and "cumsum" in d.message and d.span is not None and d.span.line == 33
+    assert d.code == "C0100" and "`.T`" in d.message and d.span is not None and d.span.line == 33
     assert isinstance(LoweringError(diags), DiagnosticError)
 
 

@@ -35,7 +35,7 @@ def lowered_pingpong(**params: int):  # type: ignore[no-untyped-def]
 def test_backend_registers_and_lowers_through_the_runtime() -> None:
     backend = get_backend("cuda")
     assert backend.name == "cuda" and backend.source_suffix == ".cu"
-    assert [p.name for p in backend.passes] == ["bind_params", "check"]
+    assert [p.name for p in backend.passes] == ["bind_params", "bind_dtypes", "check"]
     low = lowered_pingpong(STAGES=3)
     assert low.backend == "cuda" and low.arch == "sm_90a" and dict(low.params)["STAGES"] == 3
     assert [(i.name, i.function, i.num_warps, i.persistent) for i in low.launches] == [

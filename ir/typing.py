@@ -1,25 +1,41 @@
-"""Name resolution and tile-type inference, in one walk over the kernel.
+"""The typing pass: name resolution and a type for every expression, in one walk over the kernel.
 
-The walk records every problem it meets with the ID of the check that owns it (E01xx names and types,
-E02xx shapes and tail masking); the registered checks in `names` and `shapes` report them. Doing it in
-one walk keeps `cake check` fast and keeps scoping rules in one place. It also records every matrix
-product with its operand shapes for the hardware-legality checks.
+    type_kernel(kernel, dims=None) -> Typing
+    typing.of(expr) -> Type            # element type, shape (extent expressions) and memory space
 
-Past 600 lines because it is one pass (one walk that resolves names and infers tile types together);
-splitting the walk would duplicate its scope handling.
+It is the IR's one type system: the static checks, the cost model and both backends read its table (keyed by
+node identity, so it describes the kernel object it was run on). The walk also records every problem it
+meets under the ID of the check that owns it (E01xx names and types, E02xx shapes and tail masking) and
+every matrix product with its operand shapes; the registered checks in `cake.ir.checks` report those.
+Builtins are typed by their row's rule (`cake.ir.builtins`); promotion and broadcasting are `cake.ir.types`.
+
+Past 600 lines because it is one pass (one walk that resolves names and infers types together); splitting
+the walk would duplicate its scope handling.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.builtins import BUILTINS
-from cake.ir.checks.context import CheckContext
-from cake.ir.checks.registry import Finding, finding
+from cake.ir.extents import Extents
+from cake.ir.types import (
+    ANY,
+    INDEX,
+    Elem,
+    Shape,
+    Space,
+    Type,
+    Weak,
+    broadcast,
+    elem_text,
+    promote,
+    shape_text,
+)
 
 from cake.diagnostics import Span
 
@@ -44,40 +60,11 @@ class Kind(enum.Enum):
 _INDEX_KINDS = frozenset({Kind.PARAM, Kind.DIM, Kind.GRID_VAR, Kind.REPLICA_VAR, Kind.LOOP_VAR, Kind.STAGE_VAR})
 
 
-class Weak(enum.Enum):
-    """Element types of untyped scalars: they adopt the other operand's type."""
-
-    INT = "int"
-    FLOAT = "float"
-    ANY = "?"  # unknown after an error; compatible with everything, so one mistake reports once
-
-
-Elem: TypeAlias = n.DType | n.TypeVar | Weak
-
-
-def elem_text(elem: Elem) -> str:
-    if isinstance(elem, n.DType):
-        return elem.value
-    if isinstance(elem, n.TypeVar):
-        return elem.name
-    return {Weak.INT: "integer scalar", Weak.FLOAT: "float scalar", Weak.ANY: "?"}[elem]
-
-
-@dataclass(frozen=True, slots=True)
-class Ty:
-    elem: Elem
-    shape: tuple[n.Expr, ...] | None  # None: unknown (after an error)
-
-
-ANY = Ty(Weak.ANY, None)
-INDEX = Ty(Weak.INT, ())
-
-
 @dataclass(frozen=True, slots=True)
 class Symbol:
     kind: Kind
     node: object
-    ty: Ty | None = None  # tiles, shared/tensor-memory stages, tensors
+    ty: Type | None = None  # tiles, shared/tensor-memory stages, tensors
     stages: bool = False  # shared/tensor memory declared with [stages]
 
 
@@ -99,13 +86,54 @@ class MmaInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class Typing:
-    problems: tuple[tuple[str, Finding], ...]
-    mmas: tuple[MmaInfo, ...]
-    lets: dict[int, Ty] = field(default_factory=dict)  # id(Let node) -> its tile type
+class Problem:
+    """A type or shape error met by the walk, owned by the check `code`; the checks turn it into a finding."""
 
-    def findings(self, code: str) -> tuple[Finding, ...]:
-        return tuple(f for c, f in self.problems if c == code)
+    code: str
+    node: object
+    subject: str | None
+    label: str | None
+    help: str | None
+    fields: Mapping[str, object]
+
+    @property
+    def span(self) -> Span | None:
+        span = getattr(self.node, "span", None)
+        return span if isinstance(span, Span) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Typing:
+    """The type table of one kernel object, and what the walk found on the way."""
+
+    kernel: n.Kernel
+    types: Mapping[int, Type]  # id(expression node) -> its type; id(Let) -> the declared tile's type
+    problems: tuple[Problem, ...]
+    mmas: tuple[MmaInfo, ...]
+    extents: Extents = field(repr=False)
+
+    def of(self, node: n.Expr | n.Let) -> Type | None:
+        """The type of an expression (or a `let`'s tile) of `kernel`; None for nodes the walk never typed
+        (expressions of another kernel object, keywords' names)."""
+        return self.types.get(id(node))
+
+    def shape(self, node: n.Expr | n.Let) -> Shape | None:
+        ty = self.types.get(id(node))
+        return None if ty is None else ty.shape
+
+    def rank(self, node: n.Expr | n.Let) -> int | None:
+        shape = self.shape(node)
+        return None if shape is None else len(shape)
+
+    def tile_type(self, node: n.Expr | n.Let) -> n.TileType | None:
+        """The node's type as a declared tile type (element type and shape), when both are known."""
+        ty = self.types.get(id(node))
+        if ty is None or ty.shape is None or not isinstance(ty.elem, (n.DType, n.TypeVar)):
+            return None
+        return n.TileType(ty.elem, ty.shape)
+
+    def problems_of(self, code: str) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.code == code)
 
 
 def _text(expr: n.Expr | None) -> str:
@@ -114,24 +142,18 @@ def _text(expr: n.Expr | None) -> str:
     return expr_text(expr)
 
 
-def shape_text(shape: tuple[n.Expr, ...] | None) -> str:
-    return "?" if shape is None else "[" + ", ".join(_text(e) for e in shape) + "]"
-
-
-def ty_text(ty: Ty) -> str:
-    return elem_text(ty.elem) + ("" if ty.shape == () else shape_text(ty.shape))
-
-
 Scope = dict[str, Symbol]
 
+
 class _Infer:
-    def __init__(self, ctx: CheckContext):
-        self.ctx = ctx
-        self.kernel = ctx.kernel
-        self.problems: list[tuple[str, Finding]] = []
+    def __init__(self, kernel: n.Kernel, extents: Extents):
+        self.extents = extents
+        self.kernel = kernel
+        self.problems: list[Problem] = []
         self.mmas: list[MmaInfo] = []
-        self.lets: dict[int, Ty] = {}
+        self.types: dict[int, Type] = {}
         self.undefined_uses: dict[str, int] = {}
+        self.scope: Scope = {}
         self.launch: n.Launch | None = None
         self.role: n.Role | None = None
 
@@ -139,7 +161,7 @@ class _Infer:
 
     def report(self, code: str, node: object, subject: str | None, label: str | None,
                help: str | None = None, **fields: object) -> None:
-        self.problems.append((code, finding(node, subject, label, help=help, **fields)))
+        self.problems.append(Problem(code, node, subject, label, help, fields))
 
     def where(self) -> str:
         if self.role is not None:
@@ -168,24 +190,23 @@ class _Infer:
         for d in k.dims:
             self.declare(scope, d.name, Symbol(Kind.DIM, d), d)
         for t in k.tensors:
-            self.declare(scope, t.name, Symbol(Kind.TENSOR, t, self.tile_type(t.type, scope)), t)
+            self.declare(scope, t.name, Symbol(Kind.TENSOR, t, self.tile_type(t.type, scope, Space.GLOBAL)), t)
         for s in k.scratch:
-            self.declare(scope, s.name, Symbol(Kind.SCRATCH, s, self.tile_type(s.type, scope)), s)
+            self.declare(scope, s.name, Symbol(Kind.SCRATCH, s, self.tile_type(s.type, scope, Space.GLOBAL)), s)
             self.scalar(s.init, scope, "a scratch initializer")
         for launch in k.launches:
             self.launch = launch
             self.run_launch(launch, dict(scope))
             self.launch = None
-        return Typing(tuple(self._counted(self.problems)), tuple(self.mmas), self.lets)
+        return Typing(k, self.types, tuple(self._counted(self.problems)), tuple(self.mmas), self.extents)
 
-    def _counted(self, problems: list[tuple[str, Finding]]) -> list[tuple[str, Finding]]:
+    def _counted(self, problems: list[Problem]) -> list[Problem]:
         out = []
-        for code, f in problems:
-            uses = self.undefined_uses.get(str(f.fields.get("name")), 1) if code == "E0101" else 1
+        for p in problems:
+            uses = self.undefined_uses.get(str(p.fields.get("name")), 1) if p.code == "E0101" else 1
             if uses > 1:
-                f = Finding(f.span, f.fields, f.subject, f"not declared ({uses} uses)", f.help, f.notes,
-                            f.severity)
-            out.append((code, f))
+                p = Problem(p.code, p.node, p.subject, f"not declared ({uses} uses)", p.help, p.fields)
+            out.append(p)
         return out
 
     def run_launch(self, launch: n.Launch, scope: Scope) -> None:
@@ -195,12 +216,12 @@ class _Infer:
         for sm in launch.smem:
             if sm.stages is not None:
                 self.scalar(sm.stages, scope, "a stage count")
-            self.declare(scope, sm.name, Symbol(Kind.SMEM, sm, self.tile_type(sm.type, scope),
+            self.declare(scope, sm.name, Symbol(Kind.SMEM, sm, self.tile_type(sm.type, scope, Space.SMEM),
                                                 sm.stages is not None), sm)
         for tm in launch.tmem:
             if tm.stages is not None:
                 self.scalar(tm.stages, scope, "a stage count")
-            self.declare(scope, tm.name, Symbol(Kind.TMEM, tm, self.tile_type(tm.type, scope),
+            self.declare(scope, tm.name, Symbol(Kind.TMEM, tm, self.tile_type(tm.type, scope, Space.TMEM),
                                                 tm.stages is not None), tm)
         for b in launch.barriers:
             for e in (b.count, b.arrivals, b.tx):
@@ -227,7 +248,7 @@ class _Infer:
                             help=f"roles here: {', '.join(r.name for r in launch.roles)}",
                             name=pp.role, where=f"launch `{launch.name}`")
 
-    def tile_type(self, tile: n.TileType, scope: Scope) -> Ty:
+    def tile_type(self, tile: n.TileType, scope: Scope, space: Space = Space.REG) -> Type:
         for extent in tile.shape:
             self.scalar(extent, scope, "a tile extent")
         elem = tile.elem
@@ -235,11 +256,11 @@ class _Infer:
             sym = scope.get(elem.name)
             if sym is None:
                 self.undefined(elem, elem.name, help=f"declare it: `dtype {elem.name} in {{f16, bf16}}`")
-                return Ty(Weak.ANY, tile.shape)
+                return Type(Weak.ANY, tile.shape, space)
             if sym.kind is not Kind.DTYPE_VAR:
                 self.wrong_kind(elem, elem.name, sym, "an element type")
-                return Ty(Weak.ANY, tile.shape)
-        return Ty(elem, tile.shape)
+                return Type(Weak.ANY, tile.shape, space)
+        return Type(elem, tile.shape, space)
 
     def wrong_kind(self, node: object, name: str, sym: Symbol, wanted: str, help: str | None = None) -> None:
         self.report("E0105", node, name, f"this is a {sym.kind.value}", help=help,
@@ -273,7 +294,7 @@ class _Infer:
                 self.declare(scope, stmt.name, Symbol(Kind.TILE, stmt, ty), stmt)
             local.add(stmt.name)
             scope[stmt.name] = Symbol(Kind.TILE, stmt, ty)
-            self.lets[id(stmt)] = ty
+            self.types[id(stmt)] = ty
         elif isinstance(stmt, n.Assign):
             value = self.expr(stmt.value, scope)
             sym = scope.get(stmt.name)
@@ -287,6 +308,8 @@ class _Infer:
         elif isinstance(stmt, n.Copy):
             src = self.global_ref(stmt.source, scope, stmt.masked, writes=False)
             dst = self.buffer_ref(stmt.dest, scope, Kind.SMEM, "a shared buffer to copy into")
+            self.record(stmt.source, src)
+            self.record(stmt.dest, dst)
             if src is not None and dst is not None:
                 self.same_elem(stmt, src.elem, dst.elem, "copy source and destination")
                 self.same_shape(stmt.source, src.shape, dst.shape, "the copy box and the buffer stage")
@@ -294,11 +317,13 @@ class _Infer:
         elif isinstance(stmt, (n.Store, n.Atomic)):
             value = self.expr(stmt.value, scope)
             dest = self.global_ref(stmt.dest, scope, stmt.masked, writes=True)
+            self.record(stmt.dest, dest)
             if dest is not None:
                 self.conform(stmt.value, value, dest, "the stored tile")
         elif isinstance(stmt, n.MmaAsync):
             a, b = self.expr(stmt.a, scope), self.expr(stmt.b, scope)
             dest = self.buffer_ref(stmt.dest, scope, Kind.TMEM, "a tensor-memory accumulator")
+            self.record(stmt.dest, dest)
             self.matmul(stmt, stmt.a, stmt.b, a, b, dest, scope, stmt.form)
             self.barrier_ref(stmt.signals, scope)
         elif isinstance(stmt, n.For):
@@ -320,7 +345,12 @@ class _Infer:
             self.scalar(stmt.barrier_id, scope, "a named-barrier id")
             self.scalar(stmt.threads, scope, "a thread count")
 
-    def conform(self, node: n.Expr, value: Ty, target: Ty, what: str) -> None:
+    def record(self, ref: n.Expr, ty: Type | None) -> None:
+        """A memory reference that is not an expression of its own (a copy's, store's or mma's operand)."""
+        if ty is not None:
+            self.types[id(ref)] = ty
+
+    def conform(self, node: n.Expr, value: Type, target: Type, what: str) -> None:
         """`value` may initialize or be stored into `target`: same element type, same (or scalar) shape."""
         self.same_elem(node, value.elem, target.elem, what)
         if value.shape not in (None, ()) and target.shape is not None:
@@ -337,7 +367,7 @@ class _Infer:
                    what: str) -> bool:
         if got is None or want is None:
             return True
-        if len(got) == len(want) and all(self.ctx.same_extent(a, b) for a, b in zip(got, want, strict=True)):
+        if len(got) == len(want) and all(self.extents.same_extent(a, b) for a, b in zip(got, want, strict=True)):
             return True
         self.report("E0201", node, what, f"shape {shape_text(got)}, expected {shape_text(want)}",
                     what=what, got=shape_text(got), expected=shape_text(want))
@@ -376,7 +406,7 @@ class _Infer:
                 else:
                     self.scalar(item, scope, "a barrier index")
 
-    def buffer_ref(self, ref: n.Index | n.Name, scope: Scope, kind: Kind, wanted: str) -> Ty | None:
+    def buffer_ref(self, ref: n.Index | n.Name, scope: Scope, kind: Kind, wanted: str) -> Type | None:
         base = ref.base if isinstance(ref, n.Index) else ref
         if not isinstance(base, n.Name):
             self.expr(ref, scope)
@@ -389,7 +419,7 @@ class _Infer:
             return None
         return self.stage_of(ref, sym, scope)
 
-    def stage_of(self, ref: n.Index | n.Name, sym: Symbol, scope: Scope) -> Ty:
+    def stage_of(self, ref: n.Index | n.Name, sym: Symbol, scope: Scope) -> Type:
         """A staged buffer's reference: `cs[s]` is one stage's tile; further items index that tile."""
         assert sym.ty is not None
         items = ref.items if isinstance(ref, n.Index) else ()
@@ -403,7 +433,7 @@ class _Infer:
             items = items[1:]
         return self.tile_index(ref, sym.ty, items, scope) if items else sym.ty
 
-    def global_ref(self, ref: n.Index | n.Name, scope: Scope, masked: bool, writes: bool) -> Ty | None:
+    def global_ref(self, ref: n.Index | n.Name, scope: Scope, masked: bool, writes: bool) -> Type | None:
         base = ref.base if isinstance(ref, n.Index) else ref
         if not isinstance(base, n.Name):
             self.expr(ref, scope)
@@ -423,11 +453,11 @@ class _Infer:
 
     # ------------------------------------------------------------------------------------ indexing
 
-    def tile_index(self, node: n.Index | n.Name, ty: Ty, items: tuple[n.IndexItem, ...], scope: Scope) -> Ty:
+    def tile_index(self, node: n.Index | n.Name, ty: Type, items: tuple[n.IndexItem, ...], scope: Scope) -> Type:
         if ty.shape is None:
             for item in items:
                 self.index_item(item, scope)
-            return Ty(ty.elem, None)
+            return Type(ty.elem, None, ty.space)
         shape: list[n.Expr] = []
         dims = list(ty.shape)
         consumed = 0
@@ -449,7 +479,7 @@ class _Infer:
                 if idx.shape:
                     shape.extend(idx.shape)
         shape.extend(dims[consumed:])
-        return Ty(ty.elem, tuple(shape))
+        return Type(ty.elem, tuple(shape), ty.space)
 
     def index_item(self, item: n.IndexItem, scope: Scope) -> None:
         if isinstance(item, n.Slice):
@@ -459,7 +489,7 @@ class _Infer:
         elif not isinstance(item, n.NewAxis):
             self.expr(item, scope)
 
-    def tensor_slice(self, ref: n.Index | n.Name, name: str, ty: Ty, scope: Scope, masked: bool) -> Ty:
+    def tensor_slice(self, ref: n.Index | n.Name, name: str, ty: Type, scope: Scope, masked: bool) -> Type:
         assert ty.shape is not None
         items: tuple[n.IndexItem, ...] = ref.items if isinstance(ref, n.Index) else tuple(
             n.Slice(None, None, span=ref.span) for _ in ty.shape)
@@ -469,7 +499,7 @@ class _Infer:
                         name=name, got=len(items), want=len(ty.shape))
             for item in items:
                 self.index_item(item, scope)
-            return Ty(ty.elem, None)
+            return Type(ty.elem, None)
         shape: list[n.Expr] = []
         for item, extent in zip(items, ty.shape, strict=True):
             if isinstance(item, n.Slice):
@@ -485,7 +515,7 @@ class _Infer:
                 idx = self.expr(item, scope)
                 if idx.shape:
                     shape.extend(idx.shape)
-        return Ty(ty.elem, tuple(shape))
+        return Type(ty.elem, tuple(shape), ty.space)
 
     def dims_in(self, expr: n.Expr) -> list[n.Dim]:
         dims = {d.name: d for d in self.kernel.dims}
@@ -505,7 +535,7 @@ class _Infer:
                         help="add `masked` to the statement so the tail tile is bounds-checked",
                         tensor=tensor, dim=_text(extent), size=_text(size))
             return
-        for env in self.ctx.variation_envs(extent, size):
+        for env in self.extents.variation_envs(extent, size):
             d, s = an.try_value(extent, env), an.try_value(size, env)
             if d is not None and s and d % s:
                 self.report("E0202", item, tensor, f"+{s} does not divide {d}",
@@ -515,13 +545,17 @@ class _Infer:
 
     # ----------------------------------------------------------------------------------- expressions
 
-    def expr(self, e: n.Expr, scope: Scope) -> Ty:
+    def expr(self, e: n.Expr, scope: Scope) -> Type:
+        ty = self.types[id(e)] = self._expr(e, scope)
+        return ty
+
+    def _expr(self, e: n.Expr, scope: Scope) -> Type:
         if isinstance(e, n.IntLit):
             return INDEX
         if isinstance(e, n.FloatLit):
-            return Ty(Weak.FLOAT, ())
+            return Type(Weak.FLOAT, ())
         if isinstance(e, n.BoolLit):
-            return Ty(n.DType.BOOL, ())
+            return Type(n.DType.BOOL, ())
         if isinstance(e, n.SizeOf):
             if isinstance(e.elem, n.TypeVar):
                 self.tile_type(n.TileType(e.elem, ()), scope)
@@ -533,11 +567,11 @@ class _Infer:
             shape = self.broadcast(e, (lhs.shape, rhs.shape))
             if e.op.is_comparison:
                 self.unify(e, lhs.elem, rhs.elem)
-                return Ty(n.DType.BOOL, shape)
-            return Ty(self.unify(e, lhs.elem, rhs.elem), shape)
+                return Type(n.DType.BOOL, shape)
+            return Type(self.unify(e, lhs.elem, rhs.elem), shape)
         if isinstance(e, n.UnaryOp):
             ty = self.expr(e.operand, scope)
-            return Ty(n.DType.BOOL, ty.shape) if e.op is n.UnaryOpKind.NOT else ty
+            return Type(n.DType.BOOL, ty.shape) if e.op is n.UnaryOpKind.NOT else ty
         if isinstance(e, n.Call):
             return self.call(e, scope)
         if isinstance(e, n.Index):
@@ -563,8 +597,8 @@ class _Infer:
             if len(ty.shape) != 2:
                 self.report("E0201", e, "a transpose", f"rank {len(ty.shape)}, `.T` needs a 2-D tile",
                             what="a transpose", got=shape_text(ty.shape), expected="[m, n]")
-                return Ty(ty.elem, None)
-            return Ty(ty.elem, (ty.shape[1], ty.shape[0]))
+                return Type(ty.elem, None, ty.space)
+            return Type(ty.elem, (ty.shape[1], ty.shape[0]), ty.space)
         if isinstance(e, n.Load):
             return self.load(e, scope)
         if isinstance(e, n.Mma):
@@ -573,7 +607,7 @@ class _Infer:
             return self.matmul(e, e.a, e.b, a, b, acc, scope, e.form)
         return ANY
 
-    def name(self, e: n.Name, scope: Scope) -> Ty:
+    def name(self, e: n.Name, scope: Scope) -> Type:
         sym = self.lookup(e, scope)
         if sym is None:
             return ANY
@@ -588,7 +622,7 @@ class _Infer:
         self.wrong_kind(e, e.id, sym, "a value", help=hint.get(sym.kind))
         return ANY
 
-    def load(self, e: n.Load, scope: Scope) -> Ty:
+    def load(self, e: n.Load, scope: Scope) -> Type:
         if e.other is not None:
             self.scalar(e.other, scope, "a masked load's fill value")
         src = e.source
@@ -601,46 +635,37 @@ class _Infer:
                 for item in src.items:
                     self.index_item(item, scope)
             return ANY
-        if sym.kind is Kind.TMEM:
-            return self.stage_of(src, sym, scope)
-        ty = self.global_ref(src, scope, e.masked, writes=False)
-        return ANY if ty is None else ty
+        ty = self.stage_of(src, sym, scope) if sym.kind is Kind.TMEM else \
+            self.global_ref(src, scope, e.masked, writes=False)
+        if ty is None:
+            return ANY
+        self.types[id(src)] = ty  # the memory read; the load's own type is the tile in registers
+        return ty.in_registers()
 
     def unify(self, node: object, a: Elem, b: Elem) -> Elem:
-        if a is Weak.ANY or b is Weak.ANY:
-            return b if a is Weak.ANY else a
-        if isinstance(a, Weak) and isinstance(b, Weak):
-            return Weak.FLOAT if Weak.FLOAT in (a, b) else Weak.INT
-        if isinstance(a, Weak):
-            return b
-        if isinstance(b, Weak) or a == b:
+        """The promoted element type; the IR is strict: two different concrete element types are E0103."""
+        if not isinstance(a, Weak) and not isinstance(b, Weak) and a != b:
+            self.report("E0103", node, "operands", f"{elem_text(a)} and {elem_text(b)}",
+                        help=f"convert one operand: `cast(..., {elem_text(a)})`",
+                        what="the operands", got=elem_text(b), want=elem_text(a))
             return a
-        self.report("E0103", node, "operands", f"{elem_text(a)} and {elem_text(b)}",
-                    help=f"convert one operand: `cast(..., {elem_text(a)})`",
-                    what="the operands", got=elem_text(b), want=elem_text(a))
-        return a
+        promoted = promote(a, b)
+        assert promoted is not None  # at most one operand is concrete here
+        return promoted
 
-    def broadcast(self, node: object, shapes: tuple[tuple[n.Expr, ...] | None, ...]) -> tuple[n.Expr, ...] | None:
-        if any(s is None for s in shapes):
-            return None
+    def broadcast(self, node: object, shapes: tuple[Shape | None, ...]) -> Shape | None:
         known = [s for s in shapes if s is not None]
-        rank = max(len(s) for s in known)
-        out: list[n.Expr] = []
-        for pos in range(rank):
-            extents = [s[len(s) - rank + pos] for s in known if len(s) - rank + pos >= 0]
-            wide = [x for x in extents if not self.ctx.is_one(x)]
-            chosen = wide[0] if wide else extents[0]
-            for other in wide[1:]:
-                if not self.ctx.same_extent(chosen, other):
-                    got = " and ".join(shape_text(s) for s in known)
-                    self.report("E0201", node, "operands", f"shapes {got} do not broadcast",
-                                help="index with `None` to add a broadcast axis: `v[:, None]`",
-                                what="elementwise operands", got=got, expected="broadcastable shapes")
-                    return None
-            out.append(chosen)
-        return tuple(out)
+        if len(known) < len(shapes):
+            return None
+        out = broadcast(known, self.extents.is_one, self.extents.same_extent)
+        if out is None:
+            got = " and ".join(shape_text(s) for s in known)
+            self.report("E0201", node, "operands", f"shapes {got} do not broadcast",
+                        help="index with `None` to add a broadcast axis: `v[:, None]`",
+                        what="elementwise operands", got=got, expected="broadcastable shapes")
+        return out
 
-    def call(self, e: n.Call, scope: Scope) -> Ty:
+    def call(self, e: n.Call, scope: Scope) -> Type:
         spec = BUILTINS.get(e.func)
         if spec is None:
             self.report("E0101", e, e.func, "no builtin of this name", name=e.func, where=self.where(),
@@ -658,71 +683,51 @@ class _Infer:
             for arg in e.args:
                 self.expr(arg, scope)
             return ANY
-        kwargs = {kw.name: kw for kw in e.kwargs}
-        if e.func == "cast":
-            return self.cast(e, scope)
-        args = [self.expr(a, scope) for a in e.args]
-        if e.func == "arange":
-            if args[0].shape:
-                self.report("E0201", e.args[0], "an arange length", "a tile, expected a scalar",
-                            what="an arange length", expected="[]", got=shape_text(args[0].shape))
-            return Ty(n.DType.I32, (e.args[0],))
-        if e.func == "cdiv":
-            return INDEX
-        if spec.float_only:
-            elem = args[0].elem
-            if isinstance(elem, n.DType) and not elem.is_float:
-                self.same_elem(e, elem, n.DType.F32, f"the argument of `{e.func}`")
-            return Ty(Weak.FLOAT if elem is Weak.INT else elem, args[0].shape)
-        if e.func == "abs":
-            return args[0]
-        if e.func in ("maximum", "minimum"):
-            return Ty(self.unify(e, args[0].elem, args[1].elem), self.broadcast(e, (args[0].shape, args[1].shape)))
-        if e.func == "where":
-            if args[0].elem not in (n.DType.BOOL, Weak.ANY):
-                self.same_elem(e.args[0], args[0].elem, n.DType.BOOL, "the condition of `where`")
-            shape = self.broadcast(e, tuple(a.shape for a in args))
-            return Ty(self.unify(e, args[1].elem, args[2].elem), shape)
-        return self.reduce(e, args[0], kwargs["axis"], scope)
+        args = [self.elem_arg(a, scope) if i in spec.elem_args else self.expr(a, scope)
+                for i, a in enumerate(e.args)]
+        self.scope = scope  # for the rule's keyword and axis questions
+        return spec.typing(self, e, args)
 
-    def cast(self, e: n.Call, scope: Scope) -> Ty:
-        operand = self.expr(e.args[0], scope)
-        target = e.args[1]
+    def elem_arg(self, target: n.Expr, scope: Scope) -> Type:
+        """An argument that names an element type (`cast(e, T)`): its type is that element type."""
         if isinstance(target, n.Name):
             try:
-                return Ty(n.DType(target.id), operand.shape)
+                return Type(n.DType(target.id), ())
             except ValueError:
                 sym = scope.get(target.id)
                 if sym is not None and sym.kind is Kind.DTYPE_VAR:
-                    return Ty(n.TypeVar(target.id), operand.shape)
+                    return Type(n.TypeVar(target.id), ())
                 if sym is None:
                     self.lookup(target, scope)
                 else:
                     self.wrong_kind(target, target.id, sym, "an element type")
-                return Ty(Weak.ANY, operand.shape)
+                return Type(Weak.ANY, ())
         self.report("E0105", target, _text(target), "not an element type", name=_text(target),
                     kind="expression", wanted="an element type")
-        return Ty(Weak.ANY, operand.shape)
+        return Type(Weak.ANY, ())
 
-    def reduce(self, e: n.Call, operand: Ty, axis_kw: n.Keyword, scope: Scope) -> Ty:
-        axis_ty = self.expr(axis_kw.value, scope)
-        elem: Elem = n.DType.I32 if e.func in ("argmin", "argmax") else operand.elem
+    def keyword_scalar(self, call: n.Call, name: str, what: str) -> None:
+        for kw in call.kwargs:
+            if kw.name == name:
+                self.scalar(kw.value, self.scope, what)
+
+    def axis(self, call: n.Call, operand: Type) -> int | None:
+        """The call's `axis=` as a non-negative axis of `operand`; None (reported) when it is not one."""
+        axis_kw = next(kw for kw in call.kwargs if kw.name == "axis")
+        axis_ty = self.expr(axis_kw.value, self.scope)
         if operand.shape is None or axis_ty.shape:
-            return Ty(elem, None)
-        axis = an.try_value(axis_kw.value, self.ctx.env)
+            return None
+        axis = an.try_value(axis_kw.value, self.extents.env)
         rank = len(operand.shape)
         if axis is None or not -rank <= axis < rank:
             valid = f"0..{rank - 1}" if rank else "none (a scalar has no axes)"
-            self.report("E0203", axis_kw, e.func, f"axis {_text(axis_kw.value)} of a rank-{rank} tile",
-                        help=f"valid axes: {valid}", func=e.func, axis=_text(axis_kw.value), rank=rank)
-            return Ty(elem, None)
-        axis %= rank
-        if e.func == "cumsum":
-            return Ty(elem, operand.shape)
-        return Ty(elem, operand.shape[:axis] + operand.shape[axis + 1:])
+            self.report("E0203", axis_kw, call.func, f"axis {_text(axis_kw.value)} of a rank-{rank} tile",
+                        help=f"valid axes: {valid}", func=call.func, axis=_text(axis_kw.value), rank=rank)
+            return None
+        return axis % rank
 
-    def matmul(self, node: n.Mma | n.MmaAsync, a_expr: n.Expr, b_expr: n.Expr, a: Ty, b: Ty, acc: Ty | None,
-               scope: Scope, form: str) -> Ty:
+    def matmul(self, node: n.Mma | n.MmaAsync, a_expr: n.Expr, b_expr: n.Expr, a: Type, b: Type,
+               acc: Type | None, scope: Scope, form: str) -> Type:
         self.same_elem(node, b.elem, a.elem, "the mma operands")
         m = nn = k = None
         if a.shape is not None and b.shape is not None:
@@ -733,13 +738,13 @@ class _Infer:
                             expected="[m, k] @ [k, n]")
             else:
                 m, k, nn = a.shape[0], a.shape[1], b.shape[1]
-                if not self.ctx.same_extent(a.shape[1], b.shape[0]):
+                if not self.extents.same_extent(a.shape[1], b.shape[0]):
                     self.report("E0201", node, "mma operands",
                                 f"inner dims {_text(a.shape[1])} and {_text(b.shape[0])} differ",
                                 help="transpose the second operand (`b.T`) if it is stored [n, k]",
                                 what="the mma operands", got=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
                                 expected="[m, k] @ [k, n]")
-        result = Ty(n.DType.F32, None if m is None or nn is None else (m, nn))
+        result = Type(n.DType.F32, None if m is None or nn is None else (m, nn))
         if acc is not None:
             self.conform(node, acc, result, "the mma accumulator")
         if self.launch is not None and self.role is not None:
@@ -758,10 +763,8 @@ class _Infer:
         return None
 
 
-def infer(ctx: CheckContext) -> Typing:
-    return _Infer(ctx).run()
-
-
-def span_of(node: object) -> Span | None:
-    span = getattr(node, "span", None)
-    return span if isinstance(span, Span) else None
+def type_kernel(kernel: n.Kernel, dims: Mapping[str, int] | None = None, *,
+                extents: Extents | None = None) -> Typing:
+    """Type every expression of `kernel`. `dims` binds symbolic dims (e.g. the static ones) to sizes;
+    `extents` shares one extent-equality cache with a caller that has one."""
+    return _Infer(kernel, extents if extents is not None else Extents(kernel, dims)).run()

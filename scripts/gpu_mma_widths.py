@@ -1,0 +1,83 @@
+"""Do the mma widths the arch table added give right answers on the GPU? (issue 12, item 5)
+
+    source scripts/gpu/setup.sh
+    python scripts/gpu_mma_widths.py          # H200: the wgmma widths of the Hopper schedules (~2-4 min)
+
+For each Hopper kmeans-assign schedule and each wgmma width N that the compile enumeration
+(`scripts/bench_compile_enumeration.py`) accepts with the column tile resized to N (`BK = 96` with
+`wgmma.m64n96k16`, ...), the schedule is lowered with the CUDA backend, run on small shapes with tails (bf16
+and fp16) and compared with an fp64 torch reference: an id passes when its distance is within a tolerance
+of the row minimum (ties and near-ties accepted). Prints one line per (variant, shape) and writes
+`gpu_mma_widths.json` under $OUT (or the working directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_compile_enumeration import Variant, all_variants, judge
+from cake.lowering.runtime import load, lower
+
+SCHEDULES = ("assign_pingpong.cake", "assign_pingpong_x2.cake")
+SHAPES = ((2, 301, 197, 128), (1, 64, 96, 128), (3, 1000, 515, 64))  # B, N, K, D: tails in N and K
+TOLERANCE = 1e-2  # relative to the row's distance scale: bf16 inputs, fp32 accumulation
+
+
+def wide_variants() -> list[Variant]:
+    out = []
+    for v in all_variants():
+        if v.schedule.split("/")[-1] in SCHEDULES and v.label.startswith("wgmma.") and " " in v.label:
+            if judge(v, compile_it=False).verdict == "accepted":
+                out.append(v)
+    return out
+
+
+def check_one(fn: Any, shape: tuple[int, int, int, int], dtype: Any) -> dict[str, Any]:
+    import torch
+
+    b, n, k, d = shape
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(b, n, d, device="cuda", generator=gen).to(dtype)
+    c = torch.randn(b, k, d, device="cuda", generator=gen).to(dtype)
+    ids = fn(x, c)
+    torch.cuda.synchronize()
+    dist = torch.cdist(x.double(), c.double()) ** 2
+    best = dist.min(dim=-1).values
+    got = dist.gather(-1, ids.long().clamp(0, k - 1).unsqueeze(-1)).squeeze(-1)
+    scale = dist.abs().amax(dim=-1).clamp_min(1.0)
+    bad = ((got - best) / scale > TOLERANCE) | (ids < 0) | (ids >= k)
+    return {"shape": list(shape), "dtype": str(dtype), "mismatches": int(bad.sum()), "points": b * n}
+
+
+def main() -> None:
+    import torch
+
+    results = []
+    for variant in wide_variants():
+        kernel = variant.kernel()
+        entry: dict[str, Any] = {"schedule": variant.schedule, "variant": variant.label, "checks": []}
+        start = time.perf_counter()
+        try:
+            fn = load(lower(kernel, "cuda", filename=variant.schedule))
+            for shape in SHAPES:
+                for dtype in (torch.bfloat16, torch.float16):
+                    entry["checks"].append(check_one(fn, shape, dtype))
+        except Exception as error:  # recorded as data: one broken width must not hide the others
+            entry["error"] = f"{type(error).__name__}: {error}"[:2000]
+        entry["seconds"] = round(time.perf_counter() - start, 2)
+        ok = "error" not in entry and all(c["mismatches"] == 0 for c in entry["checks"])
+        entry["ok"] = ok
+        print(f"{'OK  ' if ok else 'FAIL'} {variant.schedule.split('/')[-1]:<26} {variant.label:<28} "
+              + (entry.get("error", "") or ", ".join(f"{c['shape']}:{c['mismatches']}" for c in entry["checks"])))
+        results.append(entry)
+    print(f"{sum(r['ok'] for r in results)} of {len(results)} widths right")
+    out = Path(os.environ.get("OUT", ".")) / "gpu_mma_widths.json"
+    out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
