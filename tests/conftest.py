@@ -26,12 +26,16 @@ RAY_CPUS = 2  # a local Ray with 2 CPU workers, started once per test session by
 RAY_WORKER_PATHS = (TESTS / "evaluation", TESTS / "agents")  # ray_doubles, fake_toolchain: importable by workers
 
 
+# The test doubles the executor and experiment tests import, here and in Ray's workers (no folder conftest:
+# tests import `conftest` by name, so a second one would shadow the agents').
+for _path in RAY_WORKER_PATHS:
+    if str(_path) not in sys.path:
+        sys.path.append(str(_path))
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[object]:
     ray = pytest.importorskip("ray")
-    for path in RAY_WORKER_PATHS:
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
     pythonpath = os.pathsep.join([*map(str, RAY_WORKER_PATHS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     ray.init(num_cpus=RAY_CPUS, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
