@@ -27,8 +27,6 @@ class ExperimentView:
         self.total = total
         self.executor_kind = executor_kind
         self.live = console.is_terminal
-        self._live = Live(console=console, refresh_per_second=2, transient=False, get_renderable=self.render) \
-            if self.live else None
         self.finished = 0
         self.skipped = 0
         self.current: RunSpec | None = None
@@ -39,6 +37,8 @@ class ExperimentView:
         self.turn = 0
         self.best: dict[str, float] = {}
         self.by_worker: Counter[str] = Counter()
+        self._live = Live(console=console, refresh_per_second=2, transient=False, get_renderable=self.render) \
+            if self.live else None
 
     def __enter__(self) -> ExperimentView:
         if self._live is not None:
