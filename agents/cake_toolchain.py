@@ -90,3 +90,6 @@ class CakeToolchain:
 
     def evaluate(self, job: EvalJob, device: str) -> Evaluation:
         return self.evaluator.evaluate(job, device)
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        return self.evaluator.confirm(job, device, evaluation)

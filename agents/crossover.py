@@ -11,8 +11,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from cake.agents.mutations import Mutation, domain_values, refit_forms
+from cake.agents.mutations import Mutation, domain_values
 from cake.ir import nodes as n
+from cake.ir.transforms import apply
+from cake.ir.transforms.refit_forms import refit_forms
 
 
 def crossover(a: n.Kernel, b: n.Kernel, rng: random.Random) -> Mutation | None:
@@ -29,4 +31,4 @@ def crossover(a: n.Kernel, b: n.Kernel, rng: random.Random) -> Mutation | None:
     names = {p.name for p in chosen}
     params = tuple(replace(p, default=b_defaults[p.name]) if p.name in names else p for p in a.params)
     moved = ", ".join(f"{p.name}={b_defaults[p.name]}" for p in chosen)
-    return Mutation(refit_forms(replace(a, params=params)), f"crossover {moved}")
+    return Mutation(apply(refit_forms, replace(a, params=params)), f"crossover {moved}")

@@ -13,18 +13,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cake.agents.features import main_launch
-from cake.agents.ir_edit import domain_values, drop_unused_params, map_stmts, walk, with_launch
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.analysis import domain_values
+from cake.ir.transforms import apply
+from cake.ir.transforms.as_warpgroups import regrouped
+from cake.ir.transforms.drop_unused_params import drop_unused_params
+from cake.ir.transforms.refit_forms import refit_forms, wgmma_n
+from cake.ir.visit import map_stmts, with_launch
+from cake.ir.visit import walk_stmts as walk
 
-from cake.arch import ARCHS, WARPS_PER_WARPGROUP, ArchSpec, Feature, MmaFamily, UnknownArchError, mma_forms_of
+from cake.arch import ARCHS, ArchSpec, Feature, MmaFamily, UnknownArchError, mma_forms_of
 from cake.arch import arch as arch_spec
 
 # The instruction shapes are cake.arch's mma table (the checker's and the backend's), read here, not restated.
 _WGMMA = mma_forms_of(MmaFamily.WGMMA)
 WGMMA_M = _WGMMA[0].m
 WGMMA_K = _WGMMA[0].k
-WGMMA_WIDTHS = tuple(sorted({f.n for f in _WGMMA}))  # every N the table lists
 WGMMA_DTYPES = tuple(n.DType(d) for d in _WGMMA[0].operand_dtypes)
 WGMMA_N_PREFERRED = 128  # the column tile a committed wgmma is widened toward (the ping-pong kernels' n128)
 PIPELINE_DEPTH = 4  # stages a new TMA pipeline starts with (CUTLASS's Hopper mainloops run 3-5)
@@ -35,12 +40,6 @@ def has_feature(kernel: n.Kernel, feature: Feature) -> bool:
         return arch_spec(kernel.target).has(feature)
     except UnknownArchError:
         return False
-
-
-def wgmma_n(columns: int) -> int | None:
-    """The widest wgmma N of the table that tiles `columns` (one instruction per 64-row block when
-    columns <= 256)."""
-    return next((width for width in reversed(WGMMA_WIDTHS) if columns % width == 0), None)
 
 
 def register_budgets(kernel: n.Kernel) -> tuple[int, ...]:
@@ -109,7 +108,7 @@ def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Ke
         body = map_stmts(role.body, lambda s: replace(s, value=replace(s.value, form=forms[id(s)]))  # type: ignore[arg-type, attr-defined]
                           if id(s) in forms else s)
         if body != role.body:
-            grouped = as_warpgroups(kernel, role)
+            grouped = regrouped(role, analysis.default_env(kernel))
             if grouped is None:
                 return None
             role = replace(grouped, body=body)
@@ -117,7 +116,7 @@ def commit_wgmma(kernel: n.Kernel, only: n.Let | n.Assign | None = None) -> n.Ke
     out = narrow_dtypes(with_launch(kernel, launch, replace(launch, roles=tuple(roles))), narrowed)
     if out is None:
         return None
-    return refit_forms(_widen_wgmma_tiles(_wgmma_row_domains(drop_unused_params(out))))
+    return apply(refit_forms, _widen_wgmma_tiles(_wgmma_row_domains(apply(drop_unused_params, out))))
 
 
 def _wgmma_row_domains(kernel: n.Kernel) -> n.Kernel:
@@ -168,37 +167,6 @@ def deepen_pipelines(kernel: n.Kernel) -> n.Kernel:
                 kernel = replace(kernel, params=tuple(replace(p, default=deeper[-1]) if p is param else p
                                                       for p in kernel.params))
     return kernel
-
-
-def refit_forms(kernel: n.Kernel) -> n.Kernel:
-    """Committed wgmma forms re-fitted to their tiles at the current defaults (widest N that tiles them)."""
-    launch = main_launch(kernel)
-    env = analysis.default_env(kernel)
-    forms: dict[int, str] = {}
-    for let in mma_sites(launch):
-        form = let.value.form  # type: ignore[attr-defined]
-        if not form.startswith("wgmma.") or let.type is None:
-            continue
-        cols = analysis.try_value(let.type.shape[-1], env)
-        width = wgmma_n(cols) if cols is not None else None
-        fitted = f"wgmma.m{WGMMA_M}n{width}k{WGMMA_K}"
-        if width is not None and fitted != form:
-            forms[id(let)] = fitted
-    if not forms:
-        return kernel
-    roles = tuple(replace(r, body=map_stmts(r.body, lambda s: replace(s, value=replace(s.value, form=forms[id(s)]))  # type: ignore[arg-type, attr-defined]
-                                             if id(s) in forms else s)) for r in launch.roles)
-    return with_launch(kernel, launch, replace(launch, roles=roles))
-
-
-def as_warpgroups(kernel: n.Kernel, role: n.Role) -> n.Role | None:
-    """The role regrouped into warpgroups (None when its warp count at the defaults is not a multiple of 4)."""
-    if role.unit is n.UnitKind.WARPGROUPS:
-        return role
-    warps = analysis.try_value(role.units, analysis.default_env(kernel))
-    if warps is None or warps % WARPS_PER_WARPGROUP:
-        return None
-    return replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(warps // WARPS_PER_WARPGROUP))
 
 
 def issues_mma(role: n.Role) -> bool:

@@ -8,7 +8,9 @@ Turn 0 evaluates the workload's plain seed schedules (a clean start). Every late
 4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
 5. writes the whole turn in one transaction;
 6. evaluates the queue through an `Executor` (default: a local pool, one slot per device), each
-   evaluation committed on its own.
+   evaluation committed on its own; a candidate that would become the best is first confirmed
+   (`Toolchain.confirm`: the gates under several seeds in every dtype its schedule declares) and stored as
+   FAILED when that does not hold.
 
 Resuming a run replays this from the store: finished turns are skipped, a turn that was proposed but not
 finished evaluates only what is still queued, and a turn that was never written is proposed again from the
@@ -37,6 +39,7 @@ from cake.evaluation.protocol import Executor
 from cake.runs.store import (
     CandidateRow,
     CandidateStatus,
+    Evaluation,
     FitnessKind,
     NewCandidate,
     RunStore,
@@ -392,9 +395,18 @@ class EvolutionLoop:
             for done in self.executor.collect():
                 for attempt, reason in enumerate(done.retries, 1):
                     self.store.log("retry", f"#{done.job.candidate_id} attempt {attempt} lost: {reason}")
-                self.store.record_evaluation(done.job.candidate_id, done.evaluation)
+                evaluation = done.evaluation
+                if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
+                    evaluation = self.toolchain.confirm(done.job, evaluation.worker, evaluation)
+                self.store.record_evaluation(done.job.candidate_id, evaluation)
                 self.progress.evaluated(self.store.candidate(done.job.candidate_id))
         return complete
+
+    def _would_be_best(self, evaluation: Evaluation) -> bool:
+        if evaluation.status is not CandidateStatus.PASSED or evaluation.fitness is None:
+            return False
+        best = self.best()
+        return best is None or best.fitness is None or evaluation.fitness > best.fitness
 
     # ------------------------------------------------------------------------------------ results
 

@@ -27,13 +27,18 @@ from cake.agents.hopper import (
     mma_sites,
     narrow_dtypes,
     operand_dtype_vars,
-    refit_forms,
     register_budgets,
     wgmma_partners,
 )
-from cake.agents.ir_edit import domain_values, map_stmts, walk, with_launch, with_role
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.analysis import domain_values
+from cake.ir.transforms import apply
+from cake.ir.transforms.as_warpgroups import as_warpgroups
+from cake.ir.transforms.bind_params import bind_params
+from cake.ir.transforms.refit_forms import refit_forms
+from cake.ir.visit import map_stmts, with_launch, with_role
+from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature
 
@@ -56,8 +61,7 @@ K16_FORMS = frozenset({"mma_sync.m16n8k16"})  # fixed forms whose k16 shape take
 def with_param_default(kernel: n.Kernel, name: str, value: int) -> n.Kernel:
     """`kernel` with param `name` defaulting to `value`; committed wgmma forms follow the tiles they cover
     (`refit_forms`), so a tile move does not leave an instruction that no longer divides its tile."""
-    params = tuple(replace(p, default=value) if p.name == name else p for p in kernel.params)
-    return refit_forms(replace(kernel, params=params))
+    return apply(refit_forms, bind_params(kernel, {name: value}))
 
 
 def _step(values: tuple[int, ...], current: int, rng: random.Random) -> int | None:
@@ -308,10 +312,8 @@ def mutate_unit_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     if units is None:
         return None
     if role.unit is n.UnitKind.WARPS:
-        if units % 4:
-            return None
-        new_role = replace(role, unit=n.UnitKind.WARPGROUPS, units=n.IntLit(units // 4))
-        what = f"warps {units} -> warpgroups {units // 4}"
+        grouped = as_warpgroups(kernel, role.name, launch.name)
+        return None if grouped is None else Mutation(grouped, f"{role.name} warps {units} -> warpgroups {units // 4}")
     else:
         if issues_wgmma(role) or any(r.regs is not None for r in launch.roles if r is not role):
             return None  # wgmma and setmaxnreg budgets are per warpgroup

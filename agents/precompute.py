@@ -24,14 +24,14 @@ None when no such reduction exists.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import replace
 
 from cake.agents.features import main_launch
-from cake.agents.ir_edit import fresh, mentions, substitute, substitute_body, walk
 from cake.agents.mutations import Mutation
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.visit import fresh, mentions, rewrite, substitute, substitute_body
+from cake.ir.visit import walk_stmts as walk
 
 PRECOMPUTE_ROWS = 64  # rows per CTA of the precompute launch (the hand-written `centroid_norms` uses 64)
 PRECOMPUTE_WARPS = 4
@@ -236,19 +236,7 @@ def _to_name(stmt: n.Let, operand: _Operand, name: str) -> n.Let:
     """`stmt` reading the operand as the register tile `name` (a staged `t_s[s]` becomes `name`)."""
     if not operand.staged:
         return stmt
-    return replace(stmt, value=_map_expr(stmt.value, lambda e: n.Name(name) if operand.refers(e) else None))
-
-
-def _map_expr(node: object, fn: Callable[[object], object | None]) -> n.Expr:
-    hit = fn(node)
-    if hit is not None:
-        return hit  # type: ignore[return-value]
-    if isinstance(node, tuple):
-        return tuple(_map_expr(x, fn) for x in node)  # type: ignore[return-value]
-    fields = getattr(node, "__dataclass_fields__", None)
-    if fields is None:
-        return node  # type: ignore[return-value]
-    return replace(node, **{f: _map_expr(getattr(node, f), fn) for f in fields if f != "span"})  # type: ignore[type-var]
+    return replace(stmt, value=rewrite(stmt.value, lambda e: n.Name(name) if operand.refers(e) else None))
 
 
 def _consumer_stage(loop: n.For, operand: _Operand) -> tuple[n.IndexItem, ...] | None:

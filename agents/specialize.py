@@ -28,7 +28,6 @@ from dataclasses import replace
 
 from cake.agents.features import main_launch
 from cake.agents.hopper import (
-    as_warpgroups,
     commit_wgmma,
     deepen_pipelines,
     fit_consumer_regs,
@@ -36,18 +35,15 @@ from cake.agents.hopper import (
     issues_mma,
     issues_wgmma,
 )
-from cake.agents.ir_edit import (
-    drop_unused_params,
-    fresh,
-    mentions,
-    substitute_body,
-    walk,
-    with_launch,
-)
 from cake.agents.mutations import Mutation, Operator
 from cake.agents.precompute import precompute
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.transforms import apply
+from cake.ir.transforms.as_warpgroups import regrouped
+from cake.ir.transforms.drop_unused_params import drop_unused_params
+from cake.ir.visit import fresh, mentions, substitute_body, with_launch
+from cake.ir.visit import walk_stmts as walk
 
 from cake.arch import Feature
 
@@ -170,14 +166,14 @@ def specialize(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     hopper = has_feature(kernel, Feature.SETMAXNREG)
     consumer = replace(role, name="consumer" if role.name != "consumer" else role.name, body=body)
     if hopper:
-        consumer = as_warpgroups(kernel, consumer) or consumer
+        consumer = regrouped(consumer, analysis.default_env(kernel)) or consumer
         producer = n.Role(PRODUCER, None, n.UnitKind.WARPGROUPS, n.IntLit(1), n.IntLit(PRODUCER_REGS),
                           tuple(producer_body))
     else:
         producer = n.Role(PRODUCER, None, role.unit, n.IntLit(1), None, tuple(producer_body))
     new = replace(launch, smem=(*launch.smem, *smem), barriers=(*launch.barriers, *barriers),
                   roles=(producer, consumer))
-    out = deepen_pipelines(drop_unused_params(with_launch(kernel, launch, new)))
+    out = deepen_pipelines(apply(drop_unused_params, with_launch(kernel, launch, new)))
     what = ""
     if has_feature(kernel, Feature.WGMMA):
         committed = commit_wgmma(out)

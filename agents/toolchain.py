@@ -42,3 +42,9 @@ class Toolchain(Protocol):
     def describe(self) -> str:
         """One plain sentence on how candidates are judged here (said at the start of every run)."""
         ...
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        """A passed candidate about to become the best, verified again before it is promoted: the gates under
+        several seeds in every dtype its schedule declares. Returns `evaluation` (annotated) when it holds,
+        else a FAILED evaluation carrying the failing seed's verdict."""
+        ...

@@ -11,7 +11,6 @@ import hashlib
 import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from cake.ir import nodes as n
 from cake.ir.analysis import domain_values
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
+from cake.ir.transforms.bind_params import bind_params
 
 from cake.diagnostics import DiagnosticError
 
@@ -45,18 +45,9 @@ def params_tag(params: Mapping[str, int]) -> str:
     return "_".join(f"{k}{v}" for k, v in sorted(params.items()))
 
 
-def specialize(kernel: n.Kernel, params: Mapping[str, int]) -> n.Kernel:
-    """`kernel` with the given params' defaults replaced (domains unchanged); unknown names are an error."""
-    unknown = set(params) - {p.name for p in kernel.params}
-    if unknown:
-        raise KeyError(f"{kernel.name} has no param {', '.join(sorted(unknown))}")
-    new_params = tuple(replace(p, default=params.get(p.name, p.default)) for p in kernel.params)
-    return replace(kernel, params=new_params)
-
-
 def write_specialized(path: Path, params: Mapping[str, int], out_dir: Path | None = None) -> Path:
     """Write `path` specialized to `params`; the file name carries the params and a hash of the text."""
-    kernel = specialize(parse(path.read_text(), str(path)), params)
+    kernel = bind_params(parse(path.read_text(), str(path)), params, file=path.name)
     text = print_kernel(kernel)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     target = (out_dir or specialized_dir()) / f"{kernel.name}__{params_tag(params)}__{digest}.cake"
@@ -102,7 +93,7 @@ def valid_assignments(kernel: n.Kernel, *, arch: str, backend: str, dims: Mappin
     from cake.ir.check import check, errors
 
     for params in param_grid(kernel):
-        if not errors(check(specialize(kernel, params), arch=arch, backend=backend, dims=dims)):
+        if not errors(check(bind_params(kernel, params), arch=arch, backend=backend, dims=dims)):
             yield params
 
 

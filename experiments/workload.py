@@ -146,6 +146,9 @@ class OpSpec:
     # at a large shape compares a sample to the fp64 reference instead of the whole output.
     spot_sample: tuple[tuple[str, int], ...] = ()
     folder: Path = field(default=Path("."))
+    # "module:function" loading this op's schedules as contract callables, when the lowering's own loader
+    # cannot (e.g. optional inputs a schedule cannot take); None: cake.lowering.runtime:load_schedule.
+    schedule_loader: str | None = None
 
     def seed_paths(self) -> tuple[Path, ...]:
         return tuple(self.folder / name for name in self.seeds)
@@ -303,3 +306,16 @@ def get_workload(name: str) -> Workload:
 
 def workload_for_op(op: str) -> Workload:
     return get_workload(op)
+
+
+def schedule_loader_for(op: str) -> str | None:
+    """The loader reference for `op`'s schedules when its workload declares one (a wrapper supplying what a
+    schedule cannot take, e.g. KDA's optional inputs); None: the lowering's own loader."""
+    try:
+        workload = get_workload(op)
+    except UnknownWorkloadError:
+        return None
+    for spec in workload.ops:
+        if spec.contract == op:
+            return spec.schedule_loader
+    return None

@@ -30,36 +30,34 @@ from typing import Any
 from cake.ir.evaluate import EvaluationError, evaluate
 from cake.ir.nodes import (
     Arrive,
-    BinOp,
-    Call,
     Copy,
     CopyKind,
     DType,
     ElemType,
     ExpectTx,
     Expr,
-    For,
     Index,
     Kernel,
     Launch,
-    Load,
-    Mma,
     MmaAsync,
     Name,
     NamedBarrierSync,
     NewAxis,
     Role,
     Slice,
-    Stmt,
     Sync,
     TileType,
-    Transpose,
-    UnaryOp,
     UnitKind,
     ValueRange,
     ValueSet,
     Wait,
 )
+
+# The statement and expression walks live in the rewrite engine; re-exported for the analyses' callers.
+from cake.ir.visit import StmtSite as StmtSite
+from cake.ir.visit import stmt_exprs as stmt_exprs
+from cake.ir.visit import walk_body as walk_body
+from cake.ir.visit import walk_expr as walk_expr
 
 import cake.arch as arch_facts
 from cake.arch import ArchSpec
@@ -187,12 +185,13 @@ def dtype_bindings(kernel: Kernel) -> tuple[dict[str, DType], ...]:
 
 
 def domain_values(kernel: Kernel, name: str) -> tuple[int, ...]:
+    """The param's domain, sorted (long ranges thinned to about 16 points)."""
     param = kernel.param(name)
     if param is None:
         return ()
     domain = param.domain
     if isinstance(domain, ValueSet):
-        return domain.values
+        return tuple(sorted(set(domain.values)))
     assert isinstance(domain, ValueRange)
     values = range(domain.start, domain.stop)
     if len(values) <= _MAX_DOMAIN_POINTS:
@@ -222,87 +221,7 @@ def identity_samples(kernel: Kernel, dims: Mapping[str, int] | None = None) -> t
 # ------------------------------------------------------------------------------------------------ walking
 
 
-def walk_expr(expr: Expr | Slice | NewAxis | None) -> Iterator[Expr]:
-    """`expr` and every sub-expression, pre-order (slices and new axes contribute their parts)."""
-    if expr is None or isinstance(expr, NewAxis):
-        return
-    if isinstance(expr, Slice):
-        yield from walk_expr(expr.start)
-        yield from walk_expr(expr.size)
-        return
-    yield expr
-    if isinstance(expr, BinOp):
-        yield from walk_expr(expr.lhs)
-        yield from walk_expr(expr.rhs)
-    elif isinstance(expr, UnaryOp):
-        yield from walk_expr(expr.operand)
-    elif isinstance(expr, Call):
-        for arg in expr.args:
-            yield from walk_expr(arg)
-        for kw in expr.kwargs:
-            yield from walk_expr(kw.value)
-    elif isinstance(expr, Index):
-        yield from walk_expr(expr.base)
-        for item in expr.items:
-            yield from walk_expr(item)
-    elif isinstance(expr, Transpose):
-        yield from walk_expr(expr.operand)
-    elif isinstance(expr, Load):
-        yield from walk_expr(expr.source)
-        yield from walk_expr(expr.other)
-    elif isinstance(expr, Mma):
-        yield from walk_expr(expr.a)
-        yield from walk_expr(expr.b)
-        yield from walk_expr(expr.acc)
-
-
-def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
-    """The expressions a statement evaluates (not its nested loop body)."""
-    from cake.ir import nodes as n
-
-    if isinstance(stmt, (n.Let, n.Assign)):
-        return (stmt.value,)
-    if isinstance(stmt, Copy):
-        return tuple(e for e in (stmt.source, stmt.dest, stmt.signals) if e is not None)
-    if isinstance(stmt, (n.Store, n.Atomic)):
-        return (stmt.value, stmt.dest)
-    if isinstance(stmt, MmaAsync):
-        return tuple(e for e in (stmt.a, stmt.b, stmt.dest, stmt.signals) if e is not None)
-    if isinstance(stmt, For):
-        exprs: list[Expr] = [stmt.start, stmt.stop]
-        if stmt.pipeline is not None:
-            exprs.append(stmt.pipeline.stages)
-        return tuple(exprs)
-    if isinstance(stmt, (Wait,)):
-        return tuple(e for e in (stmt.barrier, stmt.phase) if e is not None)
-    if isinstance(stmt, Arrive):
-        return (stmt.barrier,)
-    if isinstance(stmt, ExpectTx):
-        return (stmt.barrier, stmt.bytes)
-    if isinstance(stmt, NamedBarrierSync):
-        return (stmt.barrier_id, stmt.threads)
-    return ()
-
-
 Path = tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class StmtSite:
-    """A statement with where it sits: its path in the role body and its enclosing loops (outermost first)."""
-
-    path: Path
-    stmt: Stmt
-    loops: tuple[For, ...]
-
-
-def walk_body(body: tuple[Stmt, ...], prefix: Path = (), loops: tuple[For, ...] = ()) -> Iterator[StmtSite]:
-    """Every statement in program order (a loop, then its body)."""
-    for i, stmt in enumerate(body):
-        path = (*prefix, i)
-        yield StmtSite(path, stmt, loops)
-        if isinstance(stmt, For):
-            yield from walk_body(stmt.body, path, (*loops, stmt))
 
 
 def ref_name(ref: Expr | None) -> str | None:

@@ -4,7 +4,7 @@ lowering and the compilers behind it can find. Each code has one meaning, listed
 from __future__ import annotations
 
 # A `--param` / params assignment names no param of the schedule, or a value outside its domain.
-BAD_PARAM = "E0701"
+BAD_PARAM = "E0701"  # raised by cake.ir.transforms.bind_params (the IR cannot import the lowering)
 # A construct the backend cannot express reached the emitter (the checker's capability checks refuse these
 # first; this is the emitter's own refusal, never a silent simplification).
 UNSUPPORTED = "E0702"

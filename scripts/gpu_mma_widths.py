@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from cake.lowering.runtime import load, lower
 
 SCHEDULES = ("assign_pingpong.cake", "assign_pingpong_x2.cake")
 SHAPES = ((2, 301, 197, 128), (1, 64, 96, 128), (3, 1000, 515, 64))  # B, N, K, D: tails in N and K
+CHILD_TIMEOUT_S = 60  # one variant: lower, nvcc, load, six checks
 TOLERANCE = 1e-2  # relative to the row's distance scale: bf16 inputs, fp32 accumulation
 
 
@@ -53,26 +56,47 @@ def check_one(fn: Any, shape: tuple[int, int, int, int], dtype: Any) -> dict[str
     return {"shape": list(shape), "dtype": str(dtype), "mismatches": int(bad.sum()), "points": b * n}
 
 
-def main() -> None:
+def run_one(index: int) -> dict[str, Any]:
+    """Lower, load and check the `index`-th wide variant (in this process: run by `main` in a child)."""
     import torch
 
+    variant = wide_variants()[index]
+    entry: dict[str, Any] = {"schedule": variant.schedule, "variant": variant.label, "checks": []}
+    fn = load(lower(variant.kernel(), "cuda", filename=variant.schedule))
+    for shape in SHAPES:
+        for dtype in (torch.bfloat16, torch.float16):
+            entry["checks"].append(check_one(fn, shape, dtype))
+    return entry
+
+
+def main() -> None:
+    """Each variant runs in a child process of its own: a CUDA fault (e.g. a misaligned address) is sticky for
+    the process that raised it, so one faulting width would otherwise fail every width after it."""
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(run_one(int(sys.argv[2]))))
+        return
+    variants = wide_variants()
     results = []
-    for variant in wide_variants():
-        kernel = variant.kernel()
+    for index, variant in enumerate(variants):
         entry: dict[str, Any] = {"schedule": variant.schedule, "variant": variant.label, "checks": []}
         start = time.perf_counter()
         try:
-            fn = load(lower(kernel, "cuda", filename=variant.schedule))
-            for shape in SHAPES:
-                for dtype in (torch.bfloat16, torch.float16):
-                    entry["checks"].append(check_one(fn, shape, dtype))
-        except Exception as error:  # recorded as data: one broken width must not hide the others
-            entry["error"] = f"{type(error).__name__}: {error}"[:2000]
+            proc = subprocess.run([sys.executable, __file__, "--one", str(index)], capture_output=True, text=True,
+                                  timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            entry["error"] = f"timed out after {CHILD_TIMEOUT_S} s (a hang)"
+        else:
+            if proc.returncode == 0:
+                entry = json.loads(proc.stdout.strip().splitlines()[-1])
+            else:
+                lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+                entry["error"] = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")[:500]
         entry["seconds"] = round(time.perf_counter() - start, 2)
         ok = "error" not in entry and all(c["mismatches"] == 0 for c in entry["checks"])
         entry["ok"] = ok
         print(f"{'OK  ' if ok else 'FAIL'} {variant.schedule.split('/')[-1]:<26} {variant.label:<28} "
-              + (entry.get("error", "") or ", ".join(f"{c['shape']}:{c['mismatches']}" for c in entry["checks"])))
+              + (entry.get("error", "") or ", ".join(f"{c['shape']}:{c['mismatches']}" for c in entry["checks"])),
+              flush=True)
         results.append(entry)
     print(f"{sum(r['ok'] for r in results)} of {len(results)} widths right")
     out = Path(os.environ.get("OUT", ".")) / "gpu_mma_widths.json"

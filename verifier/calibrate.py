@@ -9,6 +9,11 @@ fails its own calibration is a false positive by construction), and never below 
 the first-principles bound a correct implementation with another summation order (a GPU) would fail. Each op's
 entry is written to its own table (`ToleranceModel.table`, a JSON file its workload commits beside its
 contracts), keeping the other ops' entries there; `--out` writes every calibrated op to one file instead.
+
+`--device cuda` runs the torch and compiled Triton controls on the GPU at the GPU shapes (the sequential
+controls emulate a GPU loop on the CPU and stay there) and writes each op's entry to the GPU table beside its
+CPU table (`tolerance.gpu_table_path`: `tolerances_cuda.json`). The verifier judges with the larger
+coefficient of the two on every device (tolerance.load_table).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from cake.verifier.expected import to_reference_inputs
 from cake.verifier.gates import get_gate
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.registry import CONTRACTS, get_contract, get_controls
-from cake.verifier.tolerance import DEFAULT_COEFFICIENT, dtype_name, load_table
+from cake.verifier.sampling import case_rows, take_rows
+from cake.verifier.tolerance import DEFAULT_COEFFICIENT, dtype_name, gpu_table_path, load_table
 from torch import Tensor
 
 CALIBRATION_GATES = ("CMP-01", "CMP-03", "ORD-01", "PRC-01", "PRC-02", "EXC-02")
@@ -39,14 +45,20 @@ MIN_COEFFICIENT = 2.0
 
 
 def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...], outputs: tuple[Tensor, ...]) -> float:
-    """Max over elements of |error| / model-unit (coefficient 1) for one case; finite elements only."""
+    """Max over elements of |error| / model-unit (coefficient 1) for one case; finite elements only. The
+    reference runs where the inputs are (fp64 on the GPU for GPU cases); a sampled case is judged on its rows."""
+    rows = case_rows(contract, case)
+    if rows is not None:
+        assert contract.row_dim is not None
+        inputs = tuple(take_rows(contract.inputs, inputs, contract.row_dim, rows))
+        outputs = tuple(t for t in take_rows(contract.outputs, outputs, contract.row_dim, rows) if t is not None)
     inputs64 = to_reference_inputs(inputs)
     refs = contract.reference(*inputs64)
     out_dtypes = contract.output_dtypes(list(inputs), case.dtype)
     units = contract.tolerance.unit(case.dim_map, inputs64, refs, case.dtype, out_dtypes)
     worst = 0.0
     for i, check in enumerate(contract.output_checks):
-        got = outputs[i].detach().cpu()
+        got = outputs[i].detach().to(refs[i].device)
         if check is OutputCheck.ARGMIN:
             assert contract.scores is not None
             scores = contract.scores(*inputs64).nan_to_num(nan=float("inf"))
@@ -60,28 +72,32 @@ def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...
     return worst
 
 
-def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool) -> list[float]:
-    ctx = make_context(contract, kernel, dtypes=[dtype], interpreter=interpreter)
+def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool,
+           device: str = "cpu") -> list[float]:
+    ctx = make_context(contract, kernel, device=device, dtypes=[dtype], interpreter=interpreter)
     found = []
     for gate_id in CALIBRATION_GATES:
         gate = get_gate(gate_id)
         if dtype not in gate.dtypes(ctx) or gate.applies(ctx) is not None:
             continue
         for case in gate.plan(ctx, dtype):
-            inputs = materialize(contract, case, "cpu")
+            inputs = materialize(contract, case, device)
             result = kernel(*inputs)
             outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
             found.append(worst_ratio(contract, case, inputs, outputs))  # type: ignore[arg-type]
     return found
 
 
-def calibrate_op(contract: Contract, include_triton: bool) -> dict[str, object]:
+def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu") -> dict[str, object]:
     """The table entry of one op: per dtype, the coefficient and the ratios it came from."""
+    gpu = device.startswith("cuda")
     controls = get_controls(contract.name)
-    kernels: list[tuple[str, Callable[..., object], bool]] = [(k, f, False) for k, f in controls.named().items()]
+    # On a GPU only the torch control: the sequential one emulates a GPU loop with CPU tensors inside.
+    kernels: list[tuple[str, Callable[..., object], bool]] = [(k, f, False) for k, f in controls.named().items()
+                                                                if not gpu or k == "torch"]
     triton = controls.triton_kernel() if include_triton else None
     if triton is not None:
-        kernels.append(("triton", triton, True))
+        kernels.append(("triton", triton, not gpu))
     entry: dict[str, object] = {}
     for dtype in contract.dtypes:
         found: list[float] = []
@@ -89,7 +105,7 @@ def calibrate_op(contract: Contract, include_triton: bool) -> dict[str, object]:
         for source, kernel, interpreted in kernels:
             if interpreted and dtype == torch.bfloat16:
                 continue  # the interpreter computes bf16 as integers: not a control there
-            found += ratios(contract, kernel, dtype, interpreted)
+            found += ratios(contract, kernel, dtype, interpreted, device)
             sources.append(source)
         p95 = float(torch.tensor(found).quantile(0.95)) if found else 0.0
         worst = max(found, default=0.0)
@@ -101,19 +117,28 @@ def calibrate_op(contract: Contract, include_triton: bool) -> dict[str, object]:
     return entry
 
 
-def table_json(ops: dict[str, object]) -> dict[str, object]:
+def table_json(ops: dict[str, object], device: str = "cpu") -> dict[str, object]:
     return {
         "method": f"coefficient = max({P95_MARGIN} x p95, {MAX_MARGIN} x max, {MIN_COEFFICIENT}) of error / model unit over correct "
-                  f"controls on the CPU; gates {', '.join(CALIBRATION_GATES)}; seed 0",
+                  f"controls on {_where(device)}; gates {', '.join(CALIBRATION_GATES)}; seed 0",
         "default_coefficient": DEFAULT_COEFFICIENT, "min_coefficient": MIN_COEFFICIENT, "ops": ops,
     }
 
 
-def write_tables(entries: dict[str, dict[str, object]], out: Path | None) -> list[Path]:
-    """Each op's entry into its contract's table (merged with the ops already there), or all into `out`."""
+def _where(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"the GPU ({torch.cuda.get_device_name(torch.device(device))}) at the GPU shapes"
+    return "the CPU"
+
+
+def write_tables(entries: dict[str, dict[str, object]], out: Path | None, device: str = "cpu") -> list[Path]:
+    """Each op's entry into its contract's table (merged with the ops already there), or all into `out`;
+    with a GPU `device`, into the GPU table beside the contract's table."""
     by_path: dict[Path, dict[str, object]] = {}
     for op, entry in entries.items():
         path = out or get_contract(op).tolerance.table
+        if path is not None and out is None and device.startswith("cuda"):
+            path = gpu_table_path(path)
         if path is None:
             raise SystemExit(f"op `{op}` has no tolerance table: set ToleranceModel(table=PATH) in its contract, "
                              "or pass --out")
@@ -121,7 +146,7 @@ def write_tables(entries: dict[str, dict[str, object]], out: Path | None) -> lis
             by_path[path] = json.loads(path.read_text())["ops"] if path.is_file() and out is None else {}
         by_path[path][op] = entry
     for path, ops in by_path.items():
-        path.write_text(json.dumps(table_json(dict(sorted(ops.items()))), indent=2, sort_keys=True) + "\n")
+        path.write_text(json.dumps(table_json(dict(sorted(ops.items())), device), indent=2, sort_keys=True) + "\n")
     load_table.cache_clear()
     return sorted(by_path)
 
@@ -131,11 +156,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--op", nargs="*", default=None, help="ops to calibrate (default: every registered op)")
     parser.add_argument("--out", type=Path, default=None, help="write every calibrated op to this one file")
     parser.add_argument("--no-triton", action="store_true", help="calibrate on the eager controls only")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the controls run (cuda: GPU shapes, compiled Triton, the GPU table)")
     args = parser.parse_args(argv)
-    include_triton = not args.no_triton and (os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available())
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
+    if args.device == "cuda":
+        include_triton = not args.no_triton
+    else:
+        include_triton = not args.no_triton and os.environ.get("TRITON_INTERPRET") == "1"
     names = args.op or list(CONTRACTS)
-    entries = {name: calibrate_op(get_contract(name), include_triton) for name in names}
-    for path in write_tables(entries, args.out):
+    entries = {name: calibrate_op(get_contract(name), include_triton, args.device) for name in names}
+    for path in write_tables(entries, args.out, args.device):
         print(f"wrote {path}")
     return 0
 

@@ -6,24 +6,13 @@ with `cake.verifier.registry.get_contract`.
 A kernel under test is any Python callable taking the op's inputs as torch tensors in signature order
 and returning its output (one tensor) or outputs (a tuple, in `outputs` order).
 
-The format carries multi-output ops with optional inputs. The KDA forward, when its workload arrives,
-is written as::
+The format carries multi-output ops with optional inputs, per-input value domains (`ValueDomain`: the gates
+project every generated value into it) and structured integer inputs (`SegmentOffsets`: varlen `cu_seqlens`).
+KDA's contracts (experiments/kda/contract.py) use all three.
 
-    Contract(
-        name="kda_forward",
-        inputs=(TensorSpec("q", ("B", "T", "H", "K")), TensorSpec("k", ("B", "T", "H", "K")),
-                TensorSpec("v", ("B", "T", "H", "V")), TensorSpec("g", ("B", "T", "H", "K")),
-                TensorSpec("beta", ("B", "T", "H")),
-                TensorSpec("initial_state", ("B", "H", "K", "V"), "float32", optional=True)),
-        outputs=(TensorSpec("o", ("B", "T", "H", "V"), "same_as:q", Role.OUT),
-                 TensorSpec("final_state", ("B", "H", "K", "V"), "float32", Role.OUT)),
-        dims=(DimSpec("B", 1, 8, (1, 2)), DimSpec("T", 17, 1024, (1, 63, 64, 65)), ...),
-        reference=naive_recurrent_kda_fp64,   # fla's naive_recurrent_kda semantics, in fp64
-        tolerance=ToleranceModel(reduction=lambda d: d["T"] * d["K"], scale=kda_scale),
-        ...)
-
-An optional input is passed as None when a case omits it (`Case.omitted`), and the reference receives None
-too; outputs are compared one by one, each with its own dtype rule and `OutputCheck`.
+An optional input is passed as None when a case omits it (`Case.omitted`; a gate's cases cycle through
+every subset, `Contract.omission_pattern`), and the reference receives None too; outputs are compared one by
+one, each with its own dtype rule and `OutputCheck`.
 """
 
 from __future__ import annotations
@@ -67,9 +56,87 @@ class DimSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ValueDomain:
+    """The values an input may take. The gates project every generated value into it (`project`), so a
+    kernel is never judged on inputs its op does not define: values outside the domain are not its fault.
+
+    * `low`/`high`: a closed interval. With both ends finite, a generated value x becomes
+      low + (high - low) * sigmoid(x + logit_center) — every family (huge, tiny, zero, offset) lands inside,
+      the extremes on the ends, and `logit_center` puts typical values where the op's users put them; with
+      one end infinite, values are clamped.
+    * `unit_norm`: each vector along the last dim is scaled to L2 norm 1 (a zero vector becomes e_0).
+    * `finite`: NaN/+-Inf are outside the domain (they become 0 before the interval map).
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    logit_center: float = 0.0
+    unit_norm: bool = False
+    finite: bool = True
+
+    def project(self, x: Tensor) -> Tensor:
+        """`x` (fp32, any family's values) mapped into the domain; a pure function of `x`."""
+        if self.finite:
+            x = x.nan_to_num(0.0, 0.0, 0.0)
+        if math.isfinite(self.low) and math.isfinite(self.high):
+            x = self.low + (self.high - self.low) * torch.sigmoid(x + self.logit_center)
+        elif math.isfinite(self.low) or math.isfinite(self.high):
+            x = x.clamp(min=self.low if math.isfinite(self.low) else None,
+                        max=self.high if math.isfinite(self.high) else None)
+        if self.unit_norm and x.ndim and x.shape[-1]:
+            x64 = x.double()
+            norm = x64.norm(dim=-1, keepdim=True)
+            basis = torch.zeros_like(x64)
+            basis[..., 0] = 1.0
+            x = torch.where(norm > 0, x64 / norm.clamp_min(1e-300), basis).float()
+        return x
+
+    def describe(self) -> str:
+        parts = []
+        if math.isfinite(self.low) or math.isfinite(self.high):
+            parts.append(f"in [{self.low:g}, {self.high:g}]")
+        if self.unit_norm:
+            parts.append("L2-normalized over the last dim")
+        if self.finite:
+            parts.append("finite")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentOffsets:
+    """An integer input holding sequence boundaries into a packed dim (varlen batches, `cu_seqlens`):
+    `count` + 1 offsets, 0 = c_0 <= c_1 <= ... <= c_count = dims[total]; empty segments are allowed. When the
+    input is present the `batch` dim is 1 (segments replace the batch); when it is omitted, `count` equals
+    `batch` (one segment per batch row), so tensors sized by `count` (per-sequence states) keep one shape
+    rule. The tensor's dims are written `("<count>+1",)`."""
+
+    total: str
+    count: str
+    batch: str
+
+    def resolve(self, dims: dict[str, int], present: bool) -> None:
+        if present:
+            dims[self.batch] = 1
+        else:
+            dims[self.count] = dims[self.batch]
+
+    def values(self, dims: Mapping[str, int], gen: torch.Generator, edges: bool) -> Tensor:
+        """Sorted cut points drawn uniformly from [0, total]; `edges` also makes the first and the last
+        segment empty (when there are at least three), the structure a state-carrying kernel mishandles."""
+        total, count = dims[self.total], dims[self.count]
+        cuts = torch.randint(0, total + 1, (max(0, count - 1),), generator=gen).sort().values
+        if edges and count >= 3:
+            cuts[0], cuts[-1] = 0, total
+        return torch.cat([torch.zeros(1, dtype=torch.int64), cuts.long(), torch.tensor([total])])
+
+
+@dataclass(frozen=True, slots=True)
 class TensorSpec:
-    """`dtype_rule`: 'float' (the case's dtype), 'int64', 'int32', 'index' (int32 or int64 accepted, outputs
-    only), or 'same_as:<input>'. `int_range_dim`: integer values lie in [0, dims[int_range_dim])."""
+    """`dtype_rule`: 'float' (the case's dtype), 'float32', 'int64', 'int32', 'index' (int32 or int64
+    accepted, outputs only), or 'same_as:<input>'. `int_range_dim`: integer values lie in
+    [0, dims[int_range_dim]). `domain`: the values a float input may take (None: any, NaN/Inf included).
+    `offsets`: an integer input holding segment boundaries (see SegmentOffsets). A dim written `N+1` is
+    dims["N"] + 1."""
 
     name: str
     dims: tuple[str, ...]
@@ -77,6 +144,8 @@ class TensorSpec:
     role: Role = Role.IN
     optional: bool = False
     int_range_dim: str | None = None
+    domain: ValueDomain | None = None
+    offsets: SegmentOffsets | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +173,30 @@ class Contract:
     # judged on a sample of indices, with the fp64 reference computed on that sample only.
     row_dim: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def optional_inputs(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.inputs if s.optional)
+
+    def resolve_dims(self, dims: Mapping[str, int], omitted: tuple[str, ...]) -> dict[str, int]:
+        """`dims` with the couplings the signature implies (segment offsets: batch 1 when present, one
+        segment per batch row when omitted). Idempotent; every case's dims pass through it."""
+        out = dict(dims)
+        for spec in self.inputs:
+            if spec.offsets is not None:
+                spec.offsets.resolve(out, spec.name not in omitted)
+        return out
+
+    def omission_pattern(self, case_index: int) -> tuple[str, ...]:
+        """Which optional inputs case `case_index` of a gate omits: the cases cycle through every subset,
+        all present first, then none, so each gate with two or more cases sees both ends."""
+        names = self.optional_inputs
+        if not names:
+            return ()
+        full = (1 << len(names)) - 1
+        masks = [0, full, *range(1, full)]  # bit j set: input j omitted
+        mask = masks[case_index % len(masks)]
+        return tuple(name for j, name in enumerate(names) if (mask >> j) & 1)
 
     def dim(self, name: str) -> DimSpec:
         for d in self.dims:
@@ -153,8 +246,14 @@ def element_size(dtype: torch.dtype) -> int:
 EXACT_NAN = "NaN/Inf follow the fp64 reference: non-finite outputs at exactly its positions and signs."
 
 
+def dim_size(name: str, dims: Mapping[str, int]) -> int:
+    """dims[name], or dims[X] + c for a dim written `X+c` (segment offsets have `N+1` entries)."""
+    base, plus, extra = name.partition("+")
+    return dims[base] + (int(extra) if plus else 0)
+
+
 def shape_of(spec: TensorSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(dims[d] for d in spec.dims)
+    return tuple(dim_size(d, dims) for d in spec.dims)
 
 
 def numel(contract: Contract, dims: Mapping[str, int]) -> int:

@@ -1,6 +1,7 @@
 """The KernelBench-style *standard* check, implemented only to be compared against (`cake audit`).
 
-Its definition: one fixed shape (the contract's default dims for the device), a few randn fp32 inputs,
+Its definition: one fixed shape (the contract's default dims for the device), a few randn fp32 inputs
+(optional inputs left out, as a plain call would; values inside the contract's domains),
 `torch.allclose(out, ref, atol=STANDARD_ATOL, rtol=STANDARD_RTOL)`. These constants define the standard
 check; they are not tolerances the contract gates use.
 """
@@ -30,9 +31,11 @@ class StandardResult:
 
 
 def standard_check(contract: Contract, kernel: Callable[..., object], *, device: str = "cpu", seed: int = 0) -> StandardResult:
-    dims = contract.default_dims(device)
+    omitted = contract.optional_inputs
+    dims = contract.resolve_dims(contract.default_dims(device), omitted)
     for trial in range(STANDARD_TRIALS):
-        case = make_case(dims, STANDARD_DTYPE, ValueFamily.RANDN, Layout.CONTIGUOUS, seed, STANDARD_GATE_ID, trial)
+        case = make_case(dims, STANDARD_DTYPE, ValueFamily.RANDN, Layout.CONTIGUOUS, seed, STANDARD_GATE_ID, trial,
+                         omitted)
         inputs = materialize(contract, case, device)
         try:
             outputs = call_kernel(kernel, inputs, len(contract.outputs))

@@ -16,6 +16,11 @@ For one output element with fp64 reference value r, the allowed absolute error i
 read from the op's tolerance table (`ToleranceModel.table`: a JSON file its workload ships beside its
 contracts, written by calibrate.py), the only place tolerance numbers live. An op without a table, or an
 (op, dtype) missing from it, uses DEFAULT_COEFFICIENT (the table's `default_coefficient`).
+
+Beside each table may sit its GPU twin (`gpu_table_path`: `tolerances_cuda.json`, written by `calibrate
+--device cuda` from GPU controls). Each (op, dtype) takes the larger coefficient of the two on every device:
+what a correct GPU control needs a correct kernel deserves anywhere, and a verdict must not depend on the
+device that judges it.
 """
 
 from __future__ import annotations
@@ -57,17 +62,38 @@ class ToleranceTable:
         return self.coefficients.get(op, {}).get(dtype_name(dtype), self.default_coefficient)
 
 
+def gpu_table_path(path: Path) -> Path:
+    """Where `calibrate --device cuda` writes the GPU twin of the table at `path`."""
+    return path.with_name(f"{path.stem}_cuda{path.suffix}")
+
+
+def _read(path: Path) -> ToleranceTable:
+    data = json.loads(path.read_text())
+    coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
+    return ToleranceTable(float(data["default_coefficient"]), coefficients)
+
+
+def merge_tables(tables: list[ToleranceTable]) -> ToleranceTable:
+    """Per (op, dtype) the largest coefficient any table gives; the largest default."""
+    merged: dict[str, dict[str, float]] = {}
+    for table in tables:
+        for op, per in table.coefficients.items():
+            for dtype, value in per.items():
+                merged.setdefault(op, {})[dtype] = max(value, merged.get(op, {}).get(dtype, value))
+    return ToleranceTable(max(t.default_coefficient for t in tables), merged)
+
+
 @functools.cache
 def load_table(path: Path | None) -> ToleranceTable:
-    """The calibrated table at `path`; None (an uncalibrated op) gives the default coefficient for all."""
+    """The calibrated table at `path` merged with its GPU twin when that exists; None (an uncalibrated op)
+    gives the default coefficient for all."""
     if path is None:
         return ToleranceTable(DEFAULT_COEFFICIENT, {})
     if not path.is_file():
         raise FileNotFoundError(f"tolerance table {path} does not exist; write it with "
                                 "`python -m cake.verifier.calibrate --op OP`, or set ToleranceModel(table=None)")
-    data = json.loads(path.read_text())
-    coefficients = {op: {d: float(e["coefficient"]) for d, e in per.items()} for op, per in data["ops"].items()}
-    return ToleranceTable(float(data["default_coefficient"]), coefficients)
+    gpu = gpu_table_path(path)
+    return merge_tables([_read(path)] + ([_read(gpu)] if gpu.is_file() else []))
 
 
 def eps(dtype: torch.dtype) -> float:

@@ -89,7 +89,9 @@ class ExperimentView:
         workers = Table(title="evaluations per worker", title_justify="left", show_edge=False)
         workers.add_column("worker")
         workers.add_column("finished", justify="right")
-        for worker, count in self.by_worker.most_common(WORKERS_SHOWN):
+        # A Ray executor knows the host:pid of each worker; a local pool, the device slot.
+        by_worker = getattr(self.executor, "finished_by_worker", None) or self.by_worker
+        for worker, count in Counter(by_worker).most_common(WORKERS_SHOWN):
             workers.add_row(worker, str(count))
         best = Table(title="best so far per arm", title_justify="left", show_edge=False)
         best.add_column("arm")

@@ -14,6 +14,7 @@ from cake.cli.common import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from cake.verifier.results import Evidence, Verdict
+    from cake.verifier.selftest import MutantOutcome
     from cake.verifier.worker_protocol import KernelRef
 
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
@@ -44,12 +45,20 @@ def add_battery_options(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("verify", help="run the contract gates on a kernel (isolated)")
     parser.add_argument("--op", help="the op contract (see `cake ops`); read from the schedule with --schedule")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--kernel", metavar="PATH.py:FUNC", help="a Python callable taking the op's inputs")
     source.add_argument("--schedule", metavar="FILE.cake", help="a CAKE schedule, lowered and loaded")
+    source.add_argument("--self-test", action="store_true",
+                        help="mutate the correct controls of every op (or --op) and report the battery's kill score")
     add_battery_options(parser)
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                        help="run the battery under each seed (one worker, one compile); passes only if every seed does")
     parser.add_argument("--all-gates", action="store_true", help="run every gate even after a failure")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the verdict as JSON")
+    parser.add_argument("--controls", nargs="+", metavar="SOURCE",
+                        help="--self-test: torch sequential triton (default: those that run here)")
+    parser.add_argument("--operators", nargs="+", metavar="ID", help="--self-test: only these mutation operators")
+    parser.add_argument("--report", type=Path, metavar="OUT.md", help="--self-test: also write the tables here")
     parser.set_defaults(run=run)
 
 
@@ -87,7 +96,9 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
         if not Path(args.schedule).is_file():
             raise UsageError(f"schedule file {args.schedule!r} does not exist")
         op = args.op or schedule_op(args.schedule)
-        return op, KernelRef.loader(SCHEDULE_LOADER, args.schedule)
+        from cake.experiments.workload import schedule_loader_for
+
+        return op, KernelRef.loader(schedule_loader_for(op) or SCHEDULE_LOADER, args.schedule)
     if args.op is None:
         raise UsageError("--op is required with --kernel")
     return args.op, parse_kernel(args.kernel)
@@ -96,6 +107,12 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
 def run(args: argparse.Namespace) -> int:
     from cake.verifier.worker import KernelLoadError, verify_in_worker
 
+    if args.self_test:
+        return run_self_test(args)
+    if args.kernel is None and args.schedule is None:
+        raise UsageError("one of --kernel, --schedule or --self-test is required")
+    if args.seeds:
+        return run_seeds(args)
     op, ref = resolve_kernel(args)
     check_op(op)
     dtypes = normalize_dtypes(args.dtypes)
@@ -108,6 +125,56 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.write_text(verdict.to_json() + "\n")
     return ExitCode.OK if verdict.passed else ExitCode.FINDINGS
+
+
+def run_seeds(args: argparse.Namespace) -> int:
+    """The battery under every seed of --seeds, in one worker; each seed's table, then the summary."""
+    from cake.verifier.multiseed import verify_seeds_in_worker
+    from cake.verifier.worker import KernelLoadError
+
+    op, ref = resolve_kernel(args)
+    check_op(op)
+    try:
+        result = verify_seeds_in_worker(op, ref, seeds=args.seeds, device=args.device,
+                                        dtypes=normalize_dtypes(args.dtypes), all_gates=args.all_gates,
+                                        timeout_s=args.timeout, use_cache=not args.no_cache)
+    except KernelLoadError as error:
+        raise UsageError(str(error)) from None
+    for seed, verdict in zip(result.seeds, result.verdicts, strict=True):
+        print_verdict(verdict, f"{ref.describe()} · seed {seed}", device=args.device)
+    print(f"{op}: {'PASSED' if result.passed else 'FAILED'} {result.summary()}")
+    if args.json is not None:
+        args.json.write_text(result.to_json() + "\n")
+    return ExitCode.OK if result.passed else ExitCode.FINDINGS
+
+
+def _progress(o: MutantOutcome) -> None:
+    said = f"killed by {', '.join(o.killed_by)}" if o.killed else "SURVIVED" if o.applicable else f"n/a: {o.note}"
+    print(f"  {o.op:14} {o.control:10} {o.operator:18} {said}", flush=True)
+
+
+def run_self_test(args: argparse.Namespace) -> int:
+    """Exit 0 when every control passed and every surviving mutant is argued equivalent; 1 otherwise."""
+    from cake.verifier.mutants import OPERATORS
+    from cake.verifier.selftest import CONTROL_SOURCES, format_report, run_self_test
+
+    if args.op is not None:
+        check_op(args.op)
+    for source in args.controls or ():
+        if source not in CONTROL_SOURCES:
+            raise UsageError(f"unknown control source {source!r}; known: {', '.join(CONTROL_SOURCES)}")
+    for op_id in args.operators or ():
+        if op_id not in OPERATORS:
+            raise UsageError(f"unknown mutation operator {op_id!r}; known: {', '.join(OPERATORS)}")
+    device = args.device
+    report = run_self_test([args.op] if args.op else None, device=device, dtypes=normalize_dtypes(args.dtypes),
+                           sources=args.controls, operators=args.operators, seed=args.seed, progress=_progress)
+    text = format_report(report)
+    print(text)
+    if args.report is not None:
+        args.report.write_text(text + "\n")
+    ok = not report.unaccounted and not report.control_failures
+    return ExitCode.OK if ok else ExitCode.FINDINGS
 
 
 def evidence_text(ev: Evidence | None) -> str:

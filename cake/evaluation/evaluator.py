@@ -6,7 +6,11 @@
 * On a GPU: a bench worker process pinned to that GPU (`cake.evaluation.bench_worker`) runs the gates at
   the fitness dtype and, when they pass, times the candidate interleaved with the workload's baselines;
   it answers with typed `BenchTimes`, and the workload's `Fitness.score` turns them into the speedup over
-  the best baseline (`FitnessKind.MEASURED`). The verdict is read back from the verdict cache it filled.
+  the best baseline (`FitnessKind.MEASURED`). The verdict is read back from the verdict cache it filled. A
+  timed candidate is then verified in every other dtype its schedule declares (`declared_dtypes`; the loop
+  used to verify bf16 only though schedules declare f16 too), and fails when one fails.
+* `confirm` (the loop calls it for a candidate that would become the best): the gates again under
+  `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
 
 The kernel reference names the schedule with its backend, arch and params explicitly (`KernelSpec`), so
 nothing travels through environment variables. The evaluator is a frozen dataclass of plain values: an
@@ -23,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +71,7 @@ class KernelSpec:
     backend: str
     arch: str | None = None
     params: tuple[tuple[str, int], ...] = ()
+    loader: str | None = None  # "module:function" with the lowering's loader signature; None: the lowering's
 
     def ref(self) -> KernelRef:
         from cake.lowering.runtime import SCHEDULE_LOADER
@@ -74,7 +79,7 @@ class KernelSpec:
 
         options = {"backend": self.backend, **({"arch": self.arch} if self.arch else {}),
                    **({"params": json.dumps(dict(self.params), sort_keys=True)} if self.params else {})}
-        return KernelRef.loader(SCHEDULE_LOADER, str(self.path), options)
+        return KernelRef.loader(self.loader or SCHEDULE_LOADER, str(self.path), options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,9 @@ class ScheduleEvaluator:
     against: tuple[str, ...] = field(default_factory=tuple)  # baselines the GPU fitness is measured against
 
     def kernel(self, path: Path) -> KernelSpec:
-        return KernelSpec(path, self.settings.backend, self.arch)
+        from cake.experiments.workload import schedule_loader_for
+
+        return KernelSpec(path, self.settings.backend, self.arch, loader=schedule_loader_for(self.op))
 
     def evaluate(self, job: EvalJob, device: str) -> Evaluation:
         started = time.monotonic()
@@ -162,6 +169,13 @@ class ScheduleEvaluator:
         if outcome is None:  # verified, then the timing died or ran out of time
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json,
                                error=f"bench: {problem}"[:ERROR_CHARS])
+        others = [d for d in self.declared_dtypes(job.path) if d != dtype]
+        if others:  # the bench verified the fitness dtype; the schedule serves these too
+            more = self.verify(job.path, device, others)
+            if not more.passed:
+                return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(more.to_json()),
+                                   tokens=tuple(g.replay_token for g in more.gates if g.replay_token),
+                                   error=f"fails in {', '.join(others)} (passed {dtype})")
         from cake.experiments.workload import get_workload
 
         speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
@@ -175,6 +189,52 @@ class ScheduleEvaluator:
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=outcome.candidate.get(self.shape), baseline_ms=best_baseline, fitness=fitness,
                            kind=FitnessKind.MEASURED, error=error)
+
+
+    # ------------------------------------------------------------------------------------ promotion
+
+    def declared_dtypes(self, path: Path) -> tuple[str, ...]:
+        """The contract dtypes the schedule declares (`dtype T in {...}`), fitness dtype first; the fitness
+        dtype alone when the schedule declares no type variable."""
+        from cake.experiments.workload import get_workload
+        from cake.ir import nodes as n
+        from cake.ir.parser import parse
+        from cake.verifier.registry import get_contract
+        from cake.verifier.tolerance import dtype_name
+
+        names = {n.DType.F32: "float32", n.DType.F16: "float16", n.DType.BF16: "bfloat16"}
+        fitness = str(get_workload(self.workload).op(self.op).shape(self.shape).torch_dtype).removeprefix("torch.")
+        known = {dtype_name(d) for d in get_contract(self.op).dtypes}
+        kernel = parse(path.read_text(), path.name)
+        declared = [names[c] for v in kernel.dtype_vars for c in v.choices if c in names]
+        return tuple(dict.fromkeys([fitness] + [d for d in declared if d in known]))
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        """`evaluation` (annotated with what was confirmed) when the gates pass under every seed of
+        MULTI_SEEDS (and the run's own) in every declared dtype; else FAILED with the failing seed's verdict."""
+        from cake.verifier.multiseed import MULTI_SEEDS, verify_seeds_in_worker
+        from cake.verifier.verdict_cache import VerdictCache
+        from cake.verifier.worker import KernelLoadError
+
+        dtypes = CPU_DTYPES if device == "cpu" else self.declared_dtypes(job.path)
+        cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
+        seeds = tuple(dict.fromkeys((self.settings.seed, *MULTI_SEEDS)))
+        try:
+            result = verify_seeds_in_worker(self.op, self.kernel(job.path).ref(), seeds=seeds, device=device,
+                                            dtypes=dtypes, all_gates=False, timeout_s=self.settings.gate_timeout_s,
+                                            cache=cache)
+        except KernelLoadError as error:
+            return replace(evaluation, status=_load_failure(str(error)), fitness=None,
+                           error=f"confirm: {error}"[:ERROR_CHARS])
+        confirmed = {"seeds": list(result.seeds), "dtypes": list(dtypes), "summary": result.summary()}
+        if result.passed:
+            return replace(evaluation, verdict={**dict(evaluation.verdict or {}), "confirmed": confirmed})
+        failing = result.first_failure
+        assert failing is not None
+        return replace(evaluation, status=CandidateStatus.FAILED, fitness=None,
+                       verdict={**json.loads(failing.to_json()), "confirmed": confirmed},
+                       replay_tokens=result.replay_tokens(),
+                       error=f"not confirmed as best: {result.summary()} ({', '.join(dtypes)})"[:ERROR_CHARS])
 
 
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float,

@@ -24,7 +24,7 @@ import os
 import socket
 import tempfile
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -81,7 +81,7 @@ def _retryable(ray: ModuleType) -> tuple[type[BaseException], ...]:
             e.OutOfMemoryError, e.TaskCancelledError)
 
 
-def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: str) -> Evaluation:
+def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: str) -> tuple[Evaluation, str]:
     """Runs inside a Ray worker: the candidate's text to a content-addressed file here, then the evaluator."""
     root = Path(tempfile.gettempdir()) / "cake-ray-candidates"
     root.mkdir(parents=True, exist_ok=True)
@@ -90,8 +90,9 @@ def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: s
         partial = root / f".{job.ir_hash}.{os.getpid()}.tmp"
         partial.write_text(text)
         partial.replace(path)  # atomic: a concurrent task on this host reads a whole file or none
-    evaluation = evaluator.evaluate(replace(job, path=path), device)
-    return replace(evaluation, worker=f"{socket.gethostname()}:{os.getpid()}/{evaluation.worker}")
+    # The evaluation names the device it ran on (the loop may confirm a new best there); where the worker was
+    # travels beside it.
+    return evaluator.evaluate(replace(job, path=path), device), f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass
@@ -133,6 +134,7 @@ class RayExecutor:
         self._running: dict[Any, _Running] = {}  # ObjectRef -> its job
         self._done: list[Completed] = []
         self.retried = 0  # retries so far (for progress views)
+        self.finished_by_worker: Counter[str] = Counter()  # host:pid of the Ray worker -> evaluations
 
     def capacity(self) -> Mapping[str, int]:
         return {self.device: self.slots}
@@ -169,7 +171,8 @@ class RayExecutor:
     def _finish(self, ref: Any) -> None:
         running = self._running.pop(ref)
         try:
-            evaluation = self._ray.get(ref)
+            evaluation, worker = self._ray.get(ref)
+            self.finished_by_worker[worker] += 1
         except _retryable(self._ray) as error:
             reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
             running.retries.append(reason)

@@ -4,9 +4,9 @@
 # (strictly lower), its triangular solve T = (I + A)^-1 by forward substitution, the WY terms w = T (beta k e^gc)
 # and u = T (beta v), the output (intra-chunk attention + the state's contribution) and the state recurrence.
 # q arrives pre-scaled (fla applies DK^-0.5 inside naive_recurrent_kda).
-# An expressiveness example, not a shipped workload: the Triton backend lowers it (`cake lower`), but the
-# verifier has no kda_forward contract yet (its gates need value domains: g <= 0 log-decays, beta in (0, 1)),
-# so nothing has checked its numbers.
+# An expressiveness example: the Triton backend lowers it (`cake lower`). Its signature (q pre-scaled, no
+# initial state) is no contract's, so its numbers are not checked here; the checked schedules derived from it
+# are experiments/kda/kda_chunk16.cake, kda_chunk64.cake and kda_fused_chunk16.cake (issue 14).
 schedule kda_chunk_forward implements kda_forward
 target sm_90a
 

@@ -15,7 +15,7 @@ are left alone: the backend-capability check refuses those with a located diagno
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from cake.ir.nodes import (
@@ -34,7 +34,7 @@ from cake.ir.nodes import (
     SmemDecl,
     Stmt,
 )
-from cake.lowering.passes.rewrite import transform
+from cake.ir.visit import children, transform, walk
 from cake.lowering.pipeline import LowerContext
 
 _REGISTER_COPIES = (CopyKind.LOAD, CopyKind.CP_ASYNC)
@@ -54,7 +54,7 @@ def _launch(launch: Launch) -> Launch:
 
 def _movable(buffer: SmemDecl, launch: Launch) -> bool:
     written = False
-    for node in _nodes(launch.roles):
+    for node in walk(launch.roles):
         dest = getattr(node, "dest", None)
         if dest is None or _buffer_name(dest) != buffer.name:
             continue
@@ -121,22 +121,5 @@ def _accesses(node: Any, name: str) -> Iterator[str]:
     if isinstance(node, Name) and node.id == name:
         yield "<whole>"
         return
-    if isinstance(node, tuple):
-        for child in node:
-            yield from _accesses(child, name)
-    elif is_dataclass(node) and not isinstance(node, type):
-        for f in fields(node):
-            if f.name != "span":
-                yield from _accesses(getattr(node, f.name), name)
-
-
-def _nodes(node: Any) -> Iterator[Any]:
-    """Every IR node under `node`, depth first."""
-    found: list[Any] = []
-
-    def visit(item: Any) -> Any:
-        found.append(item)
-        return item
-
-    transform(node, visit)
-    return iter(found)
+    for child in children(node):
+        yield from _accesses(child, name)

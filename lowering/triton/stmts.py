@@ -19,7 +19,6 @@ from cake.ir.nodes import (
     Let,
     Load,
     MmaAsync,
-    Name,
     NamedBarrierSync,
     Stmt,
     Store,
@@ -27,7 +26,7 @@ from cake.ir.nodes import (
     TypeVar,
     Wait,
 )
-from cake.lowering.passes.rewrite import walk
+from cake.ir.visit import mentions
 from cake.lowering.triton import access
 from cake.lowering.triton.exprs import ExprEmitter
 from cake.lowering.triton.fn import Scope, Var
@@ -164,7 +163,7 @@ def _refusal(stmt: Any) -> tuple[str, Any]:
 
 
 def _mentions(node: Any, name: str) -> bool:
-    return any(isinstance(n, Name) and n.id == name for n in walk(node))
+    return mentions(node, {name})
 
 
 _STMT_RULES: dict[type, Callable[[StmtEmitter, Any], None]] = {

@@ -3,12 +3,11 @@ and dtype variables, each with the spelling the Triton source uses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from cake.ir.analysis import Env
 from cake.ir.nodes import DType, ElemType, Expr, Kernel, TypeVar
+from cake.ir.visit import identifiers
 from cake.lowering.triton.names import Namer
 
 
@@ -55,7 +54,7 @@ class Symbols:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.namer = Namer()
-        for ident in sorted(_identifiers(kernel)):
+        for ident in sorted(identifiers(kernel)):  # reserved up front: no generated name captures one
             self.namer.user(ident)
         self.params = {p.name: ParamSym(p.name, self.namer.user(p.name), p.default) for p in kernel.params}
         self.dims = {d.name: DimSym(d.name, self.namer.user(d.name), d.static,
@@ -83,18 +82,3 @@ class Symbols:
     def _source(self, var: str) -> str | None:
         return next((t.name for t in self.tensors.values() if isinstance(t.elem, TypeVar) and t.elem.name == var),
                     None)
-
-
-def _identifiers(node: Any) -> Iterator[str]:
-    """Every identifier-like string in the kernel (names, declarations, loop variables): reserving them all
-    up front keeps generated names from ever capturing a schedule name."""
-    if isinstance(node, str):
-        if node.isidentifier():
-            yield node
-    elif isinstance(node, tuple):
-        for item in node:
-            yield from _identifiers(item)
-    elif is_dataclass(node) and not isinstance(node, type):
-        for f in fields(node):
-            if f.name != "span":
-                yield from _identifiers(getattr(node, f.name))

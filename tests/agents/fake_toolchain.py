@@ -36,6 +36,7 @@ class FakeToolchain:
         self.baseline_ms = self.predict_ms(parse(seed_path.read_text()))
         self.crash_after = crash_after
         self.evaluated: list[int] = []
+        self.confirmed: list[int] = []  # candidates the loop re-verified before promoting them to best
 
     def validate(self, text: str) -> Checked:
         return self._validate(text)
@@ -61,3 +62,7 @@ class FakeToolchain:
         return Evaluation(CandidateStatus.PASSED, {"op": self.op, "passed": True, "gates": []}, (),
                           {"predicted_ms": job.predicted_ms or 0.0}, None, self.baseline_ms, fitness,
                           FitnessKind.MODEL, None, device, 0.0)
+
+    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
+        self.confirmed.append(job.candidate_id)
+        return evaluation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,34 @@ def test_map_elites_keeps_one_elite_per_cell_and_selects_reproducibly() -> None:
     assert len(archive) == 2 and [m.id for m in archive.elites()] == [2, 3]
     picks = [m.id for m in archive.select(random.Random(0), 10)]
     assert picks == [m.id for m in archive.select(random.Random(0), 10)] and set(picks) <= {2, 3}
+
+
+def test_a_would_be_best_is_confirmed_before_it_is_promoted(tmp_path: Path) -> None:
+    store, toolchain = _run(tmp_path / "run")
+    best = max((c for c in store.candidates() if c.fitness is not None), key=lambda c: (c.fitness, -c.id))
+    assert best.id in toolchain.confirmed
+    fits = [c.fitness for c in sorted(store.candidates(), key=lambda c: c.id) if c.id in toolchain.confirmed]
+    assert fits == sorted(fits) and len(set(toolchain.confirmed)) == len(toolchain.confirmed)  # only improvements
+
+
+class RefusingConfirm(FakeToolchain):
+    """Every candidate that would beat the seed fails its confirmation (a seed- or dtype-dependent verdict)."""
+
+    def confirm(self, job, device, evaluation):  # type: ignore[no-untyped-def]
+        self.confirmed.append(job.candidate_id)
+        if not self.confirmed[:-1]:  # the seed schedule, the first best, holds
+            return evaluation
+        return replace(evaluation, status=CandidateStatus.FAILED, fitness=None, error="not confirmed as best")
+
+
+def test_a_best_that_fails_confirmation_is_stored_failed(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "run", {})
+    toolchain = RefusingConfirm(SEED)
+    result = EvolutionLoop(store, OfflineAgent(), toolchain, SETTINGS, [SEED]).run()
+    assert len(toolchain.confirmed) >= 2
+    refused = [store.candidate(i) for i in toolchain.confirmed[1:]]
+    assert all(c.status is CandidateStatus.FAILED and c.fitness is None for c in refused)
+    assert result.best is not None and result.best.id == toolchain.confirmed[0]
 
 
 class _OutOfOrder:

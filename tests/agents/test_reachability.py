@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 from cake.agents.crossover import crossover
 from cake.agents.features import features_of, main_launch
-from cake.agents.ir_edit import walk
 from cake.agents.loop import EvolutionLoop, LoopSettings
 from cake.agents.mutations import (
     Mutation,
@@ -49,6 +48,7 @@ from cake.ir.check import check
 from cake.ir.cost import predict
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
+from cake.ir.visit import walk_stmts as walk
 from conftest import REPO, SEED
 from fake_toolchain import FakeToolchain
 

@@ -70,3 +70,17 @@ def test_the_evaluator_names_backend_and_arch_in_the_kernel_ref_not_the_environm
     assert evaluator.cached_verdict(SEED, "float32", device="cpu") is None
     verdict = evaluator.verify(SEED, "cpu", ["float32"])  # what the bench worker does, on the CPU
     assert evaluator.cached_verdict(SEED, "float32", device="cpu") == verdict
+
+
+def test_declared_dtypes_cover_the_schedules_type_variable() -> None:
+    from pathlib import Path
+
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+
+    toolchain = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                              settings=EvalSettings(device="cpu", backend="triton", seed=0))
+    folder = Path(SEED).parent
+    fitness = str(toolchain.shape.torch_dtype).removeprefix("torch.")
+    pingpong = toolchain.evaluator.declared_dtypes(folder / "assign_pingpong.cake")
+    assert pingpong[0] == fitness and set(pingpong) == {"bfloat16", "float16"}
+    assert set(toolchain.evaluator.declared_dtypes(folder / "assign_plain.cake")) == {"float32", "float16", "bfloat16"}

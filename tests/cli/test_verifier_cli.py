@@ -98,3 +98,32 @@ def test_ops_lists_the_starter_contracts(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["ops", "--json"]) == 0
     ops = {row["op"] for row in json.loads(capsys.readouterr().out)}
     assert ops >= {"softmax", "rmsnorm", "row_sum", "matmul", "kmeans_assign", "kmeans_update"}
+
+
+def test_self_test_prints_the_kill_score_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "selftest.md"
+    assert main(["verify", "--self-test", "--op", "row_sum", "--dtypes", "fp32", "--controls", "torch",
+                 "--operators", "TAIL-DROP", "MASK-RED-LONG", "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "killed by" in out and "| POISON |" in out and "| dropped tail tile | 1 | 1 | 100% |" in out
+    assert "row_sum · torch · MASK-RED-LONG: the extra element is read as 0" in report.read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--self-test", "--controls", "cuda_graphs"], "unknown control source"),
+    (["--self-test", "--operators", "NO-SUCH"], "unknown mutation operator"),
+    (["--self-test", "--op", "no_such_op"], "unknown op"),
+    (["--op", "row_sum"], "one of --kernel, --schedule or --self-test"),
+])
+def test_self_test_usage_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_verify_seeds_runs_each_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "seeds.json"
+    assert main(["verify", "--op", "row_sum", "--kernel", CONTROL, *FAST, "--seeds", "0", "1", "2",
+                 "--json", str(out_json)]) == 0
+    assert "PASSED passed under seeds 0, 1, 2" in capsys.readouterr().out
+    data = json.loads(out_json.read_text())
+    assert data["seeds"] == [0, 1, 2] and len(data["verdicts"]) == 3

@@ -52,11 +52,13 @@ def _ray(**options: object):  # type: ignore[no-untyped-def]
 def test_same_seed_same_candidates_and_verdicts_with_the_local_pool_and_with_ray(ray_local, tmp_path: Path) -> None:
     evaluator = ModelEvaluator(FakeToolchain(SEED).baseline_ms or 1.0)
     pool = _run(tmp_path / "pool", lambda e: LocalPoolExecutor(e, ("cpu", "cpu")), evaluator)
-    on_ray = _run(tmp_path / "ray", _ray(), evaluator)
+    made = []
+    on_ray = _run(tmp_path / "ray", lambda e: made.append(_ray()(e)) or made[-1], evaluator)
     assert _sequence(pool) == _sequence(on_ray)
     assert on_ray.evaluation_count() == 1 + 2 * 2
-    workers = {c.evaluation.worker for c in on_ray.candidates() if c.evaluation}
-    assert all(w.endswith("/cpu") and ":" in w for w in workers)  # host:pid of the Ray worker, then the device
+    assert {c.evaluation.worker for c in on_ray.candidates() if c.evaluation} == {"cpu"}  # the device it ran on
+    hosts = made[0].finished_by_worker  # where each ran: host:pid of a Ray worker
+    assert sum(hosts.values()) == on_ray.evaluation_count() and all(":" in w for w in hosts)
 
 
 def test_a_worker_killed_mid_evaluation_is_retried_and_the_run_completes(ray_local, tmp_path: Path) -> None:

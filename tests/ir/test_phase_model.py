@@ -33,7 +33,7 @@ def _e0411(text: str, name: str = "t.cake") -> list:  # type: ignore[type-arg]
 
 
 def test_the_hanging_pingpong_is_refused_at_its_phase() -> None:
-    """The H200 hang (experiments/gpu_cuda_assign.py, case 5): the producer's first wait on the `free` ring
+    """The H200 hang (scripts/gpu_cuda_assign.py, case 5): the producer's first wait on the `free` ring
     `c_empty` pinned to phase 0 waits for the consumers' release, which needs the data this producer copies."""
     text = PINGPONG.read_text().replace("      wait c_empty[s]\n", "      wait c_empty[s] phase 0\n")
     [d] = _e0411(text, "assign_pingpong.cake")

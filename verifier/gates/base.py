@@ -157,7 +157,14 @@ def boundary_dims(ctx: GateContext, gate_id: str, index: int) -> dict[str, int]:
 
 def cases(ctx: GateContext, gate_id: str, dtype: torch.dtype,
           specs: list[tuple[Mapping[str, int], ValueFamily, Layout]]) -> list[Case]:
-    return [make_case(dims, dtype, fam, lay, ctx.seed, gate_id, i) for i, (dims, fam, lay) in enumerate(specs)]
+    """One case per spec; optional inputs are omitted by the contract's pattern for the case index, and the
+    dims are resolved for what is present (Contract.resolve_dims)."""
+    contract = ctx.contract
+    out = []
+    for i, (dims, fam, lay) in enumerate(specs):
+        omitted = contract.omission_pattern(i)
+        out.append(make_case(contract.resolve_dims(dims, omitted), dtype, fam, lay, ctx.seed, gate_id, i, omitted))
+    return out
 
 
 # ---- check helpers ---------------------------------------------------------------------------------------

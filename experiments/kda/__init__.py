@@ -1,0 +1,1 @@
+"""The KDA workload: Kimi Delta Attention forward (see `workload.py`)."""

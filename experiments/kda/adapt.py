@@ -1,0 +1,74 @@
+"""A KDA schedule in kda_core's signature: `load_schedule(path)` is the loader `cake verify --schedule`,
+`cake bench` and `cake evolve` use for this workload's schedules (OpSpec.schedule_loader).
+
+A schedule computes the dense case: the contract's required inputs then `h0[B, H, K, V]`, returning
+`(o, state)`, one sequence per batch row (kda_core: `(q, k, v, g, beta, h0)`; kda_forward adds `A_log`,
+`dt_bias` before `h0`). The first five inputs are token-major [B, T, ...]; the others are per head. The contract adds two optional inputs the IR has no way to take (a tensor argument is never None,
+and a store cannot be masked by a loaded bound), so this wrapper supplies them on the host:
+
+* `initial_state` omitted -> a zero h0;
+* `cu_seqlens` given (B = 1) -> one launch per non-empty sequence on views of its tokens (strides are runtime
+  arguments, nothing is copied in), the outputs written into `o` and `final_state`; an empty sequence's
+  final state is its initial state.
+
+The per-sequence launches cost host time on a GPU (one launch per sequence instead of one); a varlen-aware
+schedule needs a store mask the IR does not have yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+Dense = Callable[..., tuple[Tensor, Tensor]]
+TOKEN_INPUTS = 5  # q, k, v, g, beta: sliced per sequence; the rest (A_log, dt_bias) are per head
+
+
+def varlen(dense: Dense) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The contract's signature (required inputs, initial_state, cu_seqlens) around a dense kernel taking the
+    required inputs and h0."""
+
+    def run(*inputs: Tensor | None) -> tuple[Tensor, Tensor]:
+        *required, initial_state, cu_seqlens = inputs
+        tensors = [t for t in required if t is not None]
+        assert len(tensors) == len(required), "a required input is None"
+        q, v = tensors[0], tensors[2]
+        batch, total, heads, dk = q.shape
+        dv = v.shape[-1]
+        count = batch if cu_seqlens is None else cu_seqlens.numel() - 1
+        h0 = initial_state if initial_state is not None else \
+            torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
+        if cu_seqlens is None:
+            return dense(*tensors, h0)
+        o = torch.zeros(batch, total, heads, dv, dtype=q.dtype, device=q.device)
+        state = h0.clone()
+        cuts = [int(c) for c in cu_seqlens.tolist()]
+        for n in range(count):
+            bos, eos = cuts[n], cuts[n + 1]
+            if eos == bos:
+                continue
+            part = slice(bos, eos)
+            sliced = [t[:, part] for t in tensors[:TOKEN_INPUTS]] + tensors[TOKEN_INPUTS:]
+            o_n, s_n = dense(*sliced, h0[n : n + 1])
+            o[:, part] = o_n
+            state[n] = s_n[0]
+        return o, state
+
+    return run
+
+
+def load_schedule(path: str | Path, *, backend: str | None = None, arch: str | None = None,
+                  params: str | None = None) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The lowering's loader (the same options a KernelRef carries), wrapped in the contract's signature."""
+    from cake.lowering.runtime import load_schedule as load_dense
+
+    return varlen(load_dense(str(path), backend=backend, arch=arch, params=params))
+
+
+def schedule_op(path: str | Path) -> str:
+    from cake.lowering.runtime import schedule_op as dense_op
+
+    return str(dense_op(path))

@@ -1,0 +1,86 @@
+"""The CPU paths of scripts/gpu_kda_bench.py (the KDA benchmark): input sets per shape (varlen offsets from the shape's sequence lengths),
+interleaved timing with a scripted clock, spot checks refusing a wrong kernel, and the JSON summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gpu_kda_bench as bench
+import pytest
+import torch
+from cake.experiments.kda import shapes
+from cake.experiments.kda.controls import kda_forward_chunked, kda_forward_recurrent
+from cake.verifier.timing import Contestant, TimingConfig, Verification
+
+PASSED = Verification(True, "battery", "all gates passed")
+CONFIG = TimingConfig(warmup_calls=1, min_reps=2, max_reps=2, max_wall_s=1.0, cold_l2=True)
+
+
+class StepClock:
+    """Device time advances only inside a contestant's call, by the contestant's scripted cost."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.flushes = 0
+
+    def record(self) -> object:
+        return self.now
+
+    def elapsed_ms(self, start: object, end: object) -> float:
+        assert isinstance(start, float) and isinstance(end, float)
+        return end - start
+
+    def synchronize(self) -> None:
+        pass
+
+    def flush_l2(self) -> None:
+        self.flushes += 1
+
+    def wall_s(self) -> float:
+        return 0.0
+
+
+def costs(clock: StepClock, ms: float, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*inputs: Any) -> Any:
+        clock.now += ms
+        return kernel(*inputs)
+    return run
+
+
+def test_inputs_follow_the_shape_and_its_sequence_lengths() -> None:
+    fixed = bench.shape_inputs(shapes.CPU_SHAPE, "cpu", 0)
+    assert fixed[0].shape == (2, 37, 2, 16) and fixed[7] is None and fixed[8] is None
+    varlen = bench.shape_inputs(shapes.CPU_VARLEN, "cpu", 0)
+    assert varlen[8].tolist() == [0, 5, 5, 25, 37]
+    assert bench.shape_inputs(shapes.CPU_VARLEN, "cpu", 0)[0].equal(varlen[0])  # seeded
+    canonical = {s.name: bench.kda_shapes.SEQUENCE_LENGTHS.get(s.name) for s in shapes.GPU_SHAPES}
+    assert canonical["h64_varlen_mixed"] == (1300, 547, 2048, 963, 271, 3063) and canonical["h96_fixed"] is None
+
+
+def test_run_shapes_times_interleaved_and_refuses_a_wrong_kernel(tmp_path: Path) -> None:
+    clock = StepClock()
+
+    def zeros(*inputs: Any) -> Any:
+        o, state = kda_forward_recurrent(*inputs)
+        return torch.zeros_like(o), state
+
+    contestants = [Contestant("fla_stand_in", costs(clock, 2.0, kda_forward_recurrent), candidate=False),
+                   Contestant("seed", costs(clock, 1.0, kda_forward_chunked), verification=PASSED),
+                   Contestant("wrong", costs(clock, 0.5, zeros), verification=PASSED)]
+    reports = bench.run_shapes([shapes.CPU_SHAPE, shapes.CPU_VARLEN], contestants, clock, "cpu", config=CONFIG, pool=2)
+    assert clock.flushes > 0
+    for report in reports:
+        rows = {m["name"]: m for m in report["measurements"]}
+        assert rows["fla_stand_in"]["median_ms"] == pytest.approx(2.0)
+        assert rows["seed"]["speedup"] == pytest.approx(2.0)
+        assert rows["wrong"]["median_ms"] is None and "wrong before timing" in rows["wrong"]["failure"]
+    assert bench.geomean_speedup(reports, "seed") == pytest.approx(2.0)
+    assert bench.geomean_speedup(reports, "wrong") is None
+    json.dumps(reports)  # the report is plain JSON
+
+
+def test_an_unverified_or_missing_seed_verdict_is_not_timed(tmp_path: Path) -> None:
+    assert not bench.seed_verification(tmp_path / "missing.json").passed
