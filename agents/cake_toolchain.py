@@ -5,7 +5,8 @@
 * `evaluator`: a `cake.evaluation.evaluator.ScheduleEvaluator` — the contract gates in an isolated worker,
   then on a GPU the timing against the workload's baselines (measured fitness), on the CPU the cost
   model's predicted speedup over the seed schedule (model fitness; every output of the run says so).
-  `evaluate` and `devices` make the toolchain itself usable as the evaluator of a local executor.
+  `evaluate` and `devices` make the toolchain itself usable as the evaluator of a local executor; `retime`
+  times a new best again in a fresh bench worker (the figure a measured run reports as its best).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cake.ir.parser import parse
 
 from cake.evaluation.evaluator import EvalSettings, ScheduleEvaluator
 from cake.evaluation.protocol import EvalJob
-from cake.runs.store import Evaluation, FitnessKind
+from cake.runs.store import Evaluation, FitnessKind, Retime
 
 __all__ = ["CakeToolchain", "EvalSettings"]
 
@@ -93,3 +94,7 @@ class CakeToolchain:
 
     def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
         return self.evaluator.confirm(job, device, evaluation)
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        """A new best timed again in a fresh bench worker on `device` (makes the toolchain a `Retimer`)."""
+        return self.evaluator.retime(job, device)

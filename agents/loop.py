@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import Features, features_of
 from cake.agents.population import Archive, Member
-from cake.agents.toolchain import EvalJob, Toolchain
+from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
 from cake.evaluation.executors import LocalPoolExecutor
@@ -42,6 +42,7 @@ from cake.runs.store import (
     Evaluation,
     FitnessKind,
     NewCandidate,
+    Retime,
     RunStore,
     internal_diagnostic,
     ir_hash,
@@ -130,6 +131,7 @@ class RunResult:
     best: CandidateRow | None
     summaries: list[TurnSummary] = field(default_factory=list)
     skipped_evaluations: int = 0  # finished evaluations found on resume (not repeated)
+    best_retime: Retime | None = None  # the best's re-timing in a fresh process (measured fitness)
 
 
 def turn_rng(seed: int, turn: int) -> random.Random:
@@ -192,6 +194,7 @@ class EvolutionLoop:
         else:
             result.stop = StopReason.TURNS
         result.best = self.best()
+        result.best_retime = self.store.retimes().get(result.best.id) if result.best is not None else None
         self.store.log("stop", result.stop.value)
         return result
 
@@ -390,15 +393,18 @@ class EvolutionLoop:
                 complete, queue = False, []
             while queue and self.executor.pending() < slots:
                 row = queue.pop(0)
-                self.executor.submit(EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake",
-                                             row.predicted_ms))
+                self.executor.submit(self._job(row))
             for done in self.executor.collect():
                 for attempt, reason in enumerate(done.retries, 1):
                     self.store.log("retry", f"#{done.job.candidate_id} attempt {attempt} lost: {reason}")
                 evaluation = done.evaluation
                 if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
-                    evaluation = self.toolchain.confirm(done.job, evaluation.worker, evaluation)
+                    evaluation = self.toolchain.confirm(done.job, done.device, evaluation)
+                # Nothing new is submitted until the completions are stored (and a new best re-timed on the
+                # device it was timed on, which is idle until then: jobs are only submitted to free slots).
+                prior = self.best()
                 self.store.record_evaluation(done.job.candidate_id, evaluation)
+                self._retime_new_best(done.job, evaluation, done.device, prior)
                 self.progress.evaluated(self.store.candidate(done.job.candidate_id))
         return complete
 
@@ -408,10 +414,39 @@ class EvolutionLoop:
         best = self.best()
         return best is None or best.fitness is None or evaluation.fitness > best.fitness
 
+    def _retimes(self) -> bool:
+        return isinstance(self.toolchain, Retimer) and self.toolchain.fitness_kind is FitnessKind.MEASURED
+
+    def _job(self, row: CandidateRow) -> EvalJob:
+        return EvalJob(row.id, row.ir_hash, self.store.root / "candidates" / f"{row.ir_hash}.cake", row.predicted_ms)
+
+    def _retime_new_best(self, job: EvalJob, evaluation: Evaluation, device: str, prior: CandidateRow | None) -> None:
+        """Re-time, in a fresh process, a candidate whose measured fitness beats the best reported so far."""
+        if not self._retimes() or evaluation.fitness is None or evaluation.fitness_kind is not FitnessKind.MEASURED:
+            return
+        reported = self.reported_fitness(prior) if prior is not None else None
+        if reported is not None and evaluation.fitness <= reported:
+            return
+        assert isinstance(self.toolchain, Retimer)
+        self.store.record_retime(self.toolchain.retime(job, device))
+
     # ------------------------------------------------------------------------------------ results
 
+    def reported_fitness(self, row: CandidateRow) -> float | None:
+        """What the run reports for a candidate: with measured fitness and a toolchain that re-times, the
+        re-timing in a fresh process (None until re-timed); otherwise the evaluation's fitness."""
+        if not self._retimes():
+            return row.fitness
+        retime = self.store.retimes().get(row.id)
+        return None if retime is None else retime.fitness
+
     def best(self) -> CandidateRow | None:
+        """The passed candidate with the best reported fitness (a measured best is always a re-timed one)."""
         passed = [c for c in self.store.candidates(status=CandidateStatus.PASSED) if c.fitness is not None]
+        if self._retimes():
+            retimes = self.store.retimes()
+            confirmed = [c for c in passed if c.id in retimes and retimes[c.id].fitness is not None]
+            return max(confirmed, key=lambda c: (retimes[c.id].fitness or 0.0, -c.id)) if confirmed else None
         return max(passed, key=lambda c: (c.fitness or 0.0, -c.id)) if passed else None
 
     def _summary(self, turn: int) -> TurnSummary:
@@ -424,7 +459,7 @@ class EvolutionLoop:
                 verdicts[row.status.value] = verdicts.get(row.status.value, 0) + 1
         best = self.best()
         return TurnSummary(turn, turn_row.n_proposed, turn_row.n_rejected, dict(turn_row.rejections),
-                           sum(verdicts.values()), verdicts, best.fitness if best else None,
+                           sum(verdicts.values()), verdicts, self.reported_fitness(best) if best else None,
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
 
 

@@ -2,7 +2,9 @@
 
 The loop proposes, checks, ranks, evaluates and stores; a `Toolchain` does the checking and ranking, and
 is the evaluator an `Executor` (cake.evaluation) runs. `cake.agents.cake_toolchain.CakeToolchain` is the real one (parser, checker, cost model,
-lowering, verifier worker, timing protocol); tests may drive the loop with a smaller one.
+lowering, verifier worker, timing protocol); tests may drive the loop with a smaller one. A toolchain that
+is also a `Retimer` (cake.evaluation.protocol) times a candidate again in a fresh process: with measured
+fitness the loop re-times every candidate that becomes the best before reporting it as the best.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from typing import Protocol
 from cake.agents.base import Checked
 from cake.ir.nodes import Kernel
 
-from cake.evaluation.protocol import EvalJob
+from cake.evaluation.protocol import EvalJob, Retimer
 from cake.runs.store import Evaluation, FitnessKind
 
-__all__ = ["EvalJob", "Toolchain"]
+__all__ = ["EvalJob", "Retimer", "Toolchain"]
 
 
 class Toolchain(Protocol):

@@ -46,6 +46,7 @@ from cake.verifier.timing import (
 from cake.cli.bench import print_reports
 from cake.diagnostics import DiagnosticError
 from cake.evaluation.bench import ShapeReport, bench_shape, load_baselines, verdict_verification
+from cake.stats import speedup_over_best
 
 TAIL = {"B": 3, "N": 1000, "K": 97, "D": 128}
 
@@ -138,10 +139,13 @@ def bench_lloyd(shape: Shape, assign: Any, assign_name: str, update: Any, update
     sets = [make_inputs(contract, shape.dim_map, shape.torch_dtype, "cuda", seed=50 + i) for i in range(2)]
     samples: tuple[Samples, ...] = measure(contestants, sets, clock, lloyd_check, config)
     per_iter = {s.name: (s.median_ms / LLOYD.iterations if s.ok else None) for s in samples}
-    best = min((v for s, v in zip(samples, per_iter.values(), strict=True) if not s.candidate and v), default=None)
     ours = per_iter[contestants[0].name]
+    against = [b.name for b in LLOYD.baselines]  # every Lloyd baseline: one missing makes the speedup undefined
+    problems = {**{s.name: s.failure or "not timed" for s in samples if not s.ok},
+                **{name: f"not available: {why}" for name, why in unavailable.items()}}
+    speedup = speedup_over_best(ours, per_iter, against, problems=problems)
     return {"shape": shape.to_json(), "ms_per_iteration": per_iter, "failures": {s.name: s.failure for s in samples},
-            "speedup_vs_best_baseline": (best / ours) if best and ours else None, "unavailable": unavailable}
+            "speedup_vs_best_baseline": speedup.value, "speedup": speedup.to_json(), "unavailable": unavailable}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,8 @@ shape key (`B=..,N=..,K=..,D=..:dtype`), the best config, its median and every c
 provenance (device, versions, grid, timing settings, command, date). `baselines.load_triton_assign` reads
 it; commit the H200's output as `experiments/kmeans/triton_assign_configs.json`.
 
-The wall-clock budget (`--budget-s`) bounds GPU time: once spent, the remaining shapes are listed as not
+The wall-clock budget (`--budget-s`) bounds GPU time (compiles dominate it: every config compiles once per
+`compile_class`, so shapes that share a class go first): once spent, the remaining shapes are listed as not
 swept (they then run the untuned default, and say so), never silently dropped.
 """
 
@@ -86,6 +87,91 @@ def enumerate_configs(grid: Grid, d: int, dtype: str, smem_limit_bytes: int) -> 
     return keep, pruned
 
 
+def compile_class(shape: Shape) -> tuple[str, int, bool, bool]:
+    """What makes Triton compile a new variant of the kernel: dtype, D (the tile width) and whether N and K are
+    multiples of 16 (Triton specializes integer arguments and strides on that)."""
+    dims = shape.dim_map
+    return shape.dtype, dims["D"], dims["N"] % 16 == 0, dims["K"] % 16 == 0
+
+
+def compile_order(shapes: Sequence[Shape]) -> list[Shape]:
+    """Shapes grouped by compile class, in order of first appearance: under a time budget, the shapes that
+    reuse already compiled variants are swept before a shape that needs a new set of compiles."""
+    classes: list[tuple[str, int, bool, bool]] = []
+    for shape in shapes:
+        if compile_class(shape) not in classes:
+            classes.append(compile_class(shape))
+    return sorted(shapes, key=lambda s: classes.index(compile_class(s)))
+
+
+@dataclass(frozen=True, slots=True)
+class CompileJob:
+    """Compile one config for one compile class, on small inputs of that class (same dtype and D, N and K of
+    the same divisibility by 16), so that the sweep's launch at the real shape finds it in Triton's disk cache."""
+
+    config: tuple[int, int, int, int]  # bn, bk, warps, stages
+    dtype: str
+    d: int
+    n16: bool
+    k16: bool
+    device: str = "cuda"
+
+
+def compile_jobs(shapes: Sequence[Shape], configs_for: Any) -> list[CompileJob]:
+    """One job per (compile class, config to time), in sweep order; `configs_for(shape)` gives a shape's configs."""
+    jobs: list[CompileJob] = []
+    for shape in shapes:
+        dtype, d, n16, k16 = compile_class(shape)
+        for config in configs_for(shape):
+            job = CompileJob((config.bn, config.bk, config.warps, config.stages), dtype, d, n16, k16)
+            if job not in jobs:
+                jobs.append(job)
+    return jobs
+
+
+def run_compile_job(job: CompileJob) -> str | None:
+    """Compile (by one launch) in this process; None when it compiled, else why not (a refusal is not a crash:
+    the sweep records it again at the shape)."""
+    import torch
+    from cake.experiments.kmeans import triton_assign
+    from cake.verifier.runner import kernel_errors
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.dtype]
+    n, k = (256 if job.n16 else 264 + 1), (64 if job.k16 else 72 + 1)  # 265, 73: not multiples of 16, not 1
+    gen = torch.Generator(device=job.device).manual_seed(0)
+    x = torch.randn(1, n, job.d, generator=gen, device=job.device).to(dtype)
+    c = torch.randn(1, k, job.d, generator=gen, device=job.device).to(dtype)
+    try:
+        triton_assign.launch(*triton_assign.prepare(x, c), config=triton_assign.Config(*job.config))
+        if job.device == "cuda":
+            torch.cuda.synchronize()
+    except (*kernel_errors(), OutOfResources, CompilationError) as error:
+        return f"{type(error).__name__}: {str(error)[:200]}"
+    return None
+
+
+def precompile(jobs: Sequence[CompileJob], workers: int) -> dict[str, Any]:
+    """Run the compile jobs on a pool of `workers` fresh processes (compiles are CPU work; the GPU idles
+    meanwhile, so this is what shortens the sweep's GPU time). Returns a summary for the provenance."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    started = time.perf_counter()
+    failures: dict[str, str] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for job, why in zip(jobs, pool.map(run_compile_job, jobs), strict=True):
+                if why is not None:
+                    failures[f"{job.config} {job.dtype} D={job.d}"] = why
+    except BrokenProcessPool as broken:  # the sweep still compiles whatever is missing, serially
+        return {"jobs": len(jobs), "workers": workers, "seconds": time.perf_counter() - started,
+                "broken": str(broken), "failures": failures}
+    return {"jobs": len(jobs), "workers": workers, "seconds": time.perf_counter() - started, "failures": failures}
+
+
 def shape_key_of(shape: Shape) -> str:
     from cake.experiments.kmeans.triton_assign import shape_key
 
@@ -124,20 +210,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, default=3.0, help="sampling guard per shape")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape starts after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile-workers", type=int, default=8,
+                        help="processes that compile every config first, in parallel (0: compile serially)")
     args = parser.parse_args(argv)
     known = {s.name: s for s in GPU_SHAPES}
     unknown = [name for name in args.shapes or () if name not in known]
     if unknown:
         parser.error(f"unknown shape(s) {unknown}; known: {', '.join(known)}")
-    args.shape_list = [known[name] for name in args.shapes] if args.shapes else list(GPU_SHAPES)
+    args.shape_list = compile_order([known[name] for name in args.shapes] if args.shapes else list(GPU_SHAPES))
     args.grid = Grid(tuple(args.bn), tuple(args.bk), tuple(args.warps), tuple(args.stages))
     return args
 
 
-def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: DeviceSpec, args: argparse.Namespace
-                ) -> list[dict[str, Any]]:
+def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: DeviceSpec, args: argparse.Namespace,
+                on: str = "cuda") -> list[dict[str, Any]]:
     """Time every config at `shape`, interleaved; a config that does not compile or run is a result too."""
-    import torch
     from cake.experiments.kmeans import triton_assign
     from cake.experiments.kmeans.workload import ASSIGN
     from cake.verifier.registry import get_contract
@@ -156,15 +243,20 @@ def sweep_shape(shape: Shape, configs: Sequence[Any], clock: Any, device: Device
     contract = get_contract("kmeans_assign")
     dims, dtype = shape.dim_map, shape.torch_dtype
     n_sets = pool_size(input_set_bytes(contract, dims, dtype), device.l2_bytes)
-    sets = [make_inputs(contract, dims, dtype, "cuda", args.seed + i) for i in range(n_sets)]
+    sets = [make_inputs(contract, dims, dtype, on, args.seed + i) for i in range(n_sets)]
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    # named as well as through kernel_errors(): on a Triton without `triton.errors` they are not TritonErrors
+    refusals = (*kernel_errors(), OutOfResources, CompilationError)
     results: list[dict[str, Any]] = []
     contestants = []
     probe = triton_assign.prepare(*sets[0])
     for config in configs:
         try:  # compile and run once: Triton's own refusals (out of resources) are a result, not a crash
             triton_assign.launch(*probe, config=config)
-            torch.cuda.synchronize()
-        except kernel_errors() as error:
+            clock.synchronize()
+        except refusals as error:
             results.append({"config": config.to_json(), "median_ms": None,
                             "failure": f"does not compile/run: {type(error).__name__}: {str(error)[:200]}"})
             continue
@@ -214,6 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "shuffled order, median; fp64 spot check before and after timing"}
     rows: dict[str, dict[str, Any]] = {}
     not_swept: dict[str, str] = {}
+    if args.compile_workers > 0:
+        jobs = compile_jobs(args.shape_list,
+                            lambda shape: enumerate_configs(args.grid, shape.dim_map["D"], shape.dtype, smem_limit)[0])
+        provenance["precompile"] = precompile(jobs, args.compile_workers)
+        print(f"precompiled {len(jobs)} variants on {args.compile_workers} processes in "
+              f"{provenance['precompile']['seconds']:.0f} s", flush=True)
     for shape in args.shape_list:
         key = shape_key_of(shape)
         if time.perf_counter() - started > args.budget_s:

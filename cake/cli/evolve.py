@@ -239,7 +239,12 @@ def _evolve(store: Any, resumed: bool, args: argparse.Namespace) -> int:
     else:
         kind = best.evaluation.fitness_kind.value if best.evaluation.fitness_kind else "?"
         note = " (cost-model prediction, not a timing)" if kind == "model" else ""
-        console.print(f"best: #{best.id} {best.mutation} — speedup {best.fitness:.3f}x, fitness_kind={kind}{note}")
+        retime = result.best_retime
+        if retime is not None and retime.fitness is not None:
+            console.print(f"best: #{best.id} {best.mutation} — speedup {retime.fitness:.3f}x re-timed in a fresh "
+                          f"process (selected at {best.fitness:.3f}x), fitness_kind={kind}")
+        else:
+            console.print(f"best: #{best.id} {best.mutation} — speedup {best.fitness:.3f}x, fitness_kind={kind}{note}")
     console.print(f"run directory: {store.root}")
     console.print(f"report: cake report {store.root}")
     return ExitCode.OK

@@ -2,7 +2,8 @@
 
 The evaluator times each candidate in a process of its own, pinned to one GPU (CUDA_VISIBLE_DEVICES), so a
 kernel that corrupts its context or hangs costs only this process. The request is a `BenchRequest` and the
-result a `BenchTimes`, both as typed JSON; a setup failure is written as {"error": ...} with exit status 2,
+result a `BenchTimes`, both as typed JSON, with the whole `BenchRun` beside it (every sample, kept by the
+evaluator next to the candidate); a setup failure is written as {"error": ...} with exit status 2,
 and a bug in CAKE (`InternalError`) as {"internal": ...} with exit status `INTERNAL_EXIT_CODE`.
 """
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> int:
     except InternalError as error:  # a CAKE bug, reported as one: never a verdict about the candidate
         out.write_text(json.dumps({"internal": error.report()}))
         return INTERNAL_EXIT_CODE
-    out.write_text(json.dumps({"times": run.times().to_json()}))
+    out.write_text(json.dumps({"times": run.times().to_json(), "run": run.to_json()}))
     return 0
 
 

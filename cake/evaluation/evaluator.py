@@ -6,11 +6,15 @@
 * On a GPU: a bench worker process pinned to that GPU (`cake.evaluation.bench_worker`) runs the gates at
   the fitness dtype and, when they pass, times the candidate interleaved with the workload's baselines;
   it answers with typed `BenchTimes`, and the workload's `Fitness.score` turns them into the speedup over
-  the best baseline (`FitnessKind.MEASURED`). The verdict is read back from the verdict cache it filled. A
-  timed candidate is then verified in every other dtype its schedule declares (`declared_dtypes`; the loop
-  used to verify bf16 only though schedules declare f16 too), and fails when one fails.
+  the best baseline (`FitnessKind.MEASURED`; undefined, with the reason, when a baseline has no time). The
+  verdict is read back from the verdict cache it filled. A timed candidate is then verified in every other dtype
+  its schedule declares (`declared_dtypes`; the loop used to verify bf16 only though schedules declare f16 too),
+  and fails when one fails. The worker's whole run (every sample) is kept beside the candidate as
+  `<hash>.bench.json`.
 * `confirm` (the loop calls it for a candidate that would become the best): the gates again under
   `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
+* `retime`: a candidate that became the best is timed again in a fresh bench worker (its verdict is cached
+  by then, so only the timing runs); the run reports that figure (`Retime`, samples in `<hash>.retime.json`).
 
 The kernel reference names the schedule with its backend, arch and params explicitly (`KernelSpec`), so
 nothing travels through environment variables. The evaluator is a frozen dataclass of plain values: an
@@ -34,9 +38,10 @@ from typing import TYPE_CHECKING, Any
 from cake.errors import INTERNAL_EXIT_CODE, is_internal
 from cake.evaluation.bench import BenchRequest, BenchTimes, request_to_json
 from cake.evaluation.protocol import EvalJob
-from cake.runs.store import CandidateStatus, Evaluation, FitnessKind
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, Retime
 
 if TYPE_CHECKING:
+    from cake.stats import Speedup
     from cake.verifier.results import Verdict
     from cake.verifier.worker_protocol import KernelRef
 
@@ -156,7 +161,8 @@ class ScheduleEvaluator:
         request = self._request(job.path)
         dtype = str(request.shapes[0].torch_dtype).removeprefix("torch.")
         outcome, problem = run_bench_worker(request, device, timeout_s=self.settings.bench_timeout_s,
-                                            verdict_cache=self.settings.verdict_cache)
+                                            verdict_cache=self.settings.verdict_cache,
+                                            keep=job.path.with_suffix(".bench.json"))
         if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
             return _evaluation(_load_failure(outcome), device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
         verdict = self.cached_verdict(job.path, dtype)
@@ -176,11 +182,8 @@ class ScheduleEvaluator:
                 return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(more.to_json()),
                                    tokens=tuple(g.replay_token for g in more.gates if g.replay_token),
                                    error=f"fails in {', '.join(others)} (passed {dtype})")
-        from cake.experiments.workload import get_workload
-
-        speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
+        speedup, best_baseline = self._speedup(outcome)
         fitness = speedup.value
-        best_baseline = min((t[self.shape] for t in outcome.baselines.values() if self.shape in t), default=None)
         timings = {"candidate_ms": outcome.candidate.get(self.shape),
                    **{f"{b}_ms": t.get(self.shape) for b, t in outcome.baselines.items()}}
         error = None if fitness is not None else \
@@ -189,6 +192,31 @@ class ScheduleEvaluator:
                            verdict=verdict_json, timings={k: v for k, v in timings.items() if v is not None},
                            measured_ms=outcome.candidate.get(self.shape), baseline_ms=best_baseline, fitness=fitness,
                            kind=FitnessKind.MEASURED, error=error)
+
+    def _speedup(self, outcome: BenchTimes) -> tuple[Speedup, float | None]:
+        """The workload's speedup over the best of its baselines, and that baseline's median (what the
+        fitness is over; None when the speedup is undefined)."""
+        from cake.experiments.workload import get_workload
+
+        speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
+        return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        """Time a candidate that became the best again, in a fresh bench worker on `device` (its verdict is
+        cached by then, so only the timing runs): what the run reports as the best is this figure, measured
+        independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
+        keep = job.path.with_suffix(".retime.json")
+        outcome, problem = run_bench_worker(self._request(job.path), device, timeout_s=self.settings.bench_timeout_s,
+                                            verdict_cache=self.settings.verdict_cache, keep=keep)
+        samples = keep.name if keep.is_file() else None
+        if not isinstance(outcome, BenchTimes):
+            return Retime(job.candidate_id, None, None, None,
+                          error=f"re-timing gave no result: {outcome or problem}"[:ERROR_CHARS], samples=samples)
+        speedup, best_baseline = self._speedup(outcome)
+        error = None if speedup.value is not None else \
+            f"speedup undefined: {outcome.refused or speedup.undefined}"[:ERROR_CHARS]
+        return Retime(job.candidate_id, speedup.value, outcome.candidate.get(self.shape), best_baseline,
+                      error=error, samples=samples)
 
 
     # ------------------------------------------------------------------------------------ promotion
@@ -237,11 +265,12 @@ class ScheduleEvaluator:
                        error=f"not confirmed as best: {result.summary()} ({', '.join(dtypes)})"[:ERROR_CHARS])
 
 
-def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float,
-                     verdict_cache: str | None = None) -> tuple[BenchTimes | str | None, str]:
+def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,
+                     keep: Path | None = None) -> tuple[BenchTimes | str | None, str]:
     """Run the bench worker pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it
     timed or refused the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the
-    reason then carries the internal-error marker); (None, tail) when it died or ran past `timeout_s`."""
+    reason then carries the internal-error marker); (None, tail) when it died or ran past `timeout_s`. The
+    worker's whole run, every sample included, is written to `keep` when given."""
     with tempfile.TemporaryDirectory() as tmp:
         request_file, result_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_file.write_text(json.dumps(request_to_json(request)))
@@ -265,6 +294,8 @@ def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float,
             return None, f"bench timed out after {timeout_s:g} s"
         tail = "\n".join(output.strip().splitlines()[-15:])
         result: Mapping[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    if keep is not None and "run" in result:
+        keep.write_text(json.dumps(result["run"], indent=1) + "\n")
     if "internal" in result:
         return str(result["internal"]), tail
     if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):

@@ -39,7 +39,7 @@ class InProcessExecutor:
         if not self._queue:
             return []
         job = self._queue.popleft()
-        return [Completed(job, self.evaluator.evaluate(job, self.device))]
+        return [Completed(job, self.evaluator.evaluate(job, self.device), self.device)]
 
     def pending(self) -> int:
         return len(self._queue)
@@ -82,7 +82,7 @@ class LocalPoolExecutor:
         for future in sorted(done, key=lambda f: self._running[f][0].candidate_id):
             job, device = self._running.pop(future)
             self._free.append(device)
-            finished.append(Completed(job, future.result()))
+            finished.append(Completed(job, future.result(), device))
         self._start()
         return finished
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from cake.runs.store import Evaluation
+from cake.runs.store import Evaluation, Retime
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,7 @@ class EvalJob:
 class Completed:
     job: EvalJob
     evaluation: Evaluation
+    device: str  # where it ran: a new best is re-timed there, in a fresh process (`Evaluator.retime`)
     # Attempts lost to the machinery before this one (a worker or node died), one reason each; the loop
     # records them as store events.
     retries: tuple[str, ...] = ()
@@ -38,6 +39,15 @@ class Evaluator(Protocol):
         """Verify (and on a GPU, time) one candidate on `device` ("cpu", "cuda:0", ...), isolated from this
         process. Expected failures of the candidate are an Evaluation (FAILED/ERROR); a bug of the
         evaluation machinery raises."""
+        ...
+
+
+@runtime_checkable
+class Retimer(Protocol):
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        """Time a candidate that became the best again, in a fresh isolated process on `device` (measured
+        fitness only): what a run reports as its best is this figure, independent of the timing that selected
+        it. An undefined speedup is a `Retime` with `fitness` None and the reason in `error`."""
         ...
 
 

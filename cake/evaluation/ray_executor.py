@@ -4,6 +4,9 @@ Each job is one Ray task asking for one GPU (`num_gpus=1`; Ray sets CUDA_VISIBLE
 evaluates on its "cuda:0") or one CPU, and runs the same isolated evaluator as the local pool. The candidate's
 IR text travels with the task (a worker on another host cannot read the driver's run directory); the task
 writes it to a content-addressed file on its own host and evaluates that. Only the driver writes the store.
+`Completed.device` is the GPU as the task's host numbers it (`ray.get_gpu_ids()`): the loop confirms and
+re-times a new best there, in the driver — right on one host; on a multi-host cluster that step still needs
+the GPU on the driver's host (to be routed through the executor).
 
 Failures of the machinery, not of the candidate:
 
@@ -81,7 +84,7 @@ def _retryable(ray: ModuleType) -> tuple[type[BaseException], ...]:
             e.OutOfMemoryError, e.TaskCancelledError)
 
 
-def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: str) -> tuple[Evaluation, str]:
+def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: str) -> tuple[Evaluation, str, str]:
     """Runs inside a Ray worker: the candidate's text to a content-addressed file here, then the evaluator."""
     root = Path(tempfile.gettempdir()) / "cake-ray-candidates"
     root.mkdir(parents=True, exist_ok=True)
@@ -90,9 +93,15 @@ def _evaluate_on_worker(evaluator: Evaluator, job: EvalJob, text: str, device: s
         partial = root / f".{job.ir_hash}.{os.getpid()}.tmp"
         partial.write_text(text)
         partial.replace(path)  # atomic: a concurrent task on this host reads a whole file or none
-    # The evaluation names the device it ran on (the loop may confirm a new best there); where the worker was
-    # travels beside it.
-    return evaluator.evaluate(replace(job, path=path), device), f"{socket.gethostname()}:{os.getpid()}"
+    evaluation = evaluator.evaluate(replace(job, path=path), device)
+    # Beside it: where the worker was, and the device as its host numbers it (Ray pins the task's GPU as its
+    # cuda:0; the loop confirms and re-times a new best on the device it ran on).
+    physical = device
+    if device.startswith("cuda"):
+        import ray
+
+        physical = f"cuda:{int(ray.get_gpu_ids()[0])}"
+    return evaluation, f"{socket.gethostname()}:{os.getpid()}", physical
 
 
 @dataclass
@@ -171,7 +180,7 @@ class RayExecutor:
     def _finish(self, ref: Any) -> None:
         running = self._running.pop(ref)
         try:
-            evaluation, worker = self._ray.get(ref)
+            evaluation, worker, device = self._ray.get(ref)
             self.finished_by_worker[worker] += 1
         except _retryable(self._ray) as error:
             reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
@@ -183,7 +192,8 @@ class RayExecutor:
             evaluation = Evaluation(CandidateStatus.ERROR, None, (), {}, None, None, None, None,
                                     f"ray: the worker died on each of {len(running.retries)} attempts; last: "
                                     f"{reason}", f"ray/{self.device}", 0.0)
-        self._done.append(Completed(running.job, evaluation, tuple(running.retries)))
+            device = self._task_device
+        self._done.append(Completed(running.job, evaluation, device, tuple(running.retries)))
 
     def _cancel_overdue(self) -> None:
         now = time.monotonic()
@@ -197,7 +207,7 @@ class RayExecutor:
             self._done.append(Completed(running.job, Evaluation(
                 CandidateStatus.FAILED, None, (), {}, None, None, None, None,
                 f"TIMEOUT: the evaluation ran past {waited:g} s on Ray and was cancelled", f"ray/{self.device}",
-                waited), tuple(running.retries)))
+                waited), self._task_device, tuple(running.retries)))
 
     def pending(self) -> int:
         return len(self._queue) + len(self._running) + len(self._done)

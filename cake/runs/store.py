@@ -35,6 +35,7 @@ from typing import Any
 DB_NAME = "run.sqlite"
 CONFIG_NAME = "config.json"
 SCHEMA_VERSION = 1
+RETIME_EVENT = "retime"  # events of this kind hold a `Retime` as JSON
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -160,6 +161,30 @@ class Evaluation:
     error: str | None
     worker: str
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Retime:
+    """A candidate that became the best, timed again in a fresh process before it is reported as the best.
+
+    `fitness` is the fresh process's speedup over the best baseline (None when undefined: `error` says why);
+    `samples` names the bench JSON beside the candidate that holds every sample of that process."""
+
+    candidate_id: int
+    fitness: float | None
+    measured_ms: float | None
+    baseline_ms: float | None
+    error: str | None = None
+    samples: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidate_id": self.candidate_id, "fitness": self.fitness, "measured_ms": self.measured_ms,
+                "baseline_ms": self.baseline_ms, "error": self.error, "samples": self.samples}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Retime:
+        return Retime(int(data["candidate_id"]), data.get("fitness"), data.get("measured_ms"), data.get("baseline_ms"),
+                      data.get("error"), data.get("samples"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +348,18 @@ class RunStore:
     def events(self, kind: str | None = None) -> list[tuple[float, str, str]]:
         query = "SELECT at, kind, detail FROM events" + (" WHERE kind = ?" if kind else "") + " ORDER BY id"
         return [(float(a), str(k), str(d)) for a, k, d in self._conn.execute(query, (kind,) if kind else ())]
+
+    def record_retime(self, retime: Retime) -> None:
+        """Kept as an event (one per re-timing, in order): the evaluation row keeps the first timing."""
+        self.log(RETIME_EVENT, json.dumps(retime.to_json(), sort_keys=True))
+
+    def retimes(self) -> dict[int, Retime]:
+        """The latest re-timing of each candidate that was re-timed."""
+        out: dict[int, Retime] = {}
+        for _, _, detail in self.events(RETIME_EVENT):
+            retime = Retime.from_json(json.loads(detail))
+            out[retime.candidate_id] = retime
+        return out
 
     # ------------------------------------------------------------------------------------ writes
 

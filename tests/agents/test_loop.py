@@ -11,12 +11,13 @@ from cake.agents.features import Features
 from cake.agents.loop import EvolutionLoop, LoopSettings, StopReason
 from cake.agents.offline import OfflineAgent
 from cake.agents.population import Archive, Member
+from cake.agents.toolchain import EvalJob
 from cake.ir.checks.registry import CheckSpec, Family, all_checks
 from conftest import SEED
 from fake_toolchain import FakeToolchain, Interrupted
 
 from cake.runs.report import build
-from cake.runs.store import CandidateStatus, RunStore
+from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, Retime, RunStore
 
 SETTINGS = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
 
@@ -184,3 +185,57 @@ def test_without_the_cost_model_the_evaluated_are_a_seeded_draw_not_the_best_pre
         best = {c.id for c in sorted(legal, key=lambda c: c.predicted_ms or 0.0)[:len(evaluated)]}
         picked_best.append(evaluated == best)
     assert not all(picked_best)
+
+
+class MeasuredToolchain(FakeToolchain):
+    """Measured fitness (the model's, standing in for a timing) and a scripted re-timing in a fresh process:
+    every re-timing reads 10% below the first timing, except candidate `#slow`'s, which reads 50% below."""
+
+    fitness_kind = FitnessKind.MEASURED
+
+    def __init__(self, seed_path: Path, slow: int):
+        super().__init__(seed_path)
+        self.slow = slow
+        self.retimed: list[int] = []
+        self.first: dict[int, float | None] = {}
+
+    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
+        ev = super().evaluate(job, device)
+        self.first[job.candidate_id] = ev.fitness
+        return replace(ev, fitness_kind=FitnessKind.MEASURED)
+
+    def retime(self, job: EvalJob, device: str) -> Retime:
+        assert job.path.is_file()
+        self.retimed.append(job.candidate_id)
+        first = self.first[job.candidate_id] or 0.0
+        fitness = first * (0.5 if job.candidate_id == self.slow else 0.9)
+        return Retime(job.candidate_id, fitness, 1.0 / fitness, 1.0, samples=f"{job.ir_hash}.retime.json")
+
+
+def test_a_candidate_that_becomes_the_best_is_retimed_before_it_is_reported(tmp_path: Path) -> None:
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
+    probe = RunStore.create(tmp_path / "probe", {})
+    EvolutionLoop(probe, OfflineAgent(), MeasuredToolchain(SEED, slow=-1), settings, [SEED]).run()
+    first_best = max((c for c in probe.candidates() if c.fitness is not None), key=lambda c: (c.fitness, -c.id))
+
+    store = RunStore.create(tmp_path / "run", {})
+    toolchain = MeasuredToolchain(SEED, slow=first_best.id)
+    result = EvolutionLoop(store, OfflineAgent(), toolchain, settings, [SEED]).run()
+    retimes = store.retimes()
+    assert toolchain.retimed and set(toolchain.retimed) == set(retimes)
+    # exactly the candidates whose timing beat the best reported so far were re-timed (one device: in id order)
+    reported: float | None = None
+    expected = []
+    for row in store.candidates():
+        if row.fitness is not None and (reported is None or row.fitness > reported):
+            expected.append(row.id)
+            fitness = retimes[row.id].fitness
+            reported = fitness if reported is None or (fitness is not None and fitness > reported) else reported
+    assert toolchain.retimed == expected and expected[0] == store.candidates(turn=0)[0].id  # the seed comes first
+    assert len(expected) < len([c for c in store.candidates() if c.fitness is not None])
+    # the reported best is the best re-timing, and its figure is the re-timing, not the selecting timing
+    best = result.best
+    assert best is not None and result.best_retime == retimes[best.id]
+    assert retimes[best.id].fitness == max(r.fitness for r in retimes.values() if r.fitness is not None)
+    if best.id != first_best.id:  # the first timing's winner lost on its re-timing (0.5x)
+        assert retimes[first_best.id].fitness == pytest.approx((first_best.fitness or 0.0) * 0.5)

@@ -14,6 +14,7 @@ from cake.verifier.timing import TimingConfig, Unverified, Verification
 
 from cake.arch import DEVICES
 from cake.cli import main
+from cake.cli.bench import print_reports
 from cake.evaluation.bench import bench_shape, verdict_verification
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +77,24 @@ def test_bench_glue_times_candidate_and_baseline_with_speedup() -> None:
     assert cand.speedup == pytest.approx(1.0)  # both cost one scripted tick
     assert [m.name for m in report.measurements] == ["candidate", "torch_cdist"]
     assert json.loads(json.dumps(report.to_json()))["shape"]["name"] == "tiny"
+
+
+def test_bench_glue_speedup_is_undefined_when_a_baseline_is_missing_or_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    def wrong(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return (fkb.torch_assign_mm(x, c) + 1) % c.shape[1]
+
+    report = bench_shape(ASSIGN, TINY, [("candidate", fkb.torch_assign_mm, OK)],
+                         [("torch_mm", Prepared(run=wrong)), ("torch_cdist", Prepared(run=fkb.torch_assign_cdist))],
+                         TickClock(), CONFIG, DEVICES["H200"], device="cpu", pool=2,
+                         unavailable=[("flash_kmeans", "flash-kmeans is not installed")])
+    cand = report.candidate
+    assert cand is not None and cand.speedup is None and cand.median_ms is not None  # timed, but no speedup
+    speedup = json.loads(json.dumps(report.to_json()))["measurements"][0]["extra"]["speedup"]
+    assert speedup["value"] is None and speedup["against"] == ["torch_mm", "torch_cdist", "flash_kmeans"]
+    assert "baseline torch_mm: wrong before timing" in speedup["undefined"]
+    assert "baseline flash_kmeans: not available: flash-kmeans is not installed" in speedup["undefined"]
+    print_reports([report], title="t")
+    assert "speedup undefined" in capsys.readouterr().out
 
 
 def test_bench_glue_refuses_an_unverified_candidate() -> None:

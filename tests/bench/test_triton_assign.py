@@ -107,9 +107,68 @@ def test_the_sweep_enumerates_the_grid_and_prunes_with_reasons() -> None:
 def test_the_sweep_parses_its_grid_and_refuses_unknown_shapes_and_a_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     args = sweep.parse_args(["--out", "t.json", "--shapes", "k128", "cake_cell", "--bn", "64", "--stages", "4"])
     assert [s.name for s in args.shape_list] == ["k128", "cake_cell"]
+    # by default, the shapes that share compiled variants with the cell come right after it
+    default = [s.name for s in sweep.parse_args(["--out", "t.json"]).shape_list]
+    assert default == ["cake_cell", "large_n", "k128", "fk_fp16", "d64"]
     assert args.grid == sweep.Grid(bn=(64,), bk=sweep.DEFAULT_BK, warps=sweep.DEFAULT_WARPS, stages=(4,))
     with pytest.raises(SystemExit):
         sweep.parse_args(["--out", "t.json", "--shapes", "nope"])
     assert "unknown shape" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert sweep.main(["--out", "t.json"]) == 2
+
+
+SWEEP = textwrap.dedent("""
+    import json
+    import sweep_triton_assign as sweep
+    from cake.arch import DEVICES
+    from cake.experiments.kmeans import triton_assign as ta
+    from cake.experiments.kmeans.shapes import CPU_ASSIGN
+
+    class Tick:
+        now = 0.0
+        def record(self):
+            self.now += 1.0
+            return self.now
+        def elapsed_ms(self, a, b): return b - a
+        def synchronize(self): pass
+        def flush_l2(self): pass
+        def wall_s(self): return 0.0
+
+    args = sweep.parse_args(["--out", "unused.json", "--reps", "3"])
+    # BN=24 is not a power of two: Triton refuses it (a result with its reason, not a crash)
+    configs = [ta.Config(16, 16, 4, 2), ta.Config(32, 16, 4, 2), ta.Config(24, 16, 4, 2)]
+    results = sweep.sweep_shape(CPU_ASSIGN, configs, Tick(), DEVICES["H200"], args, on="cpu")
+    jobs = [sweep.CompileJob((16, 16, 4, 2), "fp32", 32, False, False, "cpu"),
+            sweep.CompileJob((24, 16, 4, 2), "fp32", 32, True, True, "cpu")]
+    summary = sweep.precompile(jobs, workers=2)
+    print(json.dumps({"row": sweep.table_row(CPU_ASSIGN, results, []), "precompile": summary}))
+""")
+
+
+def test_the_sweep_times_every_config_at_a_shape_and_records_a_refused_one() -> None:
+    """Under the interpreter on a scripted clock; the precompile pool too (its processes inherit TRITON_INTERPRET)."""
+    scripts = str(Path(__file__).resolve().parents[2] / "scripts")
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (scripts, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", SWEEP], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    row, summary = out["row"], out["precompile"]
+    # the parallel precompile ran both jobs in fresh processes: one compiled, the refused one says why
+    assert summary["jobs"] == 2 and "broken" not in summary and list(summary["failures"]) == ["(24, 16, 4, 2) fp32 D=32"]
+    by_bn = {r["config"]["bn"]: r for r in row["configs"]}
+    assert by_bn[24]["median_ms"] is None and by_bn[24]["failure"].startswith("does not compile/run")
+    assert by_bn[16]["reps"] == 3 and len(by_bn[16]["times_ms"]) == 3 and by_bn[16]["failure"] is None
+    assert row["best"] in (by_bn[16]["config"], by_bn[32]["config"]) and row["best_ms"] == 1.0  # 1 tick per call
+
+
+def test_compile_jobs_cover_each_compile_class_once() -> None:
+    from cake.experiments.kmeans.shapes import D64, FK_FP16, LARGE_N
+
+    grid = sweep.Grid(bn=(128,), bk=(64, 128), warps=(4,), stages=(2,))
+    shapes = sweep.compile_order([CAKE_CELL, FK_FP16, LARGE_N, D64, K128])
+    jobs = sweep.compile_jobs(shapes, lambda s: sweep.enumerate_configs(grid, s.dim_map["D"], s.dtype, 226 * 1024)[0])
+    # the cell, large_n and k128 share a class (bf16, D=128, N and K multiples of 16); fk_fp16 (K=1000) and d64 do not
+    assert len(jobs) == 3 * 2 and {(j.dtype, j.d, j.k16) for j in jobs} == {("bf16", 128, True), ("fp16", 128, False),
+                                                                           ("bf16", 64, True)}
