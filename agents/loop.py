@@ -63,12 +63,18 @@ class LoopSettings:
     budget_tokens: int | None = None
     budget_wall_s: float | None = None
     plateau_turns: int | None = None
+    # Ablations (the CAKE paper's): without static checks, candidates the checker rejects are evaluated anyway
+    # (their diagnostics are still stored); without the cost model, the m evaluated ones are drawn at random
+    # (seeded) from the legal proposals instead of the best predicted.
+    static_checks: bool = True
+    cost_model: bool = True
 
     def to_json(self) -> dict[str, object]:
         return {"turns": self.turns, "proposals_per_turn": self.proposals_per_turn,
                 "evals_per_turn": self.evals_per_turn, "seed": self.seed, "parents_per_turn": self.parents_per_turn,
                 "budget_evals": self.budget_evals, "budget_tokens": self.budget_tokens,
-                "budget_wall_s": self.budget_wall_s, "plateau_turns": self.plateau_turns}
+                "budget_wall_s": self.budget_wall_s, "plateau_turns": self.plateau_turns,
+                "static_checks": self.static_checks, "cost_model": self.cost_model}
 
     @staticmethod
     def from_json(data: dict[str, object]) -> LoopSettings:
@@ -253,7 +259,7 @@ class EvolutionLoop:
             digest = ir_hash(result.text)
             if result.kernel is None:
                 status = CandidateStatus.UNPARSABLE
-            elif result.errors:
+            elif result.errors and self.settings.static_checks:
                 status = CandidateStatus.REJECTED
             elif digest in seen:
                 status = CandidateStatus.DUPLICATE
@@ -267,7 +273,7 @@ class EvolutionLoop:
                 parents=proposal.parents, agent=proposal.agent, mutation=proposal.mutation, status=status,
                 diagnostics=tuple(d.to_json() for d in result.diagnostics), features=features,
                 predicted_ms=predicted, tokens=proposal.tokens)))
-        candidates = self._rank([c for _, c in checked], seeds=turn == 0)
+        candidates = self._rank([c for _, c in checked], seeds=turn == 0, turn=turn)
         self.store.record_turn(turn, candidates, tokens=agent_turn.tokens, agent_notes=agent_turn.notes)
         turn_row = self.store.turn(turn)
         assert turn_row is not None
@@ -277,7 +283,7 @@ class EvolutionLoop:
     def _seed_proposals(self) -> list[Proposal]:
         return [Proposal(path.read_text(), (), SEED_AGENT, f"seed: {path.name}") for path in self.seeds]
 
-    def _rank(self, candidates: list[NewCandidate], *, seeds: bool) -> list[NewCandidate]:
+    def _rank(self, candidates: list[NewCandidate], *, seeds: bool, turn: int) -> list[NewCandidate]:
         """Queue the best-predicted legal candidates (all seeds at turn 0); keep proposal order.
 
         A candidate *equivalent* to one already evaluated — same predicted time, same features (a neutral move
@@ -293,7 +299,11 @@ class EvolutionLoop:
             return (model and equivalent, c.predicted_ms is None, c.predicted_ms or 0.0, equivalent, i)
 
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
-        order = sorted(legal, key=key)
+        if self.settings.cost_model:
+            order = sorted(legal, key=key)
+        else:  # the ablation: a seeded random order, the model's prediction unused
+            order = list(legal)
+            random.Random(f"cake-rank:{self.settings.seed}:{turn}").shuffle(order)
         slots = len(order) if seeds else self.settings.evals_per_turn
         if self.settings.budget_evals is not None:
             slots = min(slots, max(0, self.settings.budget_evals - self.store.evaluation_count()))
@@ -385,6 +395,8 @@ class EvolutionLoop:
                 row = queue.pop(0)
                 self.executor.submit(self._job(row))
             for done in self.executor.collect():
+                for attempt, reason in enumerate(done.retries, 1):
+                    self.store.log("retry", f"#{done.job.candidate_id} attempt {attempt} lost: {reason}")
                 evaluation = done.evaluation
                 if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
                     evaluation = self.toolchain.confirm(done.job, done.device, evaluation)

@@ -25,13 +25,15 @@ class EvolveSession:
     store: RunStore
     toolchain: CakeToolchain
     agent: Agent
-    learned: LearnedRules  # the user's and this run's active learned rules; distilled every turn
+    learned: LearnedRules | None  # the user's and this run's active learned rules, distilled every turn; None: off
     settings: LoopSettings
     seeds: tuple[Path, ...]
 
     def loop(self, executor: Executor, progress: Progress | None = None) -> EvolutionLoop:
+        learned = self.learned
+        after_turn = None if learned is None else (lambda turn: learned.after_turn(self.store, turn))
         return EvolutionLoop(self.store, self.agent, self.toolchain, self.settings, self.seeds, progress,
-                             executor=executor, after_turn=lambda turn: self.learned.after_turn(self.store, turn))
+                             executor=executor, after_turn=after_turn)
 
 
 def open_session(store: RunStore) -> EvolveSession:
@@ -40,9 +42,10 @@ def open_session(store: RunStore) -> EvolveSession:
     config = store.config
     seeds = tuple(Path(s) for s in config["seeds"])
     ev = config["eval"]
-    learned = LearnedRules(store.root)
+    # learned_rules false (an ablation): neither the user's learned rules nor any distilled during the run
+    learned = LearnedRules(store.root) if config.get("learned_rules", True) else None
     toolchain = CakeToolchain(workload=config["workload"], op=config["op"], arch=config["arch"], seeds=seeds,
-                              rules=learned.specs,
+                              rules=learned.specs if learned is not None else None,
                               settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
                                                     verdict_cache=ev["verdict_cache"],
                                                     cpu_workers=int(ev.get("cpu_workers", 1))))

@@ -1,4 +1,5 @@
-"""Test-wide setup: `scripts/` on sys.path, so tests can import a benchmark script's functions.
+"""Test-wide setup: `scripts/` on sys.path, so tests can import a benchmark script's functions; `ray_local`, a
+local Ray for the executor and experiment tests.
 
 Scripts live outside every package (they are run as files, never installed); the few tests that check a
 script's logic (the cost-model fit, the benchmark's candidate enumeration) import it by its file name.
@@ -6,9 +7,39 @@ script's logic (the cost-model fit, the benchmark's candidate enumeration) impor
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
+
+
+# ------------------------------------------------------------------------------------------- Ray
+
+TESTS = Path(__file__).resolve().parent
+RAY_CPUS = 2  # a local Ray with 2 CPU workers, started once per test session by the tests that ask for it
+RAY_WORKER_PATHS = (TESTS / "evaluation", TESTS / "agents")  # ray_doubles, fake_toolchain: importable by workers
+
+
+# The test doubles the executor and experiment tests import, here and in Ray's workers (no folder conftest:
+# tests import `conftest` by name, so a second one would shadow the agents').
+for _path in RAY_WORKER_PATHS:
+    if str(_path) not in sys.path:
+        sys.path.append(str(_path))
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[object]:
+    ray = pytest.importorskip("ray")
+    pythonpath = os.pathsep.join([*map(str, RAY_WORKER_PATHS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ray.init(num_cpus=RAY_CPUS, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

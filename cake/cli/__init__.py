@@ -25,6 +25,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "rank",
     "bench",
     "evolve",
+    "experiment",
     "report",
     "distill",
     "rules",

@@ -3,6 +3,8 @@
     cake evolve --op flash_kmeans                      # offline agent, clean start, CPU or GPU
     cake evolve --op flash_kmeans --agent openai --base-url http://127.0.0.1:8000/v1 --model qwen
     cake evolve --resume runs/20261130-101500-flash_kmeans-s0
+    cake evolve --op flash_kmeans --executor ray                 # Ray started here, --workers CPUs
+    cake evolve --op flash_kmeans --executor ray --ray-address 10.0.0.1:6379   # join a cluster
 
 Without a GPU every candidate is verified under Triton's CPU interpreter and its fitness is the cost
 model's predicted speedup (stored as fitness_kind=model, and said so in the output).
@@ -24,6 +26,8 @@ from cake.cli.common import ExitCode, UsageError
 CPU_DEFAULTS = {"turns": 5, "proposals": 16, "evals_per_turn": 3}
 GPU_DEFAULTS = {"turns": 40, "proposals": 24, "evals_per_turn": 4}
 RUNS_DIR = Path("runs")
+EXECUTORS = ("local", "ray")
+DEFAULT_EVAL_TIMEOUT_S = 1800.0  # the Ray task guard; the evaluator's own timeouts fire well before
 INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
 
@@ -50,6 +54,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="CPU evaluation workers (default: up to 2, one per core); on a GPU host, one per GPU")
     p.add_argument("--verdict-cache", type=Path, default=None, help="verdict cache directory (default: the verifier's)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where evaluations run: local (a pool on this host) or ray (pip install -e '.[ray]')")
+    p.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster (ray start --head ...); default: start Ray here")
+    p.add_argument("--eval-timeout", type=float, default=DEFAULT_EVAL_TIMEOUT_S,
+                   help="Ray only: cancel an evaluation still running after this many seconds (+ a grace period)")
+    ablation = p.add_argument_group("ablations (stored in the run's config)")
+    ablation.add_argument("--static-checks", action=argparse.BooleanOptionalAction, default=True,
+                          help="--no-static-checks: evaluate candidates the checker rejects")
+    ablation.add_argument("--cost-model", action=argparse.BooleanOptionalAction, default=True,
+                          help="--no-cost-model: evaluate a seeded random m of the legal proposals")
+    ablation.add_argument("--learned-rules", action=argparse.BooleanOptionalAction, default=True,
+                          help="--no-learned-rules: no learned rules loaded, none distilled")
     llm = p.add_argument_group("openai agent")
     llm.add_argument("--base-url", default=None, help="an OpenAI-compatible server (vLLM, SGLang, Ollama ...)")
     llm.add_argument("--model", default="gpt-4o-mini")
@@ -60,6 +77,22 @@ def register(subparsers: Any) -> None:
                      help="replay answers from another run's llm_cache.sqlite (repeatable)")
     llm.add_argument("--replay-only", action="store_true", help="never call the server; cached answers only")
     p.set_defaults(run=run)
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit; a caller's usage error says where instead
+        raise UsageError(message)
+
+
+def parse_evolve_args(argv: list[str], *, where: str) -> argparse.Namespace:
+    """`cake evolve`'s arguments parsed from `argv` (an experiment's run); a bad flag is a UsageError naming
+    `where`."""
+    parser = _RaisingParser(prog="cake")
+    register(parser.add_subparsers(dest="command"))
+    try:
+        return parser.parse_args(["evolve", *argv])
+    except UsageError as error:
+        raise UsageError(f"{where}: {error}") from None
 
 
 def _device(requested: str | None) -> str:
@@ -110,6 +143,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "evals_per_turn": evals, "seed": args.seed, "parents_per_turn": 4,
         "budget_evals": args.budget, "budget_tokens": args.token_budget if args.agent == "openai" else None,
         "budget_wall_s": args.wall_time, "plateau_turns": args.plateau,
+        "static_checks": args.static_checks, "cost_model": args.cost_model,
     }
     from cake.ir.parser import parse
 
@@ -119,7 +153,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "eval": {"device": device, "backend": backend, "seed": args.seed,
                  "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None,
                  "cpu_workers": args.workers or min(2, os.cpu_count() or 1)},
-        "llm": None,
+        "llm": None, "learned_rules": args.learned_rules,
     }
     if args.agent == "openai":
         from cake.agents.llm import LLMSettings
@@ -133,6 +167,13 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from cake.runs.store import NotARunError, RunExistsError, RunStore
 
+    if args.executor == "ray":  # before any run directory is written
+        from cake.evaluation.ray_executor import RayUnavailableError, require_ray
+
+        try:
+            require_ray()
+        except RayUnavailableError as error:
+            raise UsageError(str(error)) from None
     if args.resume is not None:
         try:
             store = RunStore.open(args.resume)
@@ -148,16 +189,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         resumed = False
     with store:
-        return _evolve(store, resumed)
+        return _evolve(store, resumed, args)
 
 
-def _evolve(store: Any, resumed: bool) -> int:
+def _evolve(store: Any, resumed: bool, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cake.agents.llm import MissingKeyError
     from cake.agents.session import open_session
     from cake.cli.evolve_progress import RichProgress
-    from cake.evaluation.executors import LocalPoolExecutor
+    from cake.evaluation.executors import executor_runtime, make_executor
+    from cake.evaluation.ray_executor import RayUnavailableError
 
     console = Console(highlight=False, soft_wrap=True)
     config = store.config
@@ -172,16 +214,22 @@ def _evolve(store: Any, resumed: bool) -> int:
     console.print(toolchain.describe())
     store.log("resume" if resumed else "start", f"pid {os.getpid()}")
     progress = RichProgress(console, settings, toolchain.fitness_kind.value)
-    executor = LocalPoolExecutor(toolchain.evaluator, toolchain.devices())  # one slot per GPU, or N CPU workers
+    devices = toolchain.devices()  # one slot per GPU, or N CPU workers
     try:
-        with progress:
-            result = session.loop(executor, progress).run()
+        with executor_runtime(args.executor, devices=devices, ray_address=args.ray_address):
+            executor = make_executor(args.executor, toolchain.evaluator, devices, timeout_s=args.eval_timeout)
+            console.print(f"executor: {args.executor}, slots {dict(executor.capacity())}")
+            try:
+                with progress:
+                    result = session.loop(executor, progress).run()
+            finally:
+                executor.close()
+    except RayUnavailableError as error:
+        raise UsageError(str(error)) from None
     except KeyboardInterrupt:
         # Every finished evaluation is already committed; the one in flight is redone on resume.
         console.print(f"interrupted; continue with: cake evolve --resume {store.root}")
         return INTERRUPTED
-    finally:
-        executor.close()
     if result.skipped_evaluations:
         console.print(f"resume: {result.skipped_evaluations} finished evaluations kept, none repeated")
     console.print(f"stopped: {result.stop.value}")

@@ -2,17 +2,23 @@
 and debugging) and `LocalPoolExecutor` (one slot per device: a GPU each, or N CPU workers).
 
 Both only schedule: the evaluator isolates each evaluation in worker processes of its own, so the pool's
-threads merely wait on them. A Ray executor implements the same `Executor` protocol (issue 19).
+threads merely wait on them. `cake.evaluation.ray_executor.RayExecutor` implements the same protocol on Ray;
+`make_executor` picks one by name.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from cake.evaluation.protocol import Completed, EvalJob, Evaluator
 from cake.runs.store import Evaluation
+
+if TYPE_CHECKING:
+    from cake.evaluation.ray_executor import RayExecutor
 
 
 class InProcessExecutor:
@@ -86,3 +92,31 @@ class LocalPoolExecutor:
     def close(self) -> None:
         self._queue.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def executor_runtime(kind: str, *, devices: Sequence[str], ray_address: str | None = None) -> Iterator[None]:
+    """What executors of `kind` need for as long as the block runs: nothing for `local`; for `ray`, Ray joined
+    at `ray_address` or started here with one CPU per CPU slot in `devices` (a GPU host: its CPUs and GPUs)."""
+    if kind == "local":
+        yield
+        return
+    from cake.evaluation.ray_executor import ray_session
+
+    cpus = sum(d == "cpu" for d in devices) or None
+    with ray_session(ray_address, num_cpus=cpus):
+        yield
+
+
+def make_executor(kind: str, evaluator: Evaluator, devices: Sequence[str], *,
+                  timeout_s: float | None = None) -> LocalPoolExecutor | RayExecutor:
+    """A local pool over `devices`, or (inside `executor_runtime("ray", ...)`) a Ray executor with one slot per
+    GPU of the cluster, or per CPU of it."""
+    if kind == "local":
+        return LocalPoolExecutor(evaluator, devices)
+    if kind != "ray":
+        raise ValueError(f"unknown executor {kind!r} (local or ray)")
+    from cake.evaluation.ray_executor import RayExecutor
+
+    device = "cpu" if all(d == "cpu" for d in devices) else "cuda"
+    return RayExecutor(evaluator, device=device, timeout_s=timeout_s)

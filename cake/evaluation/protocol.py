@@ -29,6 +29,9 @@ class Completed:
     job: EvalJob
     evaluation: Evaluation
     device: str  # where it ran: a new best is re-timed there, in a fresh process (`Evaluator.retime`)
+    # Attempts lost to the machinery before this one (a worker or node died), one reason each; the loop
+    # records them as store events.
+    retries: tuple[str, ...] = ()
 
 
 class Evaluator(Protocol):

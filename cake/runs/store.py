@@ -446,6 +446,10 @@ class RunStore:
             raise KeyError(f"no candidate {candidate_id}")
         return rows[0]
 
+    def evaluation_times(self) -> dict[int, float]:
+        """When each finished evaluation was committed (epoch seconds), by candidate id."""
+        return {int(i): float(t) for i, t in self._conn.execute("SELECT candidate_id, finished_at FROM evaluations")}
+
     def evaluation_count(self) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
 

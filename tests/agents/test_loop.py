@@ -164,6 +164,29 @@ def test_the_loop_records_internal_errors_apart_from_rejections(monkeypatch: pyt
     assert summary["internal_errors"] == len(rows) and summary["rejections"] == {}
 
 
+def test_without_static_checks_rejected_candidates_are_evaluated_with_their_diagnostics(tmp_path: Path) -> None:
+    settings = LoopSettings(turns=6, proposals_per_turn=12, evals_per_turn=12, seed=3, static_checks=False)
+    store, _ = _run(tmp_path / "run", settings)
+    assert not [c for c in store.candidates() if c.status is CandidateStatus.REJECTED]
+    unchecked = [c for c in store.candidates() if c.evaluation and any(d["severity"] == "error" for d in c.diagnostics)]
+    assert unchecked  # the checker's errors are kept, the candidate judged by evaluation anyway
+    assert store.config["loop"]["static_checks"] is False
+
+
+def test_without_the_cost_model_the_evaluated_are_a_seeded_draw_not_the_best_predicted(tmp_path: Path) -> None:
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5, cost_model=False)
+    a, _ = _run(tmp_path / "a", settings)
+    b, _ = _run(tmp_path / "b", settings)
+    assert _sequence(a) == _sequence(b)
+    picked_best = []
+    for turn in range(1, 4):
+        legal = [c for c in a.candidates(turn=turn) if c.rank is not None and c.predicted_ms is not None]
+        evaluated = {c.id for c in legal if c.evaluation}
+        best = {c.id for c in sorted(legal, key=lambda c: c.predicted_ms or 0.0)[:len(evaluated)]}
+        picked_best.append(evaluated == best)
+    assert not all(picked_best)
+
+
 class MeasuredToolchain(FakeToolchain):
     """Measured fitness (the model's, standing in for a timing) and a scripted re-timing in a fresh process:
     every re-timing reads 10% below the first timing, except candidate `#slow`'s, which reads 50% below."""
