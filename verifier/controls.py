@@ -13,8 +13,8 @@ workload gives, per op, a plain torch control and optionally a *sequential* one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,6 +28,9 @@ class Controls:
     torch: Kernel
     sequential: Kernel | None = None
     triton: Callable[[], Kernel] | None = None  # returns the kernel; importing it defines Triton kernels
+    # Mutants of these controls that survive the self-test and are argued equivalent, by (mutation operator,
+    # control source, dtype name), "*" for any -> why no input the contract allows tells them from the control.
+    equivalent_mutants: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
 
     def triton_kernel(self) -> Kernel | None:
         """The Triton control; on CPU set TRITON_INTERPRET=1 before the first call."""

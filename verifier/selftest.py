@@ -25,21 +25,10 @@ from cake.verifier.tolerance import dtype_name
 
 CONTROL_SOURCES = ("torch", "sequential", "triton")
 
-# Survivors argued equivalent: (operator, op, control source, dtype name), "*" for any -> why no input the
-# contract allows tells the mutant from its control.
-_TORCH_UPCASTS = ("torch's own {what} kernel accumulates fp16/bf16 inputs in fp32 internally (on the CPU and, "
-                  "for these reductions, on the GPU), so dropping the control's explicit upcast leaves the "
-                  "accumulator fp32: equivalent at the op level")
-EQUIVALENT: dict[tuple[str, str, str, str], str] = {
-    ("ACC-INPUT-DTYPE", "*", "*", "float32"): "fp32 inputs: the input dtype is fp32, so the mutant is the control",
-    ("ACC-INPUT-DTYPE", "softmax", "torch", "*"): _TORCH_UPCASTS.format(what="softmax"),
-    ("ACC-INPUT-DTYPE", "row_sum", "torch", "*"): _TORCH_UPCASTS.format(what="sum"),
-    ("ACC-INPUT-DTYPE", "matmul", "torch", "*"): _TORCH_UPCASTS.format(what="GEMM (the CPU's passes PRC-02 at K=4099; "
-                                                                        "cuBLAS's default compute type is fp32)"),
-    ("MASK-RED-LONG", "row_sum", "*", "*"): "the extra element is read as 0, the identity of a sum",
-    ("MASK-RED-LONG", "matmul", "*", "*"): "the extra product is 0 x 0: a sum's identity",
-    ("MASK-RED-LONG", "kmeans_assign", "*", "*"):
-        "a 0 coordinate in both x and c adds (0 - 0)^2 = 0 to every distance",
+# Survivors argued equivalent whatever the op: (operator, control source, dtype name), "*" for any -> the
+# argument. Arguments about one op's controls are the workload's (`Controls.equivalent_mutants`).
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("ACC-INPUT-DTYPE", "*", "float32"): "fp32 inputs: the input dtype is fp32, so the mutant is the control",
 }
 
 
@@ -111,11 +100,13 @@ class SelfTestReport:
 
 
 def equivalence(operator: str, op: str, control: str, dtypes: Sequence[str]) -> str:
-    """The argument for a survivor, when one holds in every dtype the self-test ran."""
+    """The argument for a survivor, when one holds in every dtype the self-test ran: the op's workload's
+    (`Controls.equivalent_mutants`) or an op-agnostic one (`EQUIVALENT`)."""
+    arguments = {**EQUIVALENT, **get_controls(op).equivalent_mutants}
     notes = []
     for dtype in dtypes:
-        keys = [(operator, o, c, d) for o in (op, "*") for c in (control, "*") for d in (dtype, "*")]
-        note = next((EQUIVALENT[k] for k in keys if k in EQUIVALENT), None)
+        keys = [(operator, c, d) for c in (control, "*") for d in (dtype, "*")]
+        note = next((arguments[k] for k in keys if k in arguments), None)
         if note is None:
             return ""
         notes.append(note)

@@ -76,11 +76,17 @@ def _triton(name: str) -> Any:
     return lambda: getattr(importlib.import_module("cake.experiments.kmeans.controls_triton"), name)
 
 
+# Self-test survivors argued equivalent (`cake verify --self-test`), by (operator, control source, dtype).
+_EQUIVALENT_MUTANTS: dict[str, dict[tuple[str, str, str], str]] = {
+    "kmeans_assign": {("MASK-RED-LONG", "*", "*"): "a 0 coordinate in both x and c adds (0 - 0)^2 = 0 to every distance"},
+}
+
 CONTRACTS = WorkloadContracts(
     name="flash_kmeans",
     contracts=(KMEANS_ASSIGN, KMEANS_UPDATE),
     controls={
-        op: Controls(torch=getattr(controls, op), sequential=getattr(controls, f"{op}_sequential"), triton=_triton(op))
+        op: Controls(torch=getattr(controls, op), sequential=getattr(controls, f"{op}_sequential"), triton=_triton(op),
+                     equivalent_mutants=_EQUIVALENT_MUTANTS.get(op, {}))
         for op in ("kmeans_assign", "kmeans_update")
     },
 )

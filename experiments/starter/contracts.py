@@ -93,11 +93,25 @@ def _triton(name: str) -> Any:
     return lambda: getattr(importlib.import_module("cake.experiments.starter.controls_triton"), name)
 
 
+# Self-test survivors argued equivalent (`cake verify --self-test`), by (operator, control source, dtype).
+_TORCH_UPCASTS = ("torch's own {what} kernel accumulates fp16/bf16 inputs in fp32 internally (on the CPU and, "
+                  "for these reductions, on the GPU), so dropping the control's explicit upcast leaves the "
+                  "accumulator fp32: equivalent at the op level")
+_EQUIVALENT_MUTANTS: dict[str, dict[tuple[str, str, str], str]] = {
+    "softmax": {("ACC-INPUT-DTYPE", "torch", "*"): _TORCH_UPCASTS.format(what="softmax")},
+    "row_sum": {("ACC-INPUT-DTYPE", "torch", "*"): _TORCH_UPCASTS.format(what="sum"),
+                ("MASK-RED-LONG", "*", "*"): "the extra element is read as 0, the identity of a sum"},
+    "matmul": {("ACC-INPUT-DTYPE", "torch", "*"): _TORCH_UPCASTS.format(
+                   what="GEMM (the CPU's passes PRC-02 at K=4099; cuBLAS's default compute type is fp32)"),
+               ("MASK-RED-LONG", "*", "*"): "the extra product is 0 x 0: a sum's identity"},
+}
+
 CONTRACTS = WorkloadContracts(
     name="starter",
     contracts=(SOFTMAX, RMSNORM, ROW_SUM, MATMUL),
     controls={
-        op: Controls(torch=getattr(controls, op), sequential=getattr(controls, f"{op}_sequential"), triton=_triton(op))
+        op: Controls(torch=getattr(controls, op), sequential=getattr(controls, f"{op}_sequential"), triton=_triton(op),
+                     equivalent_mutants=_EQUIVALENT_MUTANTS.get(op, {}))
         for op in ("softmax", "rmsnorm", "row_sum", "matmul")
     },
 )
