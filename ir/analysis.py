@@ -279,7 +279,10 @@ def smem_layout(launch: Launch, env: Env) -> SmemLayout:
         stages = 1 if decl.stages is None else value(decl.stages, env)
         align = max(SMEM_BUFFER_ALIGN_BYTES, decl.swizzle.bytes * SWIZZLE_ATOM_ROWS)
         offset = _align(offset, align)
-        buf = SmemBuffer(decl.name, stages, tile_bytes(decl.type, env), offset, align)
+        # Every stage starts aligned as the buffer does: a TMA destination needs 128-byte alignment (and a
+        # swizzled tile its atom's), so a stage of f32[BK] is padded when BK * 4 is not a multiple of 128.
+        # (The H200 faulted with a misaligned address at BK = 8, 16, 24, 40 ... and ran at 32, 64, 96.)
+        buf = SmemBuffer(decl.name, stages, _align(tile_bytes(decl.type, env), align), offset, align)
         buffers.append(buf)
         offset += buf.bytes
     count = sum(1 if b.count is None else value(b.count, env) for b in launch.barriers)

@@ -116,7 +116,8 @@ def plan_smem(launch: Launch, env: an.Env) -> SmemPlan:
         stages = 1 if decl.stages is None else an.value(decl.stages, env)
         align = max(an.SMEM_BUFFER_ALIGN_BYTES, decl.swizzle.bytes * an.SWIZZLE_ATOM_ROWS)
         offset = -(-offset // align) * align
-        stage = max(stage_layout(decl, env).stage_bytes, an.tile_bytes(decl.type, env))
+        # Stages start aligned as the buffer does (ir.analysis.smem_layout says why).
+        stage = -(-max(stage_layout(decl, env).stage_bytes, an.tile_bytes(decl.type, env)) // align) * align
         buffers.append(SmemBuffer(decl.name, stages, stage, offset))
         offset += stages * stage
     count = sum(1 if b.count is None else an.value(b.count, env) for b in launch.barriers)
