@@ -339,8 +339,8 @@ def readme(name: str, namespace: str, ops: Mapping[str, Any], variants: Mapping[
                   "(Lloyd's algorithm) run on these ops."]
     lines += [
         "", "## Behaviour", "",
-        "* **CPU tensors** run the contract's fp64 reference (the CPU implementation; `TRITON_INTERPRET=1` runs "
-        "Triton kernels under the interpreter instead). Every op has a fake (meta) implementation, so "
+        "* **CPU tensors** run the contract's fp64 reference (the CPU implementation; `CAKE_EXPORT_INTERPRET=1` with "
+        "`TRITON_INTERPRET=1` runs the Triton kernels under the interpreter instead). Every op has a fake (meta) implementation, so "
         "`torch.compile(fullgraph=True)` traces calls.",
         "* **Shape buckets**: a call goes to the nearest declared shape (log2 of the dims) and its first kernel that "
         "runs the dtype and static dims. A shape outside the domain, or one no kernel runs, **falls back to the "

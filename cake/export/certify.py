@@ -78,16 +78,21 @@ def worst_resources(manifest: Mapping[str, Any], op: str, device: str) -> dict[s
 
 @contextlib.contextmanager
 def _interpreter(on: bool) -> Iterator[None]:
-    before = os.environ.get("TRITON_INTERPRET")
+    """Triton's interpreter, and the package's opt-in to run its Triton kernels on CPU tensors, for the duration."""
+    names = ("TRITON_INTERPRET", "CAKE_EXPORT_INTERPRET")
+    before = {name: os.environ.get(name) for name in names}
     if on:
-        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ.update({name: "1" for name in names})
     try:
         yield
     finally:
-        if on and before is None:
-            del os.environ["TRITON_INTERPRET"]
-        elif on and before is not None:
-            os.environ["TRITON_INTERPRET"] = before
+        for name, value in before.items():
+            if not on:
+                continue
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, seed: int = 0,

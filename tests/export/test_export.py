@@ -156,7 +156,7 @@ print(json.dumps({"in_domain": in_domain, "same": same, "counts_in": counts_in, 
 
 @pytest.fixture(scope="module")
 def interpreted(triton_export: Path) -> dict[str, Any]:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CAKE_EXPORT_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, "-c", INTERPRETED, str(triton_export)], capture_output=True, text=True,
                           env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

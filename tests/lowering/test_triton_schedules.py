@@ -27,6 +27,7 @@ def test_there_are_schedules_to_lower() -> None:
 
 @pytest.mark.parametrize("path", SCHEDULES, ids=schedule_id)
 def test_signature_follows_the_contract(path: Path) -> None:
+    from cake.experiments.workload import schedule_loader_for
     from cake.ir.nodes import Direction
     from cake.lowering.runtime import read_schedule
 
@@ -34,6 +35,11 @@ def test_signature_follows_the_contract(path: Path) -> None:
     contract = get_contract(kernel.op)
     ins = [t.name for t in kernel.tensors if t.direction is not Direction.OUT]
     outs = [t.name for t in kernel.tensors if t.direction is Direction.OUT]
+    if schedule_loader_for(kernel.op) is not None:
+        # The workload adapts its schedules to the contract's signature (e.g. KDA: a zero initial state, one
+        # launch per varlen sequence); the adapter is tested with its workload, against the contract's gates.
+        assert len(ins) <= len(contract.inputs) and len(outs) == len(contract.outputs)
+        return
     assert ins == [s.name for s in contract.inputs], "the callable takes the `in` tensors in declaration order"
     assert len(outs) == len(contract.outputs)
 

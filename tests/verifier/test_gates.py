@@ -179,7 +179,7 @@ def test_standard_check_is_fooled_where_the_gates_are_not() -> None:
 
 
 def test_unknown_op_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownOpError, match="known ops: kmeans_assign, kmeans_update, matmul"):
+    with pytest.raises(UnknownOpError, match="known ops: kda_core, kda_forward, kmeans_assign, kmeans_update, matmul"):
         get_contract("flash_attention")
 
 

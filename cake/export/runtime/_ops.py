@@ -8,7 +8,7 @@ fp64 reference as an opaque op). A call is validated (tensor count, device, rank
 a clear `TypeError`/`ValueError` otherwise), then routed once per call signature (shapes, strides, dtype,
 device): inside the declared shape domain, to the first variant of the nearest bucket that runs it;
 outside, or when no variant runs it, to the reference — counted (`fallback_counts()`), with one warning
-per (op, reason). CPU tensors take the reference (the CPU implementation) unless `TRITON_INTERPRET=1`,
+per (op, reason). CPU tensors take the reference (the CPU implementation) unless `CAKE_EXPORT_INTERPRET=1` (with `TRITON_INTERPRET=1`),
 where Triton variants run under the interpreter and are routed like GPU calls.
 """
 
