@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+# Triton reads TRITON_INTERPRET when it defines kernels, its own library functions included, at import — and
+# importing torch imports Triton (torch's native Triton ops). This conftest is the first module pytest loads, so
+# the variable is set here, before any test module imports torch: every Triton kernel a CPU test runs is
+# interpreted. (Processes that must compile without it — the AOT tests — build their own environment.)
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
