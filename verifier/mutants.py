@@ -152,9 +152,8 @@ def _red_long(contract: Contract, kernel: Kernel) -> Kernel:
     return mutant
 
 
-@operator("MASK-ROW-SHORT", MutationClass.MASK, "row bound `row < n - 1`: the last output row is never written",
-          unless="the output has no row dim")
-def _row_short(contract: Contract, kernel: Kernel) -> Kernel | None:
+def _leave_rows_unwritten(contract: Contract, kernel: Kernel, written: Callable[[int], int]) -> Kernel | None:
+    """A mutant whose first output has only its first `written(n)` rows (of n, along the row axis) written."""
     where = row_axis(contract)
     if where is None:
         return None
@@ -163,27 +162,21 @@ def _row_short(contract: Contract, kernel: Kernel) -> Kernel | None:
     def mutant(*inputs: Tensor | None) -> object:
         result = kernel(*inputs)
         outs = list(_outputs(result))
-        n = outs[0].shape[axis]
-        outs[0] = _unwritten(outs[0], axis, max(0, n - 1))
+        outs[0] = _unwritten(outs[0], axis, written(outs[0].shape[axis]))
         return _pack(outs, result)
     return mutant
+
+
+@operator("MASK-ROW-SHORT", MutationClass.MASK, "row bound `row < n - 1`: the last output row is never written",
+          unless="the output has no row dim")
+def _row_short(contract: Contract, kernel: Kernel) -> Kernel | None:
+    return _leave_rows_unwritten(contract, kernel, lambda n: max(0, n - 1))
 
 
 @operator("TAIL-DROP", MutationClass.TAIL, f"grid of n // {TAIL_TILE} tiles: the partial last row tile is never written",
           unless="the output has no row dim")
 def _tail_drop(contract: Contract, kernel: Kernel) -> Kernel | None:
-    where = row_axis(contract)
-    if where is None:
-        return None
-    axis = where[0]
-
-    def mutant(*inputs: Tensor | None) -> object:
-        result = kernel(*inputs)
-        outs = list(_outputs(result))
-        n = outs[0].shape[axis]
-        outs[0] = _unwritten(outs[0], axis, n - n % TAIL_TILE)
-        return _pack(outs, result)
-    return mutant
+    return _leave_rows_unwritten(contract, kernel, lambda n: n - n % TAIL_TILE)
 
 
 def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
