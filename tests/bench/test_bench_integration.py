@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+from scripted_clock import with_here
+
 SCRIPT = textwrap.dedent("""
     import json, torch
     from cake.arch import DEVICES
@@ -22,15 +24,7 @@ SCRIPT = textwrap.dedent("""
     from cake.experiments.workload import Prepared
     from cake.verifier.timing import TimingConfig, Verification
 
-    class Tick:
-        now = 0.0
-        def record(self):
-            self.now += 1.0
-            return self.now
-        def elapsed_ms(self, a, b): return b - a
-        def synchronize(self): pass
-        def flush_l2(self): pass
-        def wall_s(self): return 0.0
+    from scripted_clock import Tick  # tests/bench, on PYTHONPATH
 
     backend, plain = load_any_backend(FOLDER / "assign_plain.cake", {"BN": 32, "BK": 16, "STAGES": 2, "WARPS": 4})
     report = bench_shape(ASSIGN, ASSIGN.cpu_shape, [("assign_plain", plain, Verification(True, "test", ""))],
@@ -41,7 +35,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_lowered_schedule_goes_through_the_bench_glue() -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": with_here(os.environ.get("PYTHONPATH"))}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -15,6 +15,7 @@ from pathlib import Path
 import gpu_headlines as gh
 import pytest
 import torch
+from scripted_clock import with_here
 
 from cake.repeated import aggregate, markdown, process_payload, run_processes
 from cake.stats import ProcessSamples
@@ -122,15 +123,7 @@ WORKER = textwrap.dedent("""
     from cake.repeated import aggregate, process_payload
     from cake.verifier.timing import Verification
 
-    class Tick:
-        now = 0.0
-        def record(self):
-            self.now += 1.0
-            return self.now
-        def elapsed_ms(self, a, b): return b - a
-        def synchronize(self): pass
-        def flush_l2(self): pass
-        def wall_s(self): return 0.0
+    from scripted_clock import Tick  # tests/bench, on PYTHONPATH
 
     baselines, missing = load_baselines(ASSIGN, ["triton_assign", "flash_kmeans", "torch_mm"])
     kernels = [("hand_at_16", lambda x, c: ta.assign(x, c, ta.Config(16, 16, 4, 2)), Verification(True, "test", ""))]
@@ -151,7 +144,7 @@ WORKER = textwrap.dedent("""
 def test_one_process_measures_a_shape_under_the_interpreter_and_a_missing_baseline_is_undefined() -> None:
     scripts = str(Path(__file__).resolve().parents[2] / "scripts")  # the worker's code is a script's function
     env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (scripts, os.environ.get("PYTHONPATH")) if p)}
+           "PYTHONPATH": with_here(scripts, os.environ.get("PYTHONPATH"))}
     proc = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,6 +18,7 @@ import sweep_triton_assign as sweep
 import torch
 from cake.experiments.kmeans import triton_assign as ta
 from cake.experiments.kmeans.shapes import CAKE_CELL, K128
+from scripted_clock import with_here
 
 GATES = textwrap.dedent("""
     import json, sys
@@ -36,7 +37,7 @@ GATES = textwrap.dedent("""
 
 
 def _interpreted(script: str, timeout: int = 600) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": with_here(os.environ.get("PYTHONPATH"))}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -125,15 +126,7 @@ SWEEP = textwrap.dedent("""
     from cake.experiments.kmeans import triton_assign as ta
     from cake.experiments.kmeans.shapes import CPU_ASSIGN
 
-    class Tick:
-        now = 0.0
-        def record(self):
-            self.now += 1.0
-            return self.now
-        def elapsed_ms(self, a, b): return b - a
-        def synchronize(self): pass
-        def flush_l2(self): pass
-        def wall_s(self): return 0.0
+    from scripted_clock import Tick  # tests/bench, on PYTHONPATH
 
     args = sweep.parse_args(["--out", "unused.json", "--reps", "3"])
     # BN=24 is not a power of two: Triton refuses it (a result with its reason, not a crash)
@@ -150,7 +143,7 @@ def test_the_sweep_times_every_config_at_a_shape_and_records_a_refused_one() -> 
     """Under the interpreter on a scripted clock; the precompile pool too (its processes inherit TRITON_INTERPRET)."""
     scripts = str(Path(__file__).resolve().parents[2] / "scripts")
     env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (scripts, os.environ.get("PYTHONPATH")) if p)}
+           "PYTHONPATH": with_here(scripts, os.environ.get("PYTHONPATH"))}
     proc = subprocess.run([sys.executable, "-c", SWEEP], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
