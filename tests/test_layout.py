@@ -32,6 +32,15 @@ def _tree_copy(dest: Path) -> None:
             (dest / name).write_bytes(source.read_bytes())
 
 
+def _source_packages() -> list[str]:
+    """The wheel path of every `__init__.py` under the folders that install as `cake.*`."""
+    mapped = {"cake": "cake", "ir": "cake/ir", "lowering": "cake/lowering", "verifier": "cake/verifier",
+              "agents": "cake/agents", "experiments": "cake/experiments"}
+    return [f"{prefix}/{init.relative_to(REPO / folder).as_posix()}"
+            for folder, prefix in mapped.items() for init in (REPO / folder).rglob("__init__.py")
+            if "generated" not in init.parts]
+
+
 def test_the_wheel_carries_code_and_schedules_but_no_run_data(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     _tree_copy(tree)
@@ -44,6 +53,9 @@ def test_the_wheel_carries_code_and_schedules_but_no_run_data(tmp_path: Path) ->
                 or "/candidates/" in n or n.startswith(("scripts/", "tests/"))]
     assert run_data == []
     assert "cake/experiments/kmeans/assign_plain.cake" in names and "cake/verifier/registry.py" in names
+    # Every package of the tree ships: an editable install finds a package pyproject.toml forgot to list,
+    # a wheel does not.
+    assert sorted(set(_source_packages()) - set(names)) == []
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "[cake.workloads]" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
