@@ -13,11 +13,13 @@ of the row minimum (ties and near-ties accepted). Prints one line per (variant, 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,38 +71,51 @@ def run_one(index: int) -> dict[str, Any]:
     return entry
 
 
+def check_in_child(index: int, variant: Variant) -> dict[str, Any]:
+    """Run the `index`-th variant in a child process of its own and return its entry (an error entry when the
+    child faults or hangs)."""
+    entry: dict[str, Any] = {"schedule": variant.schedule, "variant": variant.label, "checks": []}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--one", str(index)], capture_output=True, text=True,
+                              timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        entry["error"] = f"timed out after {CHILD_TIMEOUT_S} s (a hang)"
+    else:
+        if proc.returncode == 0:
+            entry = json.loads(proc.stdout.strip().splitlines()[-1])
+        else:
+            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            entry["error"] = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")[:500]
+    entry["seconds"] = round(time.perf_counter() - start, 2)
+    entry["ok"] = "error" not in entry and all(c["mismatches"] == 0 for c in entry["checks"])
+    return entry
+
+
 def main() -> None:
     """Each variant runs in a child process of its own: a CUDA fault (e.g. a misaligned address) is sticky for
-    the process that raised it, so one faulting width would otherwise fail every width after it."""
+    the process that raised it, so one faulting width would otherwise fail every width after it. Children run
+    `--jobs` at a time (nvcc dominates each one; the GPU work per child is a few small launches)."""
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
         print(json.dumps(run_one(int(sys.argv[2]))))
         return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                        help="children at once (default: half the cores)")
+    args = parser.parse_args()
     variants = wide_variants()
-    results = []
-    for index, variant in enumerate(variants):
-        entry: dict[str, Any] = {"schedule": variant.schedule, "variant": variant.label, "checks": []}
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run([sys.executable, __file__, "--one", str(index)], capture_output=True, text=True,
-                                  timeout=CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            entry["error"] = f"timed out after {CHILD_TIMEOUT_S} s (a hang)"
-        else:
-            if proc.returncode == 0:
-                entry = json.loads(proc.stdout.strip().splitlines()[-1])
-            else:
-                lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-                entry["error"] = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")[:500]
-        entry["seconds"] = round(time.perf_counter() - start, 2)
-        ok = "error" not in entry and all(c["mismatches"] == 0 for c in entry["checks"])
-        entry["ok"] = ok
-        print(f"{'OK  ' if ok else 'FAIL'} {variant.schedule.split('/')[-1]:<26} {variant.label:<28} "
-              + (entry.get("error", "") or ", ".join(f"{c['shape']}:{c['mismatches']}" for c in entry["checks"])),
-              flush=True)
-        results.append(entry)
-    print(f"{sum(r['ok'] for r in results)} of {len(results)} widths right")
     out = Path(os.environ.get("OUT", ".")) / "gpu_mma_widths.json"
-    out.write_text(json.dumps(results, indent=1))
+    results: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(check_in_child, i, v) for i, v in enumerate(variants)]
+        for future in futures:  # in variant order, so the table reads like the enumeration
+            entry = future.result()
+            print(f"{'OK  ' if entry['ok'] else 'FAIL'} {entry['schedule'].split('/')[-1]:<26} {entry['variant']:<28} "
+                  + (entry.get("error", "")
+                     or ", ".join(f"{c['shape']}:{c['mismatches']}" for c in entry["checks"])), flush=True)
+            results.append(entry)
+            out.write_text(json.dumps(results, indent=1))  # a stage cut by its limit keeps what finished
+    print(f"{sum(r['ok'] for r in results)} of {len(results)} widths right")
 
 
 if __name__ == "__main__":
