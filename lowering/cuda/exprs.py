@@ -218,7 +218,10 @@ class ExprGen:
         layout = self.lc.smem_layout_of(decl)
         dtype = self.lc.dtype(decl.type.elem)
         shape = tuple(self.lc.int_of(e) for e in decl.type.shape)
-        base = f"({ident(name)} + {stage} * {layout.stage_bytes})" if stage != "0" else ident(name)
+        # The stride is the plan's aligned stage, not the tile's bytes: a 48-float stage is 192 bytes, but
+        # its stages start 256 bytes apart so that each one is a legal TMA destination.
+        stride = self.lc.plan.smem.buffer(name).stage_bytes
+        base = f"({ident(name)} + {stage} * {stride})" if stage != "0" else ident(name)
         if len(shape) == 1:
             return SmemVec(dtype, shape, f"reinterpret_cast<{CTYPE[dtype]}*>({base})")
         if len(shape) != 2:

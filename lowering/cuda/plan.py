@@ -99,6 +99,11 @@ class SmemPlan:
     barrier_offset: int
     end: int
 
+    def buffer(self, name: str) -> SmemBuffer:
+        """The planned buffer `name`: its `stage_bytes` is the one stride between stages that every address of
+        a stage uses (a TMA destination faults on a stage that is not 128-byte aligned)."""
+        return next(b for b in self.buffers if b.name == name)
+
 
 def stage_layout(decl: SmemDecl, env: an.Env) -> SmemTileLayout:
     dtype = an.resolve_elem(decl.type.elem, env)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from cake.ir.check import check
 from cake.ir.parser import parse
+from cake.ir.printer import print_kernel
 from cake.lowering.cuda.errors import CheckerGap, LoweringError
 from cake.lowering.cuda.program import generate
 from cuda_cases import CUDA_REFUSED, GOLDEN, program, read
@@ -175,3 +176,17 @@ def test_shipped_schedules_the_backend_refuses_get_a_located_diagnostic(rel: str
         program(rel)
     first = refused.value.diagnostics[0]
     assert first.code == code and first.span is not None, render(refused.value.diagnostics)
+
+
+@pytest.mark.parametrize("bk", [8, 24, 48, 136])
+def test_every_stage_address_is_tma_aligned(bk: int) -> None:
+    """A stage of `csq: f32[BK]` is 4*BK bytes; its stages must still start 128 bytes apart (the plan's stage),
+    or the TMA into stage 1 faults with a misaligned address (the H200 did, for every BK not a multiple of 32)."""
+    import re
+
+    kernel, _ = read(PINGPONG)
+    source = parse(
+        print_kernel(kernel).replace("wgmma.m64n128k16", f"wgmma.m64n{bk}k16")
+        .replace("param BK = 128 in {64, 128, 256}", f"param BK = {bk} in {{{bk}}}"), "pp.cake")
+    strides = {int(m) for m in re.findall(r"\(\w+ \+ s \* (\d+)\)", generate(source, "sm_90a").source)}
+    assert strides and all(stride % 128 == 0 for stride in strides), strides
