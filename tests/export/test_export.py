@@ -200,6 +200,8 @@ def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
         ops.kmeans_update(x, torch.zeros(2, 97, dtype=torch.int32), c)
     with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
         triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
+    # every input's device is in the route key: a route cached for one placement is never reused for another
+    assert triton_pkg._ops.signature((x, c)) != triton_pkg._ops.signature((x, c.to("meta")))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
     assert "runs on CUDA devices only" in variant.accepts((xb, cb), "bf16", torch.device("cpu"))

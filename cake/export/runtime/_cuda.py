@@ -149,6 +149,16 @@ def encode_tensor_map_at(tmap: Mapping[str, Any], ptr: int, shape: Sequence[int]
     return ctypes.string_at(aligned, TMAP_BYTES)
 
 
+def tensor_map_fields(tmap: Mapping[str, Any], shape: Sequence[int], strides: Sequence[int], esize: int
+                      ) -> list[int]:
+    """What `_launcher.cpp` encodes a map from (as `encode_tensor_map_at`): data type, rank, dims innermost
+    first, byte strides of the outer dims, box, swizzle."""
+    rank = len(shape)
+    return [TMA_DTYPE[tmap["dtype"]], rank, *[int(shape[rank - 1 - i]) for i in range(rank)],
+            *[int(strides[rank - 1 - i]) * esize for i in range(1, rank)], *[int(b) for b in tmap["box"]],
+            TMA_SWIZZLE[int(tmap["swizzle_bytes"])]]
+
+
 def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.Struct, tuple[Any, ...]]:
     """One `struct.Struct` packing the whole argument block (padding as pad bytes) and its field order."""
     fmt = ["<"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import _cuda
+from . import _cuda, _launcher
 
 IR_DTYPE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
             torch.int64: "i64", torch.bool: "bool"}
@@ -276,6 +276,34 @@ class CudaCall:
         self._launch([tensors[name].data_ptr() for name in self.names], views, buffers)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def plan_values(self) -> list[int] | None:
+        """This signature's plan for the C++ launcher (`_launcher.cpp`'s format), or None when only this path
+        runs it (inputs copied or padded, a scratch init no driver memset takes, not called yet)."""
+        if not (self.fast and self.written) or len(self.memsets) != len(self.scratch):
+            return None
+        values = [_launcher.PLAN_FORMAT, len(self.outputs)]
+        for _, shape, dtype in self.outputs:
+            values += [_launcher.DTYPE_CODES[dtype], len(shape), *shape]
+        values.append(len(self.scratch))
+        for plan in self.scratch:
+            assert plan.memset is not None
+            values += [_launcher.DTYPE_CODES[plan.dtype], len(plan.alloc), *plan.alloc,
+                       plan.unit_bytes, plan.bits, plan.count]
+        values += [len(self.tma_inputs), *self.tma_inputs, len(self.launches)]
+        for launch in self.launches:
+            values += [launch.function, *launch.grid, launch.threads, launch.smem, len(launch.block)]
+            values.append(len(launch.pointers))
+            for word, source in launch.pointers:
+                values += [word * 8, source]
+            values.append(len(launch.tmaps))
+            for offset, source, slot in launch.tmaps:
+                if slot.geometry is None:
+                    return None
+                values += [offset, source, *_cuda.tensor_map_fields(slot.tma, *slot.geometry)]
+            raw = bytes(launch.block) + bytes(-len(launch.block) % 8)
+            values += [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+        return values
+
     def _launch(self, ptrs: Sequence[int], views: Mapping[int, torch.Tensor] | None,
                 buffers: Sequence[torch.Tensor]) -> None:
         """Fill the scratch buffers, patch pointers and tensor maps into the argument blocks and launch, all on
@@ -388,6 +416,7 @@ class ScratchPlan:
         unit = 4 if size == 8 else size
         halves = [int.from_bytes(bytes(pattern[i:i + unit]), "little") for i in range(0, size, unit)]
         self.memset: str | None = _cuda.memset_fn(size) if len(set(halves)) == 1 else None
+        self.unit_bytes = unit
         self.bits = halves[0]
         self.count = math.prod(self.alloc) * (size // unit)
 
