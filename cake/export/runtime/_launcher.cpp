@@ -14,6 +14,10 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <torch/library.h>
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)  // a CUDA torch's headers (a CPU wheel lacks this one)
+#include <c10/cuda/CUDAStream.h>
+#define CAKE_LAUNCHER_C10_CUDA 1
+#endif
 
 #include <atomic>
 #include <cstring>
@@ -85,6 +89,18 @@ void make_context_current(int device) {
   if (code == CUDA_SUCCESS) code = driver().ctx_set(ctx);
   TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: cannot make device ", device,
               "'s primary context current: ", error_name(code));
+}
+
+// torch's current stream on the device (vLLM captures graphs on its own stream). With a CUDA torch's headers
+// through c10::cuda (linked against libc10_cuda); a CPU torch's headers (the CPU tests' build) have only the
+// device-generic interface.
+CUstream current_stream(const at::Device& device) {
+#ifdef CAKE_LAUNCHER_C10_CUDA
+  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+#else
+  return static_cast<CUstream>(
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------- plans
@@ -330,10 +346,7 @@ class LaunchKernel final : public c10::OperatorKernel {
       scratch.push_back(at::empty(b.sizes, options.dtype(b.dtype)));
       ptrs.push_back(reinterpret_cast<uint64_t>(scratch.back().data_ptr()));
     }
-    // torch's current stream on the device (vLLM captures graphs on its own), through c10's device-generic
-    // interface: no c10/cuda headers, so the launcher builds against any torch's headers plus cuda.h.
-    CUstream stream = static_cast<CUstream>(
-        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(lead.device()).native_handle());
+    CUstream stream = current_stream(lead.device());
     size_t index = size_t(n_inputs_) + plan.outputs.size();
     for (const Buffer& b : plan.scratch) {
       CUdeviceptr at = static_cast<CUdeviceptr>(ptrs[index++]);

@@ -12,7 +12,8 @@ The choice and its reason are `<package>.host_path` and go into every `cake cert
 
 The launcher is compiled once per (source, torch, compiler) into `$CAKE_EXPORT_CACHE` (default
 `~/.cache/cake_export`), written under a temporary name and renamed, so processes that build at once do not
-see half a library. It links against torch's libc10 and libtorch_cpu only and finds libcuda at run time.
+see half a library. It links against torch's libc10, libtorch_cpu (and libc10_cuda where torch has it) and finds libcuda at
+run time.
 """
 
 from __future__ import annotations
@@ -79,10 +80,12 @@ def cuda_include() -> Path | None:
 def compile_command(cxx: str, include: Path, output: Path) -> list[str]:
     torch_root = Path(torch.__file__).resolve().parent
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    # a CUDA torch: its current stream through libc10_cuda (see current_stream in the source)
+    c10_cuda = ["-lc10_cuda"] if any((torch_root / "lib").glob("libc10_cuda.*")) else []
     return [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-w", str(SOURCE), "-o", str(output),
             f"-I{torch_root / 'include'}", f"-I{torch_root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
-            f"-I{include}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{torch_root / 'lib'}", "-lc10", "-ltorch_cpu",
-            "-ldl", f"-Wl,-rpath,{torch_root / 'lib'}"]
+            f"-I{include}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{torch_root / 'lib'}", "-lc10", *c10_cuda,
+            "-ltorch_cpu", "-ldl", f"-Wl,-rpath,{torch_root / 'lib'}"]
 
 
 def build(cache: Path | None = None) -> Path:

@@ -79,6 +79,7 @@ class ExportedOp:
         self.routes: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.launcher: Any = None  # the C++ launcher's ops, when it runs this op's CUDA calls
         self.table = -1  # this op's plan table in the launcher
+        self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -150,16 +151,24 @@ class ExportedOp:
                 return self.route(inputs)(*inputs)
         key = signature(inputs)
         call = self.routes.get(key)
-        if call is not None:
-            return call(*inputs)
-        with self._lock:
-            call = self.routes[key] = self.route(inputs)
+        if call is None:
+            with self._lock:
+                call = self.routes[key] = self.route(inputs)
         out = call(*inputs)
-        if self.launcher is not None and isinstance(call, _kernels.CudaCall):
-            plan = call.plan_values()  # fixed once the first call has run: the launcher takes it from here
-            if plan is not None:
-                self.launcher.install(self.table, list(inputs), plan)
+        if self.launcher is not None and key not in self.offered:
+            self.offer(key, call, inputs)
         return out
+
+    def offer(self, key: tuple[Any, ...], call: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> None:
+        """Hand a signature's plan to the C++ launcher once it has run here (its plan is fixed by then); a
+        signature only the Python path runs (a Triton variant, the reference, copied inputs) is offered once."""
+        with self._lock:
+            if key in self.offered:
+                return
+            self.offered.add(key)
+        plan = call.plan_values() if isinstance(call, _kernels.CudaCall) else None
+        if plan is not None:
+            self.launcher.install(self.table, list(inputs), plan)
 
     def launcher_stats(self) -> dict[str, int]:
         """Calls the C++ launcher ran (`launched`), sent back to Python (`routed`), and its plans; {} without it."""
