@@ -42,7 +42,8 @@ def measure(package: Path, label: str, device: str, out: Path) -> dict[str, Any]
     pkg = import_package(package)
     ops = getattr(torch.ops, pkg.namespace)
     exported, dispatcher = ops.kmeans_assign, pkg.PACKAGE.ops["kmeans_assign"]
-    python_path = getattr(ops, "kmeans_assign_route", None) or dispatcher
+    route = getattr(ops, "kmeans_assign_route", None) if device == "cuda" else None  # the route is CUDA-only
+    python_path = route or dispatcher
     x, c = kmeans_inputs(TINY, device)
     ids = exported(x, c)  # first call: route, load, plans (the launcher's installed here)
     equal = bool(torch.equal(exported(x, c), python_path(x, c))) and bool(torch.equal(ids, exported(x, c)))
