@@ -1,4 +1,4 @@
-"""The host path an exported package's CUDA ops take, and the C++ launcher (`_launcher.cpp`) that is the fast one.
+"""The host path an exported package's CUDA ops take, and the C++ launcher (`_launcher.cpp`), the fast one.
 
 Part of an exported package (copied verbatim by `cake export`): standard library and torch only.
 
@@ -12,8 +12,8 @@ The choice and its reason are `<package>.host_path` and go into every `cake cert
 
 The launcher is compiled once per (source, torch, compiler) into `$CAKE_EXPORT_CACHE` (default
 `~/.cache/cake_export`), written under a temporary name and renamed, so processes that build at once do not
-see half a library. It links against torch's libc10, libtorch_cpu (and libc10_cuda where torch has it) and finds libcuda at
-run time.
+see half a library. It links against torch's libc10, libtorch_cpu (and libc10_cuda where torch has it)
+and finds libcuda at run time.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def compile_command(cxx: str, include: Path, output: Path) -> list[str]:
     # a CUDA torch: its current stream through libc10_cuda (see current_stream in the source)
     c10_cuda = ["-lc10_cuda"] if any((torch_root / "lib").glob("libc10_cuda.*")) else []
     return [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-w", str(SOURCE), "-o", str(output),
-            f"-I{torch_root / 'include'}", f"-I{torch_root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+            f"-I{torch_root / 'include'}", f"-I{torch_root / 'include/torch/csrc/api/include'}",
             f"-I{include}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{torch_root / 'lib'}", "-lc10", *c10_cuda,
             "-ltorch_cpu", "-ldl", f"-Wl,-rpath,{torch_root / 'lib'}"]
 
@@ -142,7 +142,8 @@ def select(package: str) -> tuple[Any, dict[str, str]]:
         ops = load()
     except LauncherUnavailable as error:
         if choice == "cpp":
-            raise ImportError(f"{package}: {HOST_PATH_ENV}=cpp, but the C++ launcher is unavailable: {error}") from None
+            raise ImportError(f"{package}: {HOST_PATH_ENV}=cpp, but the C++ launcher is unavailable: "
+                              f"{error}") from None
         if torch.version.cuda is not None:  # a CPU-only torch runs no CUDA op: nothing to warn about
             warnings.warn(f"{package}: CUDA ops take the ctypes host path (slower per call): {error}. "
                           f"{HOST_PATH_ENV}=ctypes chooses it explicitly", HostPathWarning, stacklevel=3)
