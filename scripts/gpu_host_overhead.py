@@ -1,13 +1,20 @@
-"""Where the host time of one CUDA-backend call goes: per-call host time and a cProfile of the call path.
+"""Host time per call of an exported kmeans_assign, per host path, and CUDA-graph replay (issue 15 item 2).
 
-    python3 scripts/gpu_host_overhead.py --out "$OUT" [--schedule experiments/kmeans/assign_pingpong.cake]
+    python3 scripts/gpu_host_overhead.py --package EXPORT_DIR --label NAME --out RES [--device cpu]
+    python3 scripts/gpu_host_overhead.py --summarize RES/host_A.json RES/host_B.json ... --out RES
 
-Runs the schedule at the CAKE cell (bf16) on the GPU. It measures three things per call, as medians:
-- host: the time for the call to return, with no synchronization;
-- device: CUDA events around the call;
-- synced: the call followed by `torch.cuda.synchronize()`, which is what a caller waiting on the result sees.
-It then profiles 50 calls with cProfile and prints the 30 most expensive functions by cumulative time. The
-inputs rotate over 4 sets, as the timing protocol's do. Writes `host_overhead.json` and `host_profile.txt`.
+A package's host path (the C++ launcher or ctypes) is chosen when it is imported (`CAKE_EXPORT_HOST_PATH`), so
+each path runs in a process of its own (scripts/gpu/s4_launcher.sh runs cpp, ctypes and an exported Triton
+assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launch, not the kernel, is timed),
+2,000 calls in batches of 100 with a synchronization between batches only, CPU clock (`gpu_export.host_time_us`):
+- `torch.ops.<ns>.kmeans_assign` (the packet, as a user calls it) and its `.default` overload;
+- the package's Python dispatcher called directly (`ExportedOp.__call__`: the route cache, the ctypes plan);
+- `torch.empty` of the output alone: the floor any op returning a fresh tensor pays.
+Then: the op's ids equal the Python path's (`<op>_route` where the launcher runs the op, else the dispatcher),
+a `torch.cuda.CUDAGraph` capture replays the eager ids before and after the inputs change in place, the
+launcher's counters (calls it ran / sent to Python / plans), and a cProfile of 200 calls (`host_profile_NAME.txt`).
+Writes `host_NAME.json`; `--summarize` prints the table over runs and writes `host_summary.json`.
+`--device cpu` is the dry run of the plumbing (the CPU implementation timed, no graph, no profile).
 """
 
 from __future__ import annotations
@@ -17,68 +24,92 @@ import cProfile
 import io
 import json
 import pstats
-import statistics
-import time
 from pathlib import Path
+from typing import Any
 
-import torch
-from cake.experiments.schedules import load_schedule_file
+from gpu_export import GRAPH, graph_check, host_time_us, kmeans_inputs
 
-CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
-ROTATION = 4
-REPS = 30
-PROFILED_CALLS = 50
+TINY = {"B": 1, "N": 256, "K": 128, "D": 128}
+PROFILED_CALLS = 200
+COLUMNS = ("torch_ops", "torch_ops_default", "dispatcher", "empty_floor")
+
+
+def measure(package: Path, label: str, device: str, out: Path) -> dict[str, Any]:
+    import torch
+
+    from cake.export.certify import import_package
+
+    pkg = import_package(package)
+    ops = getattr(torch.ops, pkg.namespace)
+    exported, dispatcher = ops.kmeans_assign, pkg.PACKAGE.ops["kmeans_assign"]
+    route = getattr(ops, "kmeans_assign_route", None) if device == "cuda" else None  # the route is CUDA-only
+    python_path = route or dispatcher
+    x, c = kmeans_inputs(TINY, device)
+    ids = exported(x, c)  # first call: route, load, plans (the launcher's installed here)
+    equal = bool(torch.equal(exported(x, c), python_path(x, c))) and bool(torch.equal(ids, exported(x, c)))
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    batches = {} if device == "cuda" else {"batch": 5, "batches": 2}  # the CPU dry run: plumbing, not timing
+    shape, dtype = ids.shape, ids.dtype
+    result: dict[str, Any] = {
+        "label": label, "package": str(package), "namespace": pkg.namespace, "device": device,
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu", "tiny": TINY,
+        "host_path": dict(getattr(pkg, "host_path", {}) or {"kind": "triton", "why": "Triton ops (triton_op)"}),
+        "ids_equal_python_path": equal,
+        "host_us": {
+            "torch_ops": host_time_us(exported, (x, c), sync, **batches),
+            "torch_ops_default": host_time_us(exported.default, (x, c), sync, **batches),
+            "dispatcher": host_time_us(dispatcher, (x, c), sync, **batches),
+            "empty_floor": host_time_us(lambda: torch.empty(shape, dtype=dtype, device=device), (), sync, **batches),
+        },
+    }
+    if device == "cuda":
+        result["graph"] = graph_check(exported, GRAPH)
+        profiler = cProfile.Profile()
+        sync()
+        profiler.enable()
+        for _ in range(PROFILED_CALLS):
+            exported(x, c)
+        profiler.disable()
+        sync()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        (out / f"host_profile_{label}.txt").write_text(text.getvalue())
+    result["launcher_stats"] = pkg.launcher_stats() if hasattr(pkg, "launcher_stats") else {}
+    return result
+
+
+def summarize(paths: list[Path]) -> dict[str, Any]:
+    runs = [json.loads(p.read_text()) for p in paths]
+    print(f"{'run':<14} {'host path':<8} " + " ".join(f"{c:>18}" for c in COLUMNS) + "  graph  ids  launcher")
+    for run in runs:
+        us = " ".join(f"{run['host_us'][c]['median_us']:15.1f} us" for c in COLUMNS)
+        graph = run.get("graph", {})
+        graph_ok = "-" if not graph else str(graph["replay_equals_eager"] and graph["after_inputs_change"])
+        stats = run["launcher_stats"].get("kmeans_assign", {})
+        print(f"{run['label']:<14} {run['host_path']['kind']:<8} {us}  {graph_ok:<5}  {run['ids_equal_python_path']!s:<4} "
+              f"{stats or '-'}")
+    return {"runs": runs, "goal_us": 10.0,
+            "met": {run["label"]: run["host_us"]["torch_ops"]["median_us"] <= 10.0 for run in runs}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--schedule", default="experiments/kmeans/assign_pingpong.cake")
-    parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--package", type=Path, help="an exported project holding kmeans_assign")
+    parser.add_argument("--label", default="run")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--summarize", type=Path, nargs="+", help="host_*.json files of earlier runs")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
-    kernel = load_schedule_file(Path(args.schedule), backend=args.backend)
-    b, n, k, d = (CELL[x] for x in "BNKD")
-    sets = [(torch.randn(b, n, d, device="cuda", dtype=torch.bfloat16),
-             torch.randn(b, k, d, device="cuda", dtype=torch.bfloat16)) for _ in range(ROTATION)]
-    for x, c in sets:  # compile, load, encode every set's tensor maps
-        kernel(x, c)
-    torch.cuda.synchronize()
-
-    host, device, synced = [], [], []
-    for i in range(REPS):
-        x, c = sets[i % ROTATION]
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0 = time.perf_counter()
-        start.record()
-        kernel(x, c)
-        end.record()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        host.append((t1 - t0) * 1e3)
-        synced.append((t2 - t0) * 1e3)
-        device.append(start.elapsed_time(end))
-
-    profiler = cProfile.Profile()
-    torch.cuda.synchronize()
-    profiler.enable()
-    for i in range(PROFILED_CALLS):
-        kernel(*sets[i % ROTATION])
-    torch.cuda.synchronize()
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(30)
-    (args.out / "host_profile.txt").write_text(text.getvalue())
-
-    result = {"schedule": args.schedule, "backend": args.backend, "shape": CELL, "reps": REPS,
-              "host_ms_median": statistics.median(host), "device_ms_median": statistics.median(device),
-              "synced_ms_median": statistics.median(synced)}
-    (args.out / "host_overhead.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
-    print(text.getvalue())
+    if args.summarize:
+        summary = summarize(args.summarize)
+        (args.out / "host_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return
+    if args.package is None:
+        parser.error("--package or --summarize is required")
+    result = measure(args.package, args.label, args.device, args.out)
+    (args.out / f"host_{args.label}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -131,7 +131,8 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
             summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device), seed=seed)
             rows.append({"op": name, "date": cert.now(), "device": cert.device_name(device), "seed": seed,
                          "gates_requested": list(gates) if gates else "all", "toolchain": cert.toolchain(),
-                         "passed": verdict.passed, "verdict": summary})
+                         "passed": verdict.passed, "verdict": summary,
+                         "host_path": {**module.PACKAGE.host_path, **op.launcher_stats()}})
     certificate_path = pkg / "certificate.json"
     data = json.loads(certificate_path.read_text())
     data["certifications"].extend(rows)

@@ -3,6 +3,7 @@ paths, and check the torch.library contract, torch.compile, the fallback, bad in
 
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.util
 import json
@@ -199,6 +200,8 @@ def test_bad_input_errors(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
         ops.kmeans_update(x, torch.zeros(2, 97, dtype=torch.int32), c)
     with pytest.raises(ValueError, match=r"`c` is on meta, `x` on cpu"):
         triton_pkg.PACKAGE.ops["kmeans_assign"].bind((x, c.to("meta")))
+    # every input's device is in the route key: a route cached for one placement is never reused for another
+    assert triton_pkg._ops.signature((x, c)) != triton_pkg._ops.signature((x, c.to("meta")))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     xb, cb = _kmeans_inputs(torch.bfloat16, d=64)
     assert "runs on CUDA devices only" in variant.accepts((xb, cb), "bf16", torch.device("cpu"))
@@ -283,19 +286,24 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "not an exported package" in capsys.readouterr().err
 
 
+def _fake_module(spec: dict[str, Any]) -> Any:
+    return type("M", (), {"functions": {c["kname"]: 1000 + i for i, c in enumerate(spec["codes"])}})
+
+
 def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CUDA host path on the CPU with the driver replaced: grids, argument blocks (pointers refreshed per call,
-    strides and dims from the template), tensor maps cached per pointer, torch's stream."""
+    strides and dims written once), tensor maps cached per pointer, torch's stream."""
     kernels, cuda = cuda_pkg._kernels, cuda_pkg._cuda
     launched: list[tuple[Any, ...]] = []
     encoded: list[int] = []
 
-    def fake_encode(tmap: Any, tensor: torch.Tensor) -> bytes:
-        encoded.append(tensor.data_ptr())
-        return struct.pack("<Q", tensor.data_ptr()) + bytes(120)
+    def fake_encode(tmap: Any, ptr: int, shape: Any, strides: Any, esize: int) -> bytes:
+        encoded.append(ptr)
+        return struct.pack("<Q", ptr) + bytes(120)
 
-    monkeypatch.setattr(cuda, "encode_tensor_map", fake_encode)
+    monkeypatch.setattr(cuda, "encode_tensor_map_at", fake_encode)
     monkeypatch.setattr(cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda, "memset", lambda *args: 0)
     blocks = {}
 
     def fake_launch(function: int, *rest: Any) -> int:
@@ -303,15 +311,16 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
         return 0
 
     monkeypatch.setattr(cuda, "launch", fake_launch)
+    monkeypatch.setattr(cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     spec = variant.specs["T=bf16;D=64"]
-    module = type("M", (), {"functions": {c["kname"]: 1000 + i for i, c in enumerate(spec["codes"])}})
+    module = _fake_module(spec)
     dims = {"B": 2, "N": 300, "K": 130, "D": 64}
     x, c = _kmeans_inputs(torch.bfloat16, n=300, k=130, d=64)
     call = kernels.CudaCall(variant, spec, module, dims, {"T": "bf16"}, torch.device("cpu"), [x.shape, c.shape])
-    blocks.update({launch[0]: launch[6] for launch in call.launches})
+    blocks.update({launch.function: launch.block for launch in call.launches})
     ids = call(x, c)
     assert ids.shape == (2, 300) and ids.dtype == torch.int32
     norms, assign = launched
@@ -330,21 +339,87 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     stride_x0 = next(n for n, f in fields.items() if f["kind"] == "stride" and f["tensor"] == "x" and f["axis"] == 0)
     assert field(assign[5], ptr_x) == field(assign[5], tmap_x) == x.data_ptr()
     assert field(assign[5], dim_k) == 130 and field(assign[5], stride_x0) == 300 * 64
+    assert call.fast  # contiguous, TMA-addressable inputs: every later call takes the fast path
     x2 = x.clone()
     call(x2, c)
     assert field(launched[-1][5], ptr_x) == field(launched[-1][5], tmap_x) == x2.data_ptr()
     assert field(launched[-1][5], stride_x0) == 300 * 64
     call(x, c)  # the first pointer again: its tensor map comes from the cache
     assert encoded.count(x.data_ptr()) == 1 and encoded.count(x2.data_ptr()) == 1
+    # A view at an odd offset cannot be a TMA base: the fast path hands it to the prepared path (aligned copy).
+    odd = torch.empty(2 * 300 * 64 + 1, dtype=torch.bfloat16)[1:].view(2, 300, 64)
+    odd.copy_(x)
+    call(odd, c)
+    assert field(launched[-1][5], ptr_x) not in (odd.data_ptr(), 0)
+    assert field(launched[-1][5], ptr_x) % 16 == 0
     # A layout the kernel does not take is copied to a contiguous tensor first (documented), never misread.
     strided = x.transpose(1, 2).contiguous().transpose(1, 2)
     monkeypatch.setattr(variant, "module", lambda spec, device: (module, "sm_90a"))
     strided_call = variant.route((strided, c), "bf16")
-    blocks.update({launch[0]: launch[6] for launch in strided_call.launches})
+    blocks.update({launch.function: launch.block for launch in strided_call.launches})
     assert strided_call.copy == (True, False)
     strided_call(strided, c)
+    assert not strided_call.fast
     assert field(launched[-1][5], ptr_x) not in (strided.data_ptr(), 0)
     assert field(launched[-1][5], stride_x0) == 300 * 64
+
+
+def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per steady-state call, counted at the ctypes boundary (scripts/bench_export_host_cpu.py's driver): one
+    cuLaunchKernel per kernel, one memset for the scratch (no fill kernel), no tensor-map encoding (cached), and
+    no torch allocation but the output and the scratch buffer."""
+    import bench_export_host_cpu as bench
+
+    driver = bench.CountingDriver()
+    monkeypatch.setattr(cuda_pkg._cuda, "_lib", driver)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
+    spec = variant.specs["T=bf16;D=64"]
+    monkeypatch.setattr(variant, "module", lambda spec, device: (_fake_module(spec), "sm_90a"))
+    x, c = _kmeans_inputs(torch.bfloat16, n=256, k=128, d=64)
+    call = variant.route((x, c), "bf16")
+    # torch.empty hands out the same two buffers (a caching allocator's steady state), counted; the other
+    # factories count and allocate
+    out = torch.empty(1, 256, dtype=torch.int32)
+    scratch = torch.empty(call.scratch[0].alloc, dtype=torch.float32)
+    buffers = iter([out, scratch] * 6)
+    allocations: collections.Counter[str] = collections.Counter()
+
+    def counted(name: str, fn: Any) -> Any:
+        return lambda *a, **k: (allocations.update([name]), fn(*a, **k))[1]
+
+    monkeypatch.setattr(torch, "empty", counted("empty", lambda *a, **k: next(buffers)))
+    for name in ("full", "zeros", "empty_like", "zeros_like", "full_like"):
+        monkeypatch.setattr(torch, name, counted(name, getattr(torch, name)))
+    call(x, c)
+    driver.calls.clear()
+    allocations.clear()
+    for _ in range(5):
+        call(x, c)
+    assert dict(driver.calls) == {"cuLaunchKernel": 5 * len(spec["codes"]), "cuMemsetD32Async": 5}
+    assert dict(allocations) == {"empty": 5 * 2}  # ids and the scratch; no full/zeros: no fill kernel
+    csq = call.scratch[0]
+    assert driver.memsets[-1] == ("cuMemsetD32Async", scratch.data_ptr(), 0, csq.count, 77)
+    assert csq.count == scratch.numel()  # the whole allocation, padding included, is zeroed
+
+
+@pytest.mark.parametrize(("dtype", "init", "memset", "bits", "per_element"), [
+    (torch.float32, 0.0, "cuMemsetD32Async", 0, 1),
+    (torch.float32, float("inf"), "cuMemsetD32Async", 0x7F800000, 1),
+    (torch.bfloat16, float("-inf"), "cuMemsetD16Async", 0xFF80, 1),
+    (torch.float16, 1.0, "cuMemsetD16Async", 0x3C00, 1),
+    (torch.bool, 1.0, "cuMemsetD8Async", 1, 1),
+    (torch.int64, -1.0, "cuMemsetD32Async", 0xFFFFFFFF, 2),  # an 8-byte pattern of two equal words
+    (torch.int64, 1.0, None, 1, 2),  # unequal words: no driver memset takes it; `fill_` sets it
+])
+def test_scratch_init_is_one_driver_memset(cuda_pkg: ModuleType, dtype: torch.dtype, init: float, memset: str | None,
+                                           bits: int, per_element: int) -> None:
+    plan = cuda_pkg._kernels.ScratchPlan("s", (3, 5), None, dtype, init)
+    assert (plan.memset, plan.bits) == (memset, bits)
+    assert plan.count == 3 * plan.alloc[-1] * per_element and plan.alloc[-1] * dtype.itemsize % 16 == 0
 
 
 def test_certify_reports_ptxas_resources_for_the_device(cuda_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:

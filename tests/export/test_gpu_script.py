@@ -1,9 +1,19 @@
-"""The CPU paths of scripts/gpu_export.py (the H200 script of `cake export`): its host-time loop and inputs."""
+"""The CPU paths of the H200 scripts of `cake export` (scripts/gpu_export.py, scripts/gpu_host_overhead.py and
+scripts/gpu/s4_launcher.sh): the host-time loop, the inputs, the summary table, the stage file."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+from pathlib import Path
+
 import gpu_export
+import gpu_host_overhead
+import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_host_time_counts_every_call_and_syncs_between_batches() -> None:
@@ -21,3 +31,34 @@ def test_inputs_are_seeded_bf16_at_the_dims() -> None:
     again, _ = gpu_export.kmeans_inputs({"B": 2, "N": 5, "K": 3, "D": 8}, "cpu")
     assert torch.equal(x, again)
     assert gpu_export.TINY["D"] == gpu_export.CELL["D"] == 128  # one compiled static D serves every measurement
+
+
+def _run(label: str, kind: str, us: float, stats: dict[str, int]) -> dict[str, object]:
+    timing = {"median_us": us, "min_us": us, "calls": 10}
+    return {"label": label, "host_path": {"kind": kind, "why": "test"}, "ids_equal_python_path": True,
+            "host_us": dict.fromkeys(gpu_host_overhead.COLUMNS, timing),
+            "graph": {"replay_equals_eager": True, "after_inputs_change": True},
+            "launcher_stats": {"kmeans_assign": stats} if stats else {}}
+
+
+def test_host_overhead_summary_marks_the_goal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = []
+    for label, kind, us, stats in (("cuda_cpp", "cpp", 7.5, {"launched": 4000, "routed": 1, "plans": 1}),
+                                   ("cuda_ctypes", "ctypes", 21.0, {})):
+        paths.append(tmp_path / f"host_{label}.json")
+        paths[-1].write_text(json.dumps(_run(label, kind, us, stats)))
+    summary = gpu_host_overhead.summarize(paths)
+    assert summary["met"] == {"cuda_cpp": True, "cuda_ctypes": False} and summary["goal_us"] == 10.0
+    table = capsys.readouterr().out
+    assert "cuda_cpp" in table and "7.5 us" in table and "'launched': 4000" in table
+
+
+def test_stage_file_runs_existing_scripts() -> None:
+    stage = ROOT / "scripts" / "gpu" / "s4_launcher.sh"
+    assert subprocess.run(["bash", "-n", str(stage)], check=False).returncode == 0
+    text = stage.read_text()
+    assert text.count("source scripts/gpu/lib.sh") == 1
+    for script in re.findall(r"python3 (scripts/\S+\.py)", text):
+        assert (ROOT / script).is_file(), script
+    for schedule in re.findall(r"(experiments/\S+\.cake)", text):
+        assert (ROOT / schedule).is_file(), schedule

@@ -5,9 +5,10 @@ and nothing of CUDA until the first launch, so the package imports on a machine 
 
 Per call the host does: look up the call plan by (shapes, strides, dtype, device) (built once: grid, output
 and scratch shapes, whether a tensor needs padding for TMA), allocate outputs and scratch through torch's
-caching allocator, fill one preallocated `struct` per launch (pointers, strides, dims and the 128-byte tensor
-maps, cached per (map, pointer, shape)), and `cuLaunchKernel` on torch's current stream. No host
-synchronization and no allocation outside torch: the launches are CUDA-graph capturable.
+caching allocator (`torch.empty`), set each scratch buffer to its init value with one `cuMemsetD{8,16,32}Async`
+on the stream, patch the pointers and the 128-byte tensor maps (cached per pointer) into one preallocated
+argument block per launch (strides and dims were written once), and `cuLaunchKernel` on torch's current
+stream. No host synchronization and no allocation outside torch: the launches are CUDA-graph capturable.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def libcuda() -> Any:
             lib.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
             lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), i32]
             lib.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
+            for bits, unit in ((32, ctypes.c_uint), (16, ctypes.c_ushort), (8, ctypes.c_ubyte)):
+                memset = getattr(lib, f"cuMemsetD{bits}Async")  # CUdeviceptr, value, count, CUstream
+                memset.argtypes = [ctypes.c_uint64, unit, ctypes.c_size_t, vp]
+                memset.restype = i32
             lib.cuInit.argtypes = [u32]
             code = lib.cuInit(0)  # idempotent; torch's runtime has usually done it
             if code != 0:
@@ -118,23 +123,40 @@ class Module:
 
 def encode_tensor_map(tmap: Mapping[str, Any], tensor: torch.Tensor) -> bytes:
     """cuTensorMapEncodeTiled over `tensor` (dims innermost first) with the kernel's box and swizzle."""
-    rank = tensor.dim()
-    esize = tensor.element_size()
-    dims = (ctypes.c_uint64 * rank)(*[int(tensor.shape[rank - 1 - i]) for i in range(rank)])
-    strides_b = [int(tensor.stride(rank - 1 - i)) * esize for i in range(1, rank)]
-    if tensor.stride(-1) != 1 or any(s % TMA_ALIGN_BYTES for s in strides_b) or tensor.data_ptr() % 16:
+    return encode_tensor_map_at(tmap, tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()),
+                                tensor.element_size())
+
+
+def encode_tensor_map_at(tmap: Mapping[str, Any], ptr: int, shape: Sequence[int], strides: Sequence[int],
+                         esize: int) -> bytes:
+    """cuTensorMapEncodeTiled over the tensor at `ptr` with `shape` and `strides` (elements, outermost first):
+    the call plan knows both per call signature, so only the pointer is per call."""
+    rank = len(shape)
+    dims = (ctypes.c_uint64 * rank)(*[int(shape[rank - 1 - i]) for i in range(rank)])
+    strides_b = [int(strides[rank - 1 - i]) * esize for i in range(1, rank)]
+    if strides[-1] != 1 or any(s % TMA_ALIGN_BYTES for s in strides_b) or ptr % TMA_ALIGN_BYTES:
         raise CudaLaunchError(f"TMA over `{tmap['tensor']}` needs a unit inner stride, 16-byte aligned rows "
-                              f"and base (strides {strides_b} B, base % 16 = {tensor.data_ptr() % 16})")
-    strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides_b)
+                              f"and base (strides {strides_b} B, base % 16 = {ptr % TMA_ALIGN_BYTES})")
+    strides_c = (ctypes.c_uint64 * max(1, rank - 1))(*strides_b)
     box = (ctypes.c_uint32 * rank)(*tmap["box"])
     unit = (ctypes.c_uint32 * rank)(*([1] * rank))
     out = ctypes.create_string_buffer(TMAP_BYTES + 64)
     aligned = (ctypes.addressof(out) + 63) // 64 * 64  # CUtensorMap is 64-byte aligned
     check(libcuda().cuTensorMapEncodeTiled(
-        aligned, TMA_DTYPE[tmap["dtype"]], rank, tensor.data_ptr(), dims, strides, box, unit, 0,
+        aligned, TMA_DTYPE[tmap["dtype"]], rank, ptr, dims, strides_c, box, unit, 0,
         TMA_SWIZZLE[int(tmap["swizzle_bytes"])], TMA_L2_PROMOTION_256B, 0),
         f"cuTensorMapEncodeTiled({tmap['tensor']}, dims={list(dims)}, box={list(box)})")
     return ctypes.string_at(aligned, TMAP_BYTES)
+
+
+def tensor_map_fields(tmap: Mapping[str, Any], shape: Sequence[int], strides: Sequence[int], esize: int
+                      ) -> list[int]:
+    """What `_launcher.cpp` encodes a map from (as `encode_tensor_map_at`): data type, rank, dims innermost
+    first, byte strides of the outer dims, box, swizzle."""
+    rank = len(shape)
+    return [TMA_DTYPE[tmap["dtype"]], rank, *[int(shape[rank - 1 - i]) for i in range(rank)],
+            *[int(strides[rank - 1 - i]) * esize for i in range(1, rank)], *[int(b) for b in tmap["box"]],
+            TMA_SWIZZLE[int(tmap["swizzle_bytes"])]]
 
 
 def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.Struct, tuple[Any, ...]]:
@@ -155,6 +177,26 @@ def arg_struct(fields: Sequence[Mapping[str, Any]], size: int) -> tuple[struct.S
     packer = struct.Struct("".join(fmt))
     assert packer.size == size, (packer.size, size)
     return packer, tuple(order)
+
+
+def current_device() -> int:
+    """torch's current CUDA device index (the C entry point where this torch has it: this runs on every call)."""
+    return int(_get_device())
+
+
+_get_device: Any = getattr(torch._C, "_cuda_getDevice", None) or (lambda: torch.cuda.current_device())
+
+
+def memset_fn(element_bytes: int) -> str:
+    """The driver entry point that fills `element_bytes`-wide elements (8-byte elements are filled as pairs of
+    4-byte words, which the caller may do only when both halves are equal)."""
+    return {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async", 8: "cuMemsetD32Async"}[element_bytes]
+
+
+def memset(fn: str, ptr: int, value: int, count: int, stream: int) -> int:
+    """`cuMemsetD{8,16,32}Async` of `count` units at `ptr` on `stream` (capturable: a memset node in a graph);
+    the driver's result code."""
+    return int(getattr(_lib or libcuda(), fn)(ptr, value, count, stream))
 
 
 def current_stream(device_index: int) -> int:

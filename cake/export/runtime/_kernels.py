@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import _cuda
+from . import _cuda, _launcher
 
 IR_DTYPE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
             torch.int64: "i64", torch.bool: "bool"}
@@ -171,8 +171,14 @@ def _torch_dtype(name: str, dtypes: Mapping[str, str]) -> torch.dtype:
 
 class CudaCall:
     """One call signature of a CUDA variant: grids, output and scratch allocations, which inputs need a copy or
-    TMA padding, and each launch's argument template (strides and dims are fixed by the signature) precomputed.
-    Per call only pointers and the tensor maps over them (cached per map and pointer) change."""
+    TMA padding, and each launch's argument block precomputed.
+
+    Strides and dims are fixed by the signature: they are written into each launch's argument block once, at
+    the first call. Per call only pointers and the tensor maps over them (cached per pointer) are patched in.
+    A signature whose inputs the kernel takes as they are (contiguous, TMA-addressable) runs `_fast`: no dicts,
+    no views, one `torch.empty` per output and scratch buffer, one memset per scratch buffer, one
+    `cuLaunchKernel` per launch. Other signatures (and a TMA input whose base pointer is not 16-byte aligned)
+    run `_prepared`, which copies or pads first and then launches the same way."""
 
     def __init__(self, variant: CudaVariant, spec: Mapping[str, Any], module: _cuda.Module,
                  dims: Mapping[str, int], dtypes: Mapping[str, str], device: torch.device,
@@ -190,7 +196,15 @@ class CudaCall:
                     if name in self.extents}
         self.scratch = [ScratchPlan(name, tuple(f(*values) for f in shape), self.extents.get(name),
                                     _torch_dtype(dt, dtypes), init) for name, shape, dt, init in variant.scratch]
-        self.launches = []
+        # Every tensor a launch names, by position: the inputs, then the outputs, then the scratch buffers.
+        self.names = (*variant.inputs, *(name for name, _, _ in self.outputs), *(p.name for p in self.scratch))
+        self.source = {name: i for i, name in enumerate(self.names)}
+        n_in, n_out = len(variant.inputs), len(self.outputs)
+        self.tma_inputs = tuple(i for i, name in enumerate(variant.inputs) if name in self.extents)
+        # (driver entry point, value, units, source, scratch name) per scratch buffer a memset initializes
+        self.memsets = tuple((plan.memset, plan.bits, plan.count, n_in + n_out + i, plan.name)
+                             for i, plan in enumerate(self.scratch) if plan.memset is not None)
+        self.launches: list[LaunchPlan] = []
         for code in spec["codes"]:
             axes, persistent = variant.grids[code["launch"]]
             extents = [f(*values) for f in axes]
@@ -198,86 +212,196 @@ class CudaCall:
                 continue
             padded = (*extents, 1, 1)
             grid = (min(math.prod(extents), sms), 1, 1) if persistent else (padded[0], padded[1], padded[2])
-            packer, order = _cuda.arg_struct(code["args"], int(code["args_size"]))
-            fields = tuple((f["kind"], f.get("tensor"), f.get("axis"), f.get("tma")) for f in order)
-            block = _cuda.ctypes.create_string_buffer(packer.size)
-            self.launches.append((module.functions[code["kname"]], grid, int(code["threads"]),
-                                  int(code["smem_bytes"]), packer, fields, block, _cuda.kernel_params(block)))
+            self.launches.append(LaunchPlan(module.functions[code["kname"]], grid, int(code["threads"]),
+                                            int(code["smem_bytes"]), code, self.source))
         self.dims = dict(dims)
-        self.templates: list[tuple[list[Any], list[tuple[int, str, Any]]]] | None = None
+        self.written = False  # the strides and dims of every argument block (fixed by the signature)
         self.copy: tuple[bool, ...] = (False,) * len(shapes)  # inputs to make contiguous first
-        self.tmaps: dict[tuple[int, int], bytes] = {}  # (id of the map, pointer) -> encoded map
+        self.fast = False  # set on the first call: whether `_fast` runs this signature
         self.lock = threading.Lock()
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        if torch.cuda.current_device() != self.index:
+        if _cuda.current_device() != self.index:
             with torch.cuda.device(self.index):
                 return self._call(inputs)
         return self._call(inputs)
 
     def _call(self, inputs: Sequence[torch.Tensor]) -> Any:
+        if self.fast:
+            return self._fast(inputs)
+        if not self.written:
+            self.fast = not any(self.copy) and not any(self.pad.values())
+        return self._prepared(inputs)
+
+    def _fast(self, inputs: Sequence[torch.Tensor]) -> Any:
+        ptrs = [t.data_ptr() for t in inputs]
+        for i in self.tma_inputs:
+            if ptrs[i] % _cuda.TMA_ALIGN_BYTES:  # a view at an odd offset: TMA needs a 16-byte aligned copy
+                return self._prepared(inputs)
+        device = self.device
+        outs = [torch.empty(shape, dtype=dtype, device=device) for _, shape, dtype in self.outputs]
+        buffers = [torch.empty(plan.alloc, dtype=plan.dtype, device=device) for plan in self.scratch]
+        ptrs += [t.data_ptr() for t in outs]
+        ptrs += [t.data_ptr() for t in buffers]
+        self._launch(ptrs, None, buffers)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _prepared(self, inputs: Sequence[torch.Tensor]) -> Any:
         tensors: dict[str, torch.Tensor] = {}
-        views: dict[str, torch.Tensor] = {}  # what a tensor map describes, where it differs from `tensors`
-        for name, t, copy in zip(self.variant.inputs, inputs, self.copy, strict=True):
+        views: dict[int, torch.Tensor] = {}  # what a tensor map describes, by source
+        for i, (name, t, copy) in enumerate(zip(self.variant.inputs, inputs, self.copy, strict=True)):
             if copy:
                 t = t.contiguous()
             pad = self.pad.get(name)
-            if pad is not None and (pad or t.data_ptr() % _cuda.TMA_ALIGN_BYTES):
-                t, views[name] = tma_ready(t, self.extents[name])
+            if pad is not None:
+                if pad or t.data_ptr() % _cuda.TMA_ALIGN_BYTES:
+                    t, views[i] = tma_ready(t, self.extents[name])
+                else:
+                    views[i] = t
             tensors[name] = t
         outs = []
         for name, shape, dtype in self.outputs:
             out = tensors[name] = torch.empty(shape, dtype=dtype, device=self.device)
+            views[self.source[name]] = out
             outs.append(out)
+        buffers = []
         for plan in self.scratch:
-            tensors[plan.name], views[plan.name] = plan.allocate(self.device)
-        if self.templates is None:
-            self.templates = [self._template(launch[5], tensors) for launch in self.launches]
-        ptrs = {name: t.data_ptr() for name, t in tensors.items()}
-        stream = _cuda.current_stream(self.index)
-        for (function, grid, threads, smem, packer, _, block, params), (template, dynamic) in zip(
-                self.launches, self.templates, strict=True):
-            values = template.copy()
-            for slot, name, tma in dynamic:
-                ptr = ptrs[name]
-                if tma is None:
-                    values[slot] = ptr
-                    continue
-                encoded = self.tmaps.get((id(tma), ptr))
-                if encoded is None:  # a map's view starts at its tensor's pointer: (map, pointer) is its key
-                    if len(self.tmaps) >= _cuda.TMAP_CACHE_MAX:
-                        self.tmaps.clear()
-                    encoded = self.tmaps[(id(tma), ptr)] = _cuda.encode_tensor_map(tma, views.get(name, tensors[name]))
-                values[slot] = encoded
-            with self.lock:  # one argument block per launch, reused: the driver copies it before returning
-                packer.pack_into(block, 0, *values)
-                code = _cuda.launch(function, grid, threads, smem, stream, params)
-                if code == _cuda.ERROR_INVALID_CONTEXT:  # a thread's first CUDA work: adopt torch's context
-                    _cuda.make_context_current(self.index)
-                    code = _cuda.launch(function, grid, threads, smem, stream, params)
-            if code:
-                _cuda.check(code, f"cuLaunchKernel grid={grid} block={threads} smem={smem}")
+            buf = torch.empty(plan.alloc, dtype=plan.dtype, device=self.device)
+            tensors[plan.name], views[self.source[plan.name]] = plan.views(buf)
+            buffers.append(buf)
+        if not self.written:
+            for launch in self.launches:
+                launch.write_static(tensors, self.dims)
+            self.written = True
+        self._launch([tensors[name].data_ptr() for name in self.names], views, buffers)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _template(self, fields: Sequence[tuple[str, Any, Any, Any]], tensors: Mapping[str, torch.Tensor]
-                  ) -> tuple[list[Any], list[tuple[int, str, Any]]]:
-        """The argument values that never change for this call signature, and the slots that do."""
-        template: list[Any] = []
-        dynamic: list[tuple[int, str, Any]] = []
-        for slot, (kind, tensor, axis, tma) in enumerate(fields):
-            if kind == "stride":
-                template.append(tensors[tensor].stride(axis))
-            elif kind == "dim":
-                template.append(self.dims[tensor])
-            else:
-                template.append(None)
-                dynamic.append((slot, tensor, tma if kind == "tmap" else None))
-        return template, dynamic
+    def plan_values(self) -> list[int] | None:
+        """This signature's plan for the C++ launcher (`_launcher.cpp`'s format), or None when only this path
+        runs it (inputs copied or padded, a scratch init no driver memset takes, not called yet)."""
+        if not (self.fast and self.written) or len(self.memsets) != len(self.scratch):
+            return None
+        values = [_launcher.PLAN_FORMAT, len(self.outputs)]
+        for _, shape, dtype in self.outputs:
+            values += [_launcher.DTYPE_CODES[dtype], len(shape), *shape]
+        values.append(len(self.scratch))
+        for plan in self.scratch:
+            assert plan.memset is not None
+            values += [_launcher.DTYPE_CODES[plan.dtype], len(plan.alloc), *plan.alloc,
+                       plan.unit_bytes, plan.bits, plan.count]
+        values += [len(self.tma_inputs), *self.tma_inputs, len(self.launches)]
+        for launch in self.launches:
+            values += [launch.function, *launch.grid, launch.threads, launch.smem, len(launch.block)]
+            values.append(len(launch.pointers))
+            for word, source in launch.pointers:
+                values += [word * 8, source]
+            values.append(len(launch.tmaps))
+            for offset, source, slot in launch.tmaps:
+                if slot.geometry is None:
+                    return None
+                values += [offset, source, *_cuda.tensor_map_fields(slot.tma, *slot.geometry)]
+            raw = bytes(launch.block) + bytes(-len(launch.block) % 8)
+            values += [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+        return values
+
+    def _launch(self, ptrs: Sequence[int], views: Mapping[int, torch.Tensor] | None,
+                buffers: Sequence[torch.Tensor]) -> None:
+        """Fill the scratch buffers, patch pointers and tensor maps into the argument blocks and launch, all on
+        torch's current stream."""
+        stream = _cuda.current_stream(self.index)
+        for fn, bits, count, source, name in self.memsets:
+            code = _cuda.memset(fn, ptrs[source], bits, count, stream)
+            if code == _cuda.ERROR_INVALID_CONTEXT:  # a thread's first CUDA work: adopt torch's context
+                _cuda.make_context_current(self.index)
+                code = _cuda.memset(fn, ptrs[source], bits, count, stream)
+            if code:
+                _cuda.check(code, f"{fn} of scratch `{name}` ({count} units)")
+        for i, plan in enumerate(self.scratch):
+            if not plan.memset:
+                buffers[i].fill_(plan.init)
+        with self.lock:  # one argument block per launch, reused: the driver copies it before returning
+            for launch in self.launches:
+                code = launch.launch(ptrs, views, stream)
+                if code == _cuda.ERROR_INVALID_CONTEXT:
+                    _cuda.make_context_current(self.index)
+                    code = launch.launch(ptrs, views, stream)
+                if code:
+                    _cuda.check(code, f"cuLaunchKernel grid={launch.grid} block={launch.threads} smem={launch.smem}")
+
+
+class LaunchPlan:
+    """One launch of a call signature: the kernel, its grid, and its argument block with the byte offsets where
+    each call's pointers (8-byte words) and tensor maps (128 bytes, cached per pointer) go."""
+
+    def __init__(self, function: int, grid: tuple[int, int, int], threads: int, smem: int,
+                 code: Mapping[str, Any], source: Mapping[str, int]):
+        self.function, self.grid, self.threads, self.smem = function, grid, threads, smem
+        self.packer, self.order = _cuda.arg_struct(code["args"], int(code["args_size"]))
+        self.block = _cuda.ctypes.create_string_buffer(self.packer.size)
+        self.params = _cuda.kernel_params(self.block)
+        self.bytes = memoryview(self.block).cast("B")
+        self.words = self.bytes.cast("Q")  # pointer fields are 8-byte aligned in the generated struct
+        self.pointers: list[tuple[int, int]] = []  # (word index, source)
+        self.tmaps: list[tuple[int, int, TensorMapSlot]] = []  # (byte offset, source, slot)
+        for f in self.order:
+            offset = int(f["offset"])
+            if f["kind"] == "ptr":
+                if offset % 8:
+                    raise RuntimeError(f"argument `{f['name']}` of {code['kname']} is at offset {offset}, not "
+                                       "8-byte aligned: the manifest does not match the generated struct")
+                self.pointers.append((offset // 8, source[f["tensor"]]))
+            elif f["kind"] == "tmap":
+                self.tmaps.append((offset, source[f["tensor"]], TensorMapSlot(f["tma"])))
+
+    def write_static(self, tensors: Mapping[str, torch.Tensor], dims: Mapping[str, int]) -> None:
+        """Strides and dims: fixed by the call signature, written once."""
+        for f in self.order:
+            if f["kind"] == "stride":
+                self.packer_field(f, tensors[f["tensor"]].stride(f["axis"]))
+            elif f["kind"] == "dim":
+                self.packer_field(f, dims[f["tensor"]])
+
+    def packer_field(self, f: Mapping[str, Any], value: int) -> None:
+        _cuda.struct.pack_into("<q" if f["kind"] == "stride" else "<i", self.block, int(f["offset"]), value)
+
+    def launch(self, ptrs: Sequence[int], views: Mapping[int, torch.Tensor] | None, stream: int) -> int:
+        words, data = self.words, self.bytes
+        for word, source in self.pointers:
+            words[word] = ptrs[source]
+        for offset, source, slot in self.tmaps:
+            data[offset:offset + _cuda.TMAP_BYTES] = slot.encoded(ptrs[source], views[source] if views else None)
+        return _cuda.launch(self.function, self.grid, self.threads, self.smem, stream, self.params)
+
+
+class TensorMapSlot:
+    """The tensor maps of one argument-block field, cached per pointer. The tensor's shape and strides are fixed
+    by the call signature: the fast path reuses the geometry of the tensor the slot was first encoded over."""
+
+    def __init__(self, tma: Mapping[str, Any]):
+        self.tma = tma
+        self.geometry: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+        self.cache: dict[Any, bytes] = {}
+
+    def encoded(self, ptr: int, view: torch.Tensor | None) -> bytes:
+        if view is not None:  # a prepared call: the view's own geometry, which a padded copy changes
+            geometry = (tuple(view.shape), tuple(view.stride()), view.element_size())
+            if self.geometry is None:
+                self.geometry = geometry
+            key: Any = ptr if geometry == self.geometry else (ptr, geometry)
+        else:
+            key, geometry = ptr, self.geometry  # type: ignore[assignment]
+        hit = self.cache.get(key)
+        if hit is None:
+            if len(self.cache) >= _cuda.TMAP_CACHE_MAX:
+                self.cache.clear()
+            hit = self.cache[key] = _cuda.encode_tensor_map_at(self.tma, ptr, *geometry)
+        return hit
 
 
 class ScratchPlan:
     """A scratch buffer covering whole TMA boxes with rows padded to 16 bytes (as the CUDA backend allocates
-    it), filled with its init value on every call; the kernel indexes its logical part."""
+    it), set to its init value on every call by one driver memset on the launch stream (`memset` names the entry
+    point; None for an 8-byte init whose halves differ, which `fill_` sets); the kernel indexes its logical part."""
 
     def __init__(self, name: str, shape: tuple[int, ...], box_extents: Sequence[int] | None, dtype: torch.dtype,
                  init: float):
@@ -287,10 +411,17 @@ class ScratchPlan:
         self.alloc = (*full[:-1], -(-full[-1] // per) * per)
         self.inner = full[-1] if self.alloc[-1] != full[-1] else None
         self.logical = tuple(slice(0, n) for n in shape) if tuple(full) != shape else None
+        size = dtype.itemsize
+        pattern = torch.full((1,), init, dtype=dtype).view(torch.uint8).tolist()  # little-endian bytes
+        unit = 4 if size == 8 else size
+        halves = [int.from_bytes(bytes(pattern[i:i + unit]), "little") for i in range(0, size, unit)]
+        self.memset: str | None = _cuda.memset_fn(size) if len(set(halves)) == 1 else None
+        self.unit_bytes = unit
+        self.bits = halves[0]
+        self.count = math.prod(self.alloc) * (size // unit)
 
-    def allocate(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(what the kernel indexes, what a tensor map describes)."""
-        buf = torch.full(self.alloc, self.init, dtype=self.dtype, device=device)
+    def views(self, buf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(what the kernel indexes, what a tensor map describes) of an allocation of `alloc`."""
         view = buf if self.inner is None else buf[..., :self.inner]
         return (view if self.logical is None else view[self.logical]), view
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from . import _integrity, _kernels
+from . import _integrity, _kernels, _launcher
 
 FORMAT = 1
 FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -41,15 +41,17 @@ class OutOfDomainWarning(UserWarning):
 
 
 def signature(inputs: Sequence[torch.Tensor]) -> tuple[Any, ...]:
-    """What a call's route depends on: device, and each input's dtype, shape and strides (unrolled for the
-    common arities: this runs on every call)."""
+    """What a call's route depends on: each input's device, dtype, shape and strides (unrolled for the common
+    arities: this runs on every call). Every device is in it: a cached route never takes an input from another
+    device than the call it was validated for."""
     if len(inputs) == 2:
         a, b = inputs
-        return a.device, a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride()
+        return a.device, a.dtype, a.shape, a.stride(), b.device, b.dtype, b.shape, b.stride()
     if len(inputs) == 3:
         a, b, c = inputs
-        return a.device, a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride(), c.dtype, c.shape, c.stride()
-    return (inputs[0].device, *[(t.dtype, t.shape, t.stride()) for t in inputs]) if inputs else ()
+        return (a.device, a.dtype, a.shape, a.stride(), b.device, b.dtype, b.shape, b.stride(), c.device, c.dtype,
+                c.shape, c.stride())
+    return tuple((t.device, t.dtype, t.shape, t.stride()) for t in inputs)
 
 
 class Fallback:
@@ -75,6 +77,9 @@ class ExportedOp:
                          [variants[v] for v in b["variants"]]) for b in meta["buckets"]]
         self.reference = reference
         self.routes: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.launcher: Any = None  # the C++ launcher's ops, when it runs this op's CUDA calls
+        self.table = -1  # this op's plan table in the launcher
+        self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -149,7 +154,28 @@ class ExportedOp:
         if call is None:
             with self._lock:
                 call = self.routes[key] = self.route(inputs)
-        return call(*inputs)
+        out = call(*inputs)
+        if self.launcher is not None and key not in self.offered:
+            self.offer(key, call, inputs)
+        return out
+
+    def offer(self, key: tuple[Any, ...], call: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> None:
+        """Hand a signature's plan to the C++ launcher once it has run here (its plan is fixed by then); a
+        signature only the Python path runs (a Triton variant, the reference, copied inputs) is offered once."""
+        with self._lock:
+            if key in self.offered:
+                return
+            self.offered.add(key)
+        plan = call.plan_values() if isinstance(call, _kernels.CudaCall) else None
+        if plan is not None:
+            self.launcher.install(self.table, list(inputs), plan)
+
+    def launcher_stats(self) -> dict[str, int]:
+        """Calls the C++ launcher ran (`launched`), sent back to Python (`routed`), and its plans; {} without it."""
+        if self.launcher is None:
+            return {}
+        launched, routed, plans = (int(v) for v in self.launcher.stats(self.table))
+        return {"launched": launched, "routed": routed, "plans": plans}
 
     def count_fallback(self, reason: str) -> None:
         with self._lock:
@@ -203,7 +229,7 @@ class ExportedOp:
             ret = tuple.__class_getitem__(tuple(torch.Tensor for _ in self.outputs))
         return inspect.Signature(params, return_annotation=ret)
 
-    def register(self, triton_only: bool) -> None:
+    def register(self, triton_only: bool, launcher: Any = None) -> None:
         qualified = f"{self.namespace}::{self.name}"
         torch.library.custom_op(f"{qualified}_reference", self.reference_impl, mutates_args=(),
                                 schema=self.schema()).register_fake(self.fake_impl)
@@ -224,9 +250,15 @@ class ExportedOp:
             # wrapper's Python layers would cost more than the whole fast host path.
             lib = torch.library.Library(self.namespace, "FRAGMENT")
             lib.define(f"{self.name}{self.schema()}")
-            lib.impl(self.name, self, "CUDA")
             lib.impl(self.name, self.cpu_impl, "CPU")
             torch.library.register_fake(qualified, self.fake_impl, lib=lib)
+            if launcher is None:
+                lib.impl(self.name, self, "CUDA")
+            else:  # the C++ kernel runs the call signatures it has plans for; `<op>_route` (this) the rest
+                lib.define(f"{self.name}_route{self.schema()}")
+                lib.impl(f"{self.name}_route", self, "CUDA")
+                self.table = int(launcher.attach(self.namespace, self.name, f"{self.name}_route", len(self.inputs)))
+                self.launcher = launcher
             self._library = lib  # a fragment's registrations live as long as the object
 
 
@@ -241,6 +273,7 @@ class Package:
         self.certificate = json.loads((root / "certificate.json").read_text())
         self.namespace = str(self.manifest["namespace"])
         self.ops: dict[str, ExportedOp] = {}
+        self.host_path: dict[str, str] = {}  # the CUDA ops' host path and why (`_launcher.select`)
         self._registered = False
         self._lock = threading.Lock()
 
@@ -270,13 +303,16 @@ class Package:
                               + "; ".join(f"{op}: {p}" for op, ps in problems.items() for p in ps), stacklevel=2)
             variants = {vid: _kernels.load_variant(self.name, self.root, vid, meta)
                         for vid, meta in self.manifest["variants"].items()}
+            launcher = None
+            if any(v.backend == "cuda" for v in variants.values()):
+                launcher, self.host_path = _launcher.select(self.name)
             for name, meta in self.manifest["ops"].items():
                 if hasattr(getattr(torch.ops, self.namespace), name):
                     raise ImportError(f"torch.ops.{self.namespace}.{name} is already registered (another copy of "
                                       f"{self.name} imported from a different path?)")
                 op = ExportedOp(self.namespace, name, meta, variants, self._reference(meta["reference"]))
                 backends = {variants[v].backend for b in meta["buckets"] for v in b["variants"]}
-                op.register(triton_only=backends <= {"triton"})
+                op.register(triton_only=backends <= {"triton"}, launcher=launcher if "cuda" in backends else None)
                 self.ops[name] = op
             self._registered = True
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._integrity import IntegrityError
+from ._launcher import HostPathWarning
 from ._ops import OutOfDomainWarning, Package
 
 PACKAGE = Package(__name__, Path(__file__).resolve().parent)
@@ -16,6 +17,12 @@ PACKAGE.register()
 namespace = PACKAGE.namespace
 certificate = PACKAGE.certificate
 fallback_counts = PACKAGE.fallback_counts
+host_path = PACKAGE.host_path  # the CUDA ops' host path (C++ launcher or ctypes) and why
+
+
+def launcher_stats() -> dict[str, dict[str, int]]:
+    """Per op: calls the C++ launcher ran and sent back to Python, and its plans (empty on the ctypes path)."""
+    return {name: op.launcher_stats() for name, op in PACKAGE.ops.items()}
 
 
 def register() -> None:
@@ -23,7 +30,8 @@ def register() -> None:
     PACKAGE.register()
 
 
-__all__ = ["IntegrityError", "OutOfDomainWarning", "certificate", "fallback_counts", "namespace", "register"]
+__all__ = ["HostPathWarning", "IntegrityError", "OutOfDomainWarning", "certificate", "fallback_counts", "host_path",
+           "launcher_stats", "namespace", "register"]
 
 if PACKAGE.manifest.get("api"):  # the workload's user API (e.g. flash_kmeans: assign, update, kmeans)
     from . import api  # type: ignore[attr-defined]

@@ -1,0 +1,443 @@
+// The C++ host path of exported CUDA ops: a boxed CUDA kernel per op that looks the call signature up among the
+// plans Python installed, allocates the outputs and scratch with at::empty (torch's caching allocator), sets
+// each scratch buffer with one cuMemsetD*Async, patches pointers and tensor maps into the argument block and
+// calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
+// 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
+//
+// Part of an exported package (copied verbatim by `cake export`, built by `_launcher.py` on first import where a
+// C++ compiler and CUDA's cuda.h exist; links against torch's libc10 and libtorch_cpu only). No host synchronization, no allocation outside torch: capturable.
+// The plan format is written by `_launcher.encode_plan`; PLAN_FORMAT here and there must agree.
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <torch/library.h>
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)  // a CUDA torch's headers (a CPU wheel lacks this one)
+#include <c10/cuda/CUDAStream.h>
+#define CAKE_LAUNCHER_C10_CUDA 1
+#endif
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace cake_launcher {
+
+constexpr int64_t PLAN_FORMAT = 1;
+constexpr size_t TMAP_BYTES = 128;
+constexpr size_t TMAP_CACHE_MAX = 512;  // per slot; cleared when full (as the Python path's cache)
+
+// ------------------------------------------------------------------------------------------ the driver
+
+struct Driver {
+  decltype(&cuLaunchKernel) launch = nullptr;
+  decltype(&cuMemsetD32Async) memset32 = nullptr;
+  decltype(&cuMemsetD16Async) memset16 = nullptr;
+  decltype(&cuMemsetD8Async) memset8 = nullptr;
+  decltype(&cuTensorMapEncodeTiled) encode = nullptr;
+  decltype(&cuGetErrorName) error_name = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) ctx_retain = nullptr;
+  decltype(&cuCtxSetCurrent) ctx_set = nullptr;
+};
+
+template <class F>
+void resolve(void* handle, F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(handle, name));
+  TORCH_CHECK(fn != nullptr, "cake launcher: libcuda.so.1 has no ", name, " (driver too old?)");
+}
+
+// The driver's entry points by their unversioned names, as the ctypes path calls them (libcuda keeps those
+// names for the ABI they were first published with).
+const Driver& driver() {
+  static const Driver d = [] {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    TORCH_CHECK(handle != nullptr, "cake launcher: cannot load the CUDA driver (libcuda.so.1): ", dlerror());
+    Driver out;
+    resolve(handle, out.launch, "cuLaunchKernel");
+    resolve(handle, out.memset32, "cuMemsetD32Async");
+    resolve(handle, out.memset16, "cuMemsetD16Async");
+    resolve(handle, out.memset8, "cuMemsetD8Async");
+    resolve(handle, out.encode, "cuTensorMapEncodeTiled");
+    resolve(handle, out.error_name, "cuGetErrorName");
+    resolve(handle, out.device_get, "cuDeviceGet");
+    resolve(handle, out.ctx_retain, "cuDevicePrimaryCtxRetain");
+    resolve(handle, out.ctx_set, "cuCtxSetCurrent");
+    return out;
+  }();
+  return d;
+}
+
+std::string error_name(CUresult code) {
+  const char* name = nullptr;
+  if (driver().error_name(code, &name) != CUDA_SUCCESS || name == nullptr) return std::to_string(int(code));
+  return name;
+}
+
+// A thread's first CUDA work may find no context current: adopt torch's (the device's primary context).
+void make_context_current(int device) {
+  CUdevice dev;
+  CUcontext ctx;
+  CUresult code = driver().device_get(&dev, device);
+  if (code == CUDA_SUCCESS) code = driver().ctx_retain(&ctx, dev);
+  if (code == CUDA_SUCCESS) code = driver().ctx_set(ctx);
+  TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: cannot make device ", device,
+              "'s primary context current: ", error_name(code));
+}
+
+// torch's current stream on the device (vLLM captures graphs on its own stream). With a CUDA torch's headers
+// through c10::cuda (linked against libc10_cuda); a CPU torch's headers (the CPU tests' build) have only the
+// device-generic interface.
+CUstream current_stream(const at::Device& device) {
+#ifdef CAKE_LAUNCHER_C10_CUDA
+  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+#else
+  return static_cast<CUstream>(
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------- plans
+
+// The dtype codes of the plan format (`_launcher.DTYPE_CODES`).
+at::ScalarType scalar_type(int64_t code) {
+  switch (code) {
+    case 0: return at::kFloat;
+    case 1: return at::kHalf;
+    case 2: return at::kBFloat16;
+    case 3: return at::kInt;
+    case 4: return at::kLong;
+    case 5: return at::kBool;
+  }
+  TORCH_CHECK(false, "cake launcher: unknown dtype code ", code, " in a plan");
+}
+
+struct Reader {
+  const std::vector<int64_t>& data;
+  size_t at = 0;
+  int64_t next() {
+    TORCH_CHECK(at < data.size(), "cake launcher: plan ends early (", data.size(), " values)");
+    return data[at++];
+  }
+  int64_t count(int64_t most) {
+    int64_t n = next();
+    TORCH_CHECK(n >= 0 && n <= most, "cake launcher: a plan count ", n, " is outside [0, ", most, "]");
+    return n;
+  }
+};
+
+struct Buffer {  // an output or a scratch buffer
+  at::ScalarType dtype;
+  std::vector<int64_t> sizes;
+  int64_t memset_width = 0;  // 0: an output (not set); 1, 2, 4: the cuMemsetD*Async to set it with
+  uint32_t bits = 0;
+  size_t units = 0;
+};
+
+struct TensorMapSlot {
+  size_t offset;
+  int64_t source;
+  CUtensorMapDataType dtype;
+  cuuint32_t rank;
+  cuuint64_t dims[5];
+  cuuint64_t strides[4];
+  cuuint32_t box[5];
+  cuuint32_t unit[5];
+  CUtensorMapSwizzle swizzle;
+  std::mutex mu;
+  std::unordered_map<uint64_t, CUtensorMap> cache;
+
+  void write(uint8_t* block, uint64_t ptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto hit = cache.find(ptr);
+    if (hit == cache.end()) {
+      if (cache.size() >= TMAP_CACHE_MAX) cache.clear();
+      CUtensorMap map;
+      CUresult code = driver().encode(&map, dtype, rank, reinterpret_cast<void*>(ptr), dims, strides, box, unit,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: cuTensorMapEncodeTiled failed: ", error_name(code));
+      hit = cache.emplace(ptr, map).first;
+    }
+    std::memcpy(block + offset, &hit->second, TMAP_BYTES);
+  }
+};
+
+struct Launch {
+  CUfunction function;
+  unsigned grid[3];
+  unsigned threads;
+  unsigned smem;
+  std::vector<uint8_t> block;  // strides and dims written; pointers and maps patched per call
+  std::vector<std::pair<size_t, int64_t>> pointers;  // (byte offset, source)
+  std::vector<std::unique_ptr<TensorMapSlot>> tmaps;
+};
+
+struct Plan {
+  std::vector<int64_t> key;
+  std::vector<Buffer> outputs, scratch;
+  std::vector<int64_t> tma_inputs;
+  std::vector<Launch> launches;
+};
+
+constexpr int64_t MOST = 1 << 20;  // a bound on every count in a plan: a corrupt plan is refused, not followed
+
+std::unique_ptr<Plan> parse(const std::vector<int64_t>& data, int64_t n_inputs) {
+  Reader r{data};
+  TORCH_CHECK(r.next() == PLAN_FORMAT, "cake launcher: plan format differs from ", PLAN_FORMAT,
+              " (the package's _launcher.py and _launcher.cpp disagree)");
+  auto plan = std::make_unique<Plan>();
+  auto buffers = [&](std::vector<Buffer>& out, bool scratch) {
+    for (int64_t i = 0, n = r.count(64); i < n; ++i) {
+      Buffer b;
+      b.dtype = scalar_type(r.next());
+      for (int64_t d = 0, rank = r.count(8); d < rank; ++d) b.sizes.push_back(r.next());
+      if (scratch) {
+        b.memset_width = r.next();
+        TORCH_CHECK(b.memset_width == 1 || b.memset_width == 2 || b.memset_width == 4,
+                    "cake launcher: memset width ", b.memset_width);
+        b.bits = static_cast<uint32_t>(r.next());
+        b.units = static_cast<size_t>(r.next());
+      }
+      out.push_back(std::move(b));
+    }
+  };
+  buffers(plan->outputs, false);
+  buffers(plan->scratch, true);
+  const int64_t sources = n_inputs + int64_t(plan->outputs.size()) + int64_t(plan->scratch.size());
+  auto source = [&]() {
+    int64_t s = r.next();
+    TORCH_CHECK(s >= 0 && s < sources, "cake launcher: source ", s, " outside [0, ", sources, ")");
+    return s;
+  };
+  for (int64_t i = 0, n = r.count(64); i < n; ++i) plan->tma_inputs.push_back(source());
+  for (int64_t i = 0, n = r.count(16); i < n; ++i) {
+    Launch l;
+    l.function = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(r.next()));
+    for (auto& g : l.grid) g = static_cast<unsigned>(r.next());
+    l.threads = static_cast<unsigned>(r.next());
+    l.smem = static_cast<unsigned>(r.next());
+    const int64_t size = r.count(MOST);
+    l.block.resize(size_t(size));
+    for (int64_t p = 0, np = r.count(256); p < np; ++p) {
+      int64_t offset = r.next();
+      TORCH_CHECK(offset >= 0 && offset + 8 <= size, "cake launcher: pointer at ", offset, " outside the block");
+      l.pointers.emplace_back(size_t(offset), source());
+    }
+    for (int64_t t = 0, nt = r.count(64); t < nt; ++t) {
+      auto slot = std::make_unique<TensorMapSlot>();
+      int64_t offset = r.next();
+      TORCH_CHECK(offset >= 0 && offset + int64_t(TMAP_BYTES) <= size, "cake launcher: map at ", offset,
+                  " outside the block");
+      slot->offset = size_t(offset);
+      slot->source = source();
+      slot->dtype = static_cast<CUtensorMapDataType>(r.next());
+      slot->rank = static_cast<cuuint32_t>(r.count(5));
+      TORCH_CHECK(slot->rank >= 1, "cake launcher: a tensor map of rank 0");
+      for (cuuint32_t d = 0; d < slot->rank; ++d) slot->dims[d] = static_cast<cuuint64_t>(r.next());
+      for (cuuint32_t d = 0; d + 1 < slot->rank; ++d) slot->strides[d] = static_cast<cuuint64_t>(r.next());
+      for (cuuint32_t d = 0; d < slot->rank; ++d) slot->box[d] = static_cast<cuuint32_t>(r.next());
+      for (cuuint32_t d = 0; d < slot->rank; ++d) slot->unit[d] = 1;
+      slot->swizzle = static_cast<CUtensorMapSwizzle>(r.next());
+      l.tmaps.push_back(std::move(slot));
+    }
+    for (int64_t w = 0; w < (size + 7) / 8; ++w) {  // the block's bytes, 8 to a value, little-endian
+      uint64_t word = static_cast<uint64_t>(r.next());
+      std::memcpy(l.block.data() + 8 * w, &word, std::min<size_t>(8, size_t(size - 8 * w)));
+    }
+    plan->launches.push_back(std::move(l));
+  }
+  TORCH_CHECK(r.at == data.size(), "cake launcher: ", data.size() - r.at, " values after the plan");
+  return plan;
+}
+
+// The signature a plan is keyed by: each input's device, dtype, sizes and strides (every device: a plan never
+// takes an input from another device than the call it was validated for).
+void signature(const torch::jit::Stack& stack, size_t first, int64_t n, std::vector<int64_t>& key) {
+  key.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const at::Tensor& t = stack[first + size_t(i)].toTensor();
+    key.push_back(static_cast<int64_t>(t.device().type()));
+    key.push_back(t.device().index());
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+    key.push_back(t.dim());
+    for (int64_t s : t.sizes()) key.push_back(s);
+    for (int64_t s : t.strides()) key.push_back(s);
+  }
+}
+
+// -------------------------------------------------------------------------------------------- the kernel
+
+class LaunchKernel final : public c10::OperatorKernel {
+ public:
+  LaunchKernel(c10::OperatorHandle route, int64_t n_inputs) : route_(std::move(route)), n_inputs_(n_inputs) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t first = stack->size() - size_t(n_inputs_);
+    thread_local std::vector<int64_t> key;
+    signature(*stack, first, n_inputs_, key);
+    Plan* plan = find(key);
+    if (plan != nullptr) {
+      for (int64_t s : plan->tma_inputs) {  // a TMA base must be 16-byte aligned; the route copies it
+        if (reinterpret_cast<uintptr_t>((*stack)[first + size_t(s)].toTensor().data_ptr()) % 16) {
+          plan = nullptr;
+          break;
+        }
+      }
+    }
+    if (plan == nullptr) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      route_.callBoxed(stack);
+      return;
+    }
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    run(*plan, stack, first);
+  }
+
+  void install(const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& data) {
+    TORCH_CHECK(int64_t(inputs.size()) == n_inputs_, "cake launcher: ", inputs.size(), " inputs, the op takes ",
+                n_inputs_);
+    torch::jit::Stack stack(inputs.begin(), inputs.end());
+    auto plan = parse(data, n_inputs_);
+    signature(stack, 0, n_inputs_, plan->key);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& p : plans_) {
+      if (p->key == plan->key) return;  // installed by another thread first: the plans are the same
+    }
+    plans_.push_back(std::move(plan));
+  }
+
+  std::vector<int64_t> stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_.load(), misses_.load(), int64_t(plans_.size())};
+  }
+
+ private:
+  Plan* find(const std::vector<int64_t>& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& p : plans_) {
+      if (p->key == key) return p.get();
+    }
+    return nullptr;
+  }
+
+  void run(Plan& plan, torch::jit::Stack* stack, size_t first) {
+    const at::Tensor& lead = (*stack)[first].toTensor();
+    const int device = lead.device().index();
+    c10::DeviceGuard guard(lead.device());
+    const at::TensorOptions options = at::TensorOptions().device(lead.device());
+    std::vector<uint64_t> ptrs;
+    ptrs.reserve(size_t(n_inputs_) + plan.outputs.size() + plan.scratch.size());
+    for (int64_t i = 0; i < n_inputs_; ++i) {
+      ptrs.push_back(reinterpret_cast<uint64_t>((*stack)[first + size_t(i)].toTensor().data_ptr()));
+    }
+    std::vector<at::Tensor> outs, scratch;
+    for (const Buffer& b : plan.outputs) {
+      outs.push_back(at::empty(b.sizes, options.dtype(b.dtype)));
+      ptrs.push_back(reinterpret_cast<uint64_t>(outs.back().data_ptr()));
+    }
+    for (const Buffer& b : plan.scratch) {
+      scratch.push_back(at::empty(b.sizes, options.dtype(b.dtype)));
+      ptrs.push_back(reinterpret_cast<uint64_t>(scratch.back().data_ptr()));
+    }
+    CUstream stream = current_stream(lead.device());
+    size_t index = size_t(n_inputs_) + plan.outputs.size();
+    for (const Buffer& b : plan.scratch) {
+      CUdeviceptr at = static_cast<CUdeviceptr>(ptrs[index++]);
+      retrying(device, "cuMemsetD*Async of a scratch buffer", [&] {
+        switch (b.memset_width) {
+          case 4: return driver().memset32(at, b.bits, b.units, stream);
+          case 2: return driver().memset16(at, static_cast<unsigned short>(b.bits), b.units, stream);
+          default: return driver().memset8(at, static_cast<unsigned char>(b.bits), b.units, stream);
+        }
+      });
+    }
+    for (Launch& l : plan.launches) {
+      alignas(64) uint8_t stack_block[1024];
+      std::vector<uint8_t> heap_block;
+      uint8_t* block = stack_block;
+      if (l.block.size() > sizeof(stack_block)) {
+        heap_block.resize(l.block.size());
+        block = heap_block.data();
+      }
+      std::memcpy(block, l.block.data(), l.block.size());
+      for (const auto& [offset, source] : l.pointers) std::memcpy(block + offset, &ptrs[size_t(source)], 8);
+      for (auto& slot : l.tmaps) slot->write(block, ptrs[size_t(slot->source)]);
+      void* params[] = {block};
+      retrying(device, "cuLaunchKernel", [&] {
+        return driver().launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.threads, 1, 1, l.smem, stream,
+                               params, nullptr);
+      });
+    }
+    torch::jit::drop(*stack, size_t(n_inputs_));
+    for (auto& t : outs) stack->emplace_back(std::move(t));
+  }
+
+  template <class F>
+  static void retrying(int device, const char* what, F call) {
+    CUresult code = call();
+    if (code == CUDA_ERROR_INVALID_CONTEXT) {
+      make_context_current(device);
+      code = call();
+    }
+    TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: ", what, " failed: ", error_name(code));
+  }
+
+  c10::OperatorHandle route_;
+  int64_t n_inputs_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Plan>> plans_;
+  std::atomic<int64_t> hits_{0}, misses_{0};
+};
+
+// ------------------------------------------------------------------------------------- registration
+
+struct Attached {
+  std::unique_ptr<torch::Library> library;
+  LaunchKernel* kernel;  // owned by the dispatcher's registration
+};
+
+std::mutex attached_mu;
+std::vector<Attached> attached;
+
+LaunchKernel& kernel(int64_t table) {
+  std::lock_guard<std::mutex> lock(attached_mu);
+  TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
+  return *attached[size_t(table)].kernel;
+}
+
+// Register the C++ kernel as `ns::op`'s CUDA implementation, `ns::route` its way back to Python.
+int64_t attach(const std::string& ns, const std::string& op, const std::string& route, int64_t n_inputs) {
+  auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + route).c_str(), "");
+  auto owned = std::make_unique<LaunchKernel>(handle, n_inputs);
+  LaunchKernel* raw = owned.get();
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CUDA, __FILE__,
+                                                  __LINE__);
+  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
+  std::lock_guard<std::mutex> lock(attached_mu);
+  attached.push_back({std::move(library), raw});
+  return int64_t(attached.size()) - 1;
+}
+
+void install(int64_t table, const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& plan) {
+  kernel(table).install(inputs, plan);
+}
+
+std::vector<int64_t> stats(int64_t table) { return kernel(table).stats(); }
+
+int64_t plan_format() { return PLAN_FORMAT; }
+
+}  // namespace cake_launcher
+
+TORCH_LIBRARY(cake_launcher_v1, m) {
+  m.def("attach(str ns, str op, str route, int n_inputs) -> int", &cake_launcher::attach);
+  m.def("install(int table, Tensor[] inputs, int[] plan) -> ()", &cake_launcher::install);
+  m.def("stats(int table) -> int[]", &cake_launcher::stats);
+  m.def("plan_format() -> int", &cake_launcher::plan_format);
+}

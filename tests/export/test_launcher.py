@@ -1,0 +1,117 @@
+"""The C++ host path of exported CUDA ops (`runtime/_launcher.cpp`) and the choice between it and ctypes.
+
+The launcher is compiled here with the CPU torch's headers and CUDA's cuda.h (slow: one C++ build of torch
+headers), loaded, attached to an exported op and fed the plan the Python path writes: the two sides agree on
+the plan format (the C++ parser refuses trailing or missing values, out-of-block offsets, a wrong format).
+Running it needs a GPU: scripts/gpu_host_overhead.py (scripts/gpu/s4_launcher.sh) does that on the H200.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from cake.lowering.cuda.compile import find_nvcc
+
+from cake.export.runtime import _launcher
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def test_choice_is_validated_and_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_launcher.HOST_PATH_ENV, "fast")
+    with pytest.raises(ImportError, match="CAKE_EXPORT_HOST_PATH='fast': use one of auto, cpp, ctypes"):
+        _launcher.select("pkg")
+    monkeypatch.setenv(_launcher.HOST_PATH_ENV, "ctypes")
+    assert _launcher.select("pkg") == (None, {"kind": "ctypes", "why": "chosen by CAKE_EXPORT_HOST_PATH=ctypes"})
+
+
+def test_auto_without_a_compiler_warns_and_records_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_launcher.HOST_PATH_ENV, raising=False)
+    monkeypatch.setattr(_launcher, "compiler", lambda: None)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")  # as a CUDA torch: the C++ path would be wanted
+    with pytest.warns(_launcher.HostPathWarning, match=r"pkg: CUDA ops take the ctypes host path .*no C\+\+ compiler"):
+        ops, record = _launcher.select("pkg")
+    assert ops is None and record == {"kind": "ctypes", "why": "no C++ compiler (set $CXX or install g++)"}
+    monkeypatch.setenv(_launcher.HOST_PATH_ENV, "cpp")
+    with pytest.raises(ImportError, match=r"CAKE_EXPORT_HOST_PATH=cpp, but the C\+\+ launcher is unavailable: no C\+\+"):
+        _launcher.select("pkg")
+
+
+def test_cpu_torch_takes_ctypes_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_launcher.HOST_PATH_ENV, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no CUDA op can run: nothing to warn about
+        ops, record = _launcher.select("pkg")
+    assert ops is None and record["kind"] == "ctypes" and "has no CUDA" in record["why"]
+
+
+def test_compile_command_uses_torch_headers_and_abi(tmp_path: Path) -> None:
+    cmd = _launcher.compile_command("c++", tmp_path, tmp_path / "x.so")
+    torch_root = Path(torch.__file__).resolve().parent
+    assert f"-I{torch_root / 'include'}" in cmd and f"-I{tmp_path}" in cmd and "-std=c++20" in cmd
+    assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cmd
+    assert "-lc10" in cmd and "-ltorch_cpu" in cmd
+    has_c10_cuda = any((torch_root / "lib").glob("libc10_cuda.*"))
+    assert ("-lc10_cuda" in cmd) == has_c10_cuda  # never libcudart or libcuda: the driver is opened at run time
+
+
+CHECK = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import bench_export_host_cpu as bench
+from pathlib import Path
+from cake.export.certify import import_package
+root = Path(sys.argv[1])
+bench.export_pingpong(root)
+pkg = import_package(root)
+ops = getattr(torch.ops, pkg.namespace)
+driver = bench.CountingDriver()
+bench.stub_device(pkg, driver)
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(1, 256, 64, generator=gen).bfloat16()
+c = torch.randn(1, 128, 64, generator=gen).bfloat16()
+call, op = bench.plan_for(pkg, (x, c))
+call(x, c)
+plan = call.plan_values()
+op.launcher.install(op.table, [x, c], plan)
+op.launcher.install(op.table, [x, c], plan)  # the same signature again: kept once
+refusals = []
+for bad in (plan + [0], plan[:-1], [99] + plan[1:]):
+    try:
+        op.launcher.install(op.table, [x, c], bad)
+    except RuntimeError as error:
+        refusals.append(str(error).splitlines()[0])
+same = torch.equal(ops.kmeans_assign(x, c), ops.kmeans_assign_reference(x, c))  # CPU: the CPU implementation
+torch.library.opcheck(ops.kmeans_assign.default, (x, c))
+print(json.dumps({"host_path": pkg.host_path, "stats": pkg.launcher_stats(), "refusals": refusals, "same": same,
+                  "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan)}))
+"""
+
+
+@pytest.mark.slow
+def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> None:
+    if find_nvcc() is None or _launcher.cuda_include() is None or _launcher.compiler() is None:
+        pytest.skip("needs nvcc (export), CUDA's cuda.h and a C++ compiler")
+    env = {**os.environ, _launcher.HOST_PATH_ENV: "cpp", _launcher.CACHE_ENV: str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", CHECK, str(tmp_path / "export"), str(SCRIPTS)], capture_output=True,
+                          text=True, env=env, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["host_path"] == {"kind": "cpp", "why": "C++ launcher (CAKE_EXPORT_HOST_PATH=cpp)"}
+    assert result["route"] and result["same"]
+    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 1}}
+    assert result["refusals"] == ["cake launcher: 1 values after the plan",
+                                  f"cake launcher: plan ends early ({result['plan_len'] - 1} values)",
+                                  "cake launcher: plan format differs from 1 (the package's _launcher.py and "
+                                  "_launcher.cpp disagree)"]
+    built = list((tmp_path / "cache").glob("cake_launcher_*.so"))
+    assert len(built) == 1
+    assert _launcher.build(tmp_path / "cache") == built[0]  # cached: no second build
