@@ -23,7 +23,13 @@ from cake.verifier.gates.base import DimsProfile
 from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.results import GateStatus
 from cake.verifier.tolerance import eps, gpu_table_path, load_table, tiny
-from cake.verifier.tolerance_band import MAX_COEFFICIENT, MIN_COEFFICIENT, SANE_MAX_RATIO, compare_tables, entry_findings
+from cake.verifier.tolerance_band import (
+    MAX_COEFFICIENT,
+    MIN_COEFFICIENT,
+    SANE_MAX_RATIO,
+    compare_tables,
+    entry_findings,
+)
 from torch import Tensor
 
 STARTER_AND_KMEANS = ("softmax", "rmsnorm", "row_sum", "matmul", "kmeans_assign", "kmeans_update")
