@@ -10,7 +10,8 @@ the first-principles bound a correct implementation with another summation order
 above MAX_COEFFICIENT is refused, not written: a correct control that far outside the model either breaks its
 contract (the H200's fp32 atomics flush subnormal sums to 0, which EXC-02 rejects) or the op's model is wrong — widening
 the tolerance by that factor would hide real bugs. The refusal names the control, gate, case and replay token of
-the worst ratio; each entry records the same for its own worst case (`worst`). Each op's
+the worst ratio (the command exits 1; the other ops are still written); each entry records the same for its
+own worst case (`worst`). Each op's
 entry is written to its own table (`ToleranceModel.table`, a JSON file its workload commits beside its
 contracts), keeping the other ops' entries there; `--out` writes every calibrated op to one file instead.
 

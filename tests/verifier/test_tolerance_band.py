@@ -22,6 +22,7 @@ from cake.verifier.expected import to_reference_inputs
 from cake.verifier.gates.base import DimsProfile
 from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.results import GateStatus
+from cake.verifier.selftest import run_self_test
 from cake.verifier.tolerance import eps, gpu_table_path, load_table, tiny
 from cake.verifier.tolerance_band import (
     MAX_COEFFICIENT,
@@ -165,3 +166,13 @@ def test_compare_tables_flags_what_leaves_the_band() -> None:
     assert rows[("kmeans_update", "bfloat16")] == ["kmeans_update bfloat16: missing from the GPU table"]
     assert any("looser" in str(f) for f in entry_findings("row_sum", "float32", {"coefficient": 2.0, "max_ratio": 0.01},
                                                           argmin=False))
+
+
+def test_an_fp16_accumulator_in_the_update_now_fails_cmp01() -> None:
+    # Under the model before (length N, max |x| of all points) only ORD-01's long sums caught this mutant of the
+    # torch control (self-test of 2026-12-01); judged per cluster, the plain CMP-01 cases see it too.
+    report = run_self_test(["kmeans_update"], dtypes=["float16"], sources=["torch"], operators=["ACC-INPUT-DTYPE"],
+                           gates=["CMP-01"])
+    assert not report.control_failures
+    (outcome,) = report.outcomes
+    assert outcome.killed_by == ("CMP-01",)
