@@ -6,7 +6,12 @@ run the cases of the value-judging gates and record each case's worst ratio of e
 model with coefficient 1 (tolerance.ToleranceModel.unit). The coefficient is 1.5 x the p95 of those
 ratios (the paper's rule), raised where needed to MAX_MARGIN x the worst control case (a control that
 fails its own calibration is a false positive by construction), and never below `min_coefficient`: below
-the first-principles bound a correct implementation with another summation order (a GPU) would fail. Each op's
+the first-principles bound a correct implementation with another summation order (a GPU) would fail. A coefficient
+above MAX_COEFFICIENT is refused, not written: a correct control that far outside the model either breaks its
+contract (the H200's fp32 atomics flush subnormal sums to 0, which EXC-02 rejects) or the op's model is wrong — widening
+the tolerance by that factor would hide real bugs. The refusal names the control, gate, case and replay token of
+the worst ratio (the command exits 1; the other ops are still written); each entry records the same for its
+own worst case (`worst`). Each op's
 entry is written to its own table (`ToleranceModel.table`, a JSON file its workload commits beside its
 contracts), keeping the other ops' entries there; `--out` writes every calibrated op to one file instead.
 
@@ -21,7 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,16 +39,38 @@ from cake.verifier.gates import get_gate
 from cake.verifier.inputs import Case, materialize
 from cake.verifier.registry import CONTRACTS, get_contract, get_controls
 from cake.verifier.sampling import case_rows, take_rows
+from cake.verifier.tokens import ReplayToken
 from cake.verifier.tolerance import DEFAULT_COEFFICIENT, dtype_name, gpu_table_path, load_table
+from cake.verifier.tolerance_band import MAX_COEFFICIENT, MIN_COEFFICIENT
 from torch import Tensor
 
 CALIBRATION_GATES = ("CMP-01", "CMP-03", "ORD-01", "PRC-01", "PRC-02", "EXC-02")
 P95_MARGIN = 1.5  # the paper's rule: 1.5 x the p95 error of correct controls
 MAX_MARGIN = 1.1  # every calibrating control case passes with this margin
-# Never tighter than the derived model: a sequential fp32 sum errs with std ~ eps/(2 sqrt 3) * sqrt(N) *
-# sqrt(|t|^2/2 + r^2/3) <= 0.2 x the unit, so 6 sigma (1e8 outputs) needs 1.22; the H200's correct fp32
-# matmul at K=4096 reached ~1 x the unit on a typical element (CPU controls see <= 0.4): 2 keeps a margin.
-MIN_COEFFICIENT = 2.0
+# MIN_COEFFICIENT (the first-principles floor) and MAX_COEFFICIENT (the sane top) live in tolerance_band.py.
+
+
+class CalibrationError(Exception):
+    """A correct control erred beyond MAX_COEFFICIENT model units: the control or the op's model is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRatio:
+    """One calibrating case's worst error in model units, and where it came from."""
+
+    ratio: float
+    control: str
+    case: Case
+    device: str
+
+    def token(self, op: str) -> str:
+        device = "cuda" if self.device.startswith("cuda") else self.device  # tokens name the device kind
+        return ReplayToken(op, self.case.gate_id, self.case.seed, self.case.case_index, dtype_name(self.case.dtype),
+                           device).encode()
+
+    def describe(self, op: str) -> dict[str, object]:
+        return {"ratio": round(self.ratio, 4), "control": self.control, "gate": self.case.gate_id,
+                "case": self.case.describe(), "token": self.token(op)}
 
 
 def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...], outputs: tuple[Tensor, ...]) -> float:
@@ -73,7 +102,7 @@ def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...
 
 
 def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool,
-           device: str = "cpu") -> list[float]:
+           device: str = "cpu", control: str = "torch") -> list[CaseRatio]:
     ctx = make_context(contract, kernel, device=device, dtypes=[dtype], interpreter=interpreter)
     found = []
     for gate_id in CALIBRATION_GATES:
@@ -84,7 +113,8 @@ def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype
             inputs = materialize(contract, case, device)
             result = kernel(*inputs)
             outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            found.append(worst_ratio(contract, case, inputs, outputs))  # type: ignore[arg-type]
+            found.append(CaseRatio(worst_ratio(contract, case, inputs, outputs), control, case,  # type: ignore[arg-type]
+                                   device))
     return found
 
 
@@ -100,28 +130,44 @@ def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu") 
         kernels.append(("triton", triton, not gpu))
     entry: dict[str, object] = {}
     for dtype in contract.dtypes:
-        found: list[float] = []
+        found: list[CaseRatio] = []
         sources = []
         for source, kernel, interpreted in kernels:
             if interpreted and dtype == torch.bfloat16:
                 continue  # the interpreter computes bf16 as integers: not a control there
-            found += ratios(contract, kernel, dtype, interpreted, device)
+            found += ratios(contract, kernel, dtype, interpreted, device, source)
             sources.append(source)
-        p95 = float(torch.tensor(found).quantile(0.95)) if found else 0.0
-        worst = max(found, default=0.0)
-        coefficient = max(P95_MARGIN * p95, MAX_MARGIN * worst, MIN_COEFFICIENT)
-        entry[dtype_name(dtype)] = {
-            "coefficient": round(coefficient, 4), "p95_ratio": round(p95, 4), "max_ratio": round(worst, 4),
-            "cases": len(found), "controls": sources,
-        }
+        entry[dtype_name(dtype)] = dtype_entry(contract.name, found, sources)
     return entry
+
+
+def dtype_entry(op: str, found: list[CaseRatio], sources: list[str]) -> dict[str, object]:
+    """One (op, dtype) entry from its cases' ratios; CalibrationError when the coefficient leaves the band."""
+    values = [r.ratio for r in found]
+    p95 = float(torch.tensor(values).quantile(0.95)) if values else 0.0
+    worst = max(found, key=lambda r: r.ratio, default=None)
+    max_ratio = worst.ratio if worst is not None else 0.0
+    coefficient = max(P95_MARGIN * p95, MAX_MARGIN * max_ratio, MIN_COEFFICIENT)
+    if coefficient > MAX_COEFFICIENT:
+        assert worst is not None
+        where = worst.describe(op)
+        raise CalibrationError(
+            f"{op} {dtype_name(worst.case.dtype)}: a correct control needs coefficient {coefficient:.4g} > {MAX_COEFFICIENT:g} "
+            f"(p95 ratio {p95:.4g}, max {max_ratio:.4g}); worst: the {where['control']} control on {where['gate']} "
+            f"{where['case']}, `{where['token']}`. Either that control breaks the contract on this case (replay the "
+            "token against it: e.g. fp32 atomics flush subnormal sums, which EXC-02 rejects) and must be fixed, or "
+            "the op's tolerance model (its ToleranceModel scale/reduction/lengths) misjudges it; no table was "
+            "written for this op")
+    return {"coefficient": round(coefficient, 4), "p95_ratio": round(p95, 4), "max_ratio": round(max_ratio, 4),
+            "cases": len(found), "controls": sources, "worst": worst.describe(op) if worst is not None else None}
 
 
 def table_json(ops: dict[str, object], device: str = "cpu") -> dict[str, object]:
     return {
         "method": f"coefficient = max({P95_MARGIN} x p95, {MAX_MARGIN} x max, {MIN_COEFFICIENT}) of error / model unit over correct "
                   f"controls on {_where(device)}; gates {', '.join(CALIBRATION_GATES)}; seed 0",
-        "default_coefficient": DEFAULT_COEFFICIENT, "min_coefficient": MIN_COEFFICIENT, "ops": ops,
+        "default_coefficient": DEFAULT_COEFFICIENT, "min_coefficient": MIN_COEFFICIENT,
+        "max_coefficient": MAX_COEFFICIENT, "ops": ops,
     }
 
 
@@ -166,10 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         include_triton = not args.no_triton and os.environ.get("TRITON_INTERPRET") == "1"
     names = args.op or list(CONTRACTS)
-    entries = {name: calibrate_op(get_contract(name), include_triton, args.device) for name in names}
-    for path in write_tables(entries, args.out, args.device):
+    entries: dict[str, dict[str, object]] = {}
+    refused: list[str] = []
+    for name in names:
+        try:
+            entries[name] = calibrate_op(get_contract(name), include_triton, args.device)
+        except CalibrationError as exc:  # the other ops still calibrate; this one keeps its table as it was
+            refused.append(str(exc))
+    for path in write_tables(entries, args.out, args.device) if entries else []:
         print(f"wrote {path}")
-    return 0
+    for message in refused:
+        print(f"calibration refused: {message}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ For one output element with fp64 reference value r, the allowed absolute error i
 
 - eps_out: machine epsilon of the output dtype — rounding the exact result once into the output;
 - eps_acc: epsilon of the accumulator the contract promises (fp32 for every starter op), times sqrt(N)
-  for a reduction of length N — the expected random-walk growth of rounding error (ORD-01);
+  for a reduction of length N — the expected random-walk growth of rounding error (ORD-01). N is one
+  number per case (`reduction(dims)`) unless the op's reductions differ per output element (`lengths`: a
+  k-means update averages each cluster's own points, so its N is the cluster size, not the point count);
 - scale: the op's magnitude of the summed terms (references.py), so cancellation is judged against the
   size of what was summed, not the tiny result;
 - tiny_out: the smallest subnormal of the output dtype (of the input dtype for index outputs), so exact
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,12 +111,18 @@ def tiny(dtype: torch.dtype) -> float:
 @dataclass(frozen=True, slots=True)
 class ToleranceModel:
     """Per-op part of the model: which dim is the reduction, the magnitude of the summed terms, and where
-    the op's calibrated coefficients live (None: not calibrated, DEFAULT_COEFFICIENT)."""
+    the op's calibrated coefficients live (None: not calibrated, DEFAULT_COEFFICIENT).
+
+    `lengths`, when given, replaces `reduction(dims)` per output element: from the fp64 inputs, one tensor
+    per output broadcastable to it, holding the number of terms that element sums (0 for an element that
+    sums nothing, e.g. an empty cluster keeping its old centroid). `reduction` still names the longest
+    reduction of the case (the gradient gate's bound)."""
 
     reduction: Callable[[Mapping[str, int]], int]
     scale: Callable[..., tuple[Tensor, ...]]
     accumulator: torch.dtype = torch.float32
     table: Path | None = None
+    lengths: Callable[..., tuple[Tensor, ...]] | None = None
 
     def coefficient(self, op: str, dtype: torch.dtype) -> float:
         return load_table(self.table).coefficient(op, dtype)
@@ -125,16 +132,23 @@ class ToleranceModel:
         """The model with coefficient 1, per output element (what calibration divides errors by).
         `worst_case` grows error with N instead of sqrt(N): the deterministic bound that adversarial
         summation orders (ORD-03) can reach even with a correct fp32 accumulator."""
-        n = max(1, self.reduction(dims))
-        acc = eps(self.accumulator) * (n if worst_case else math.sqrt(n))
         units = []
-        for ref, scale, out_dtype in zip(refs, self.scale(*inputs64), out_dtypes, strict=True):
+        for ref, scale, n, out_dtype in zip(refs, self.scale(*inputs64), self._lengths(dims, inputs64, len(refs)),
+                                            out_dtypes, strict=True):
+            acc = eps(self.accumulator) * (n if worst_case else n.sqrt())
             # Integer outputs (argmin ids) are judged on the scores they select, rounded at the input dtype.
             e_out = eps(out_dtype) if out_dtype.is_floating_point else eps(in_dtype)
             magnitude = ref.abs().nan_to_num(0.0, 0.0, 0.0) if ref.is_floating_point() else 0.0
             floor = tiny(out_dtype if out_dtype.is_floating_point else in_dtype)
             units.append(e_out * magnitude + acc * scale.to(torch.float64) + floor)
         return tuple(units)
+
+    def _lengths(self, dims: Mapping[str, int], inputs64: list[Tensor | None], outputs: int) -> tuple[Tensor, ...]:
+        """Per output, the reduction length of each element (fp64, >= 1: an element summing nothing has a
+        zero scale, so its accumulation term vanishes either way)."""
+        if self.lengths is None:
+            return (torch.tensor(float(max(1, self.reduction(dims))), dtype=torch.float64),) * outputs
+        return tuple(n.to(torch.float64).clamp(min=1.0) for n in self.lengths(*inputs64))
 
     def bound(self, op: str, dtype: torch.dtype, dims: Mapping[str, int], inputs64: list[Tensor | None],
               refs: tuple[Tensor, ...], out_dtypes: tuple[torch.dtype, ...],

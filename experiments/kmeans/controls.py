@@ -16,10 +16,16 @@ def kmeans_assign(x: Tensor, c: Tensor) -> Tensor:
 
 
 def kmeans_update(x: Tensor, ids: Tensor, c_old: Tensor) -> Tensor:
+    # index_put_ with accumulate, not scatter_add_/index_add_: on a GPU those add with fp32 atomics
+    # (red.add.f32), which flush subnormal sums to 0 — what EXC-02 rejects, so the control would fail its
+    # own contract (the H200 calibration of 2026-12-01 turned that flush into a coefficient of 50,899).
+    # CUDA's accumulating index_put_ sorts the ids and sums each cluster in one fp32 accumulator; the CPU's
+    # adds in point order. Both keep subnormals, and NaN/Inf stay in their own cluster.
     b, n, d = x.shape
     k = c_old.shape[1]
-    sums = torch.zeros(b, k, d, device=x.device).scatter_add_(1, ids[:, :, None].expand(b, n, d), x.float())
-    counts = torch.zeros(b, k, device=x.device).scatter_add_(1, ids, torch.ones(b, n, device=x.device))
+    where = (torch.arange(b, device=x.device)[:, None].expand(b, n), ids.long())
+    sums = torch.zeros(b, k, d, device=x.device).index_put_(where, x.float(), accumulate=True)
+    counts = torch.zeros(b, k, device=x.device).index_put_(where, torch.ones(b, n, device=x.device), accumulate=True)
     mean = sums / counts.clamp(min=1)[:, :, None]
     return torch.where(counts[:, :, None] > 0, mean, c_old.float()).to(x.dtype)
 

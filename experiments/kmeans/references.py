@@ -59,9 +59,27 @@ def kmeans_update(x: Tensor, ids: Tensor, c_old: Tensor) -> tuple[Tensor]:
     return (torch.where(counts[:, :, None] > 0, mean, c_old),)
 
 
+def _cluster_sums(values: Tensor, ids: Tensor, k: int) -> Tensor:
+    """sum over n with ids[b, n] == k of values[b, n, ...], in fp64 ([B, K, ...])."""
+    b, n = ids.shape
+    index = ids.long().reshape(b, n, *([1] * (values.dim() - 2))).expand_as(values)
+    return torch.zeros(b, k, *values.shape[2:], dtype=torch.float64, device=values.device).scatter_add_(
+        1, index, values.double())
+
+
+def kmeans_update_lengths(x: Tensor, ids: Tensor, c_old: Tensor) -> tuple[Tensor]:
+    """Each output row averages its own cluster: the reduction length of c_new[b, k, :] is the size of
+    cluster k ([B, K, 1]), not N — an atomic or sorted update sums about N/K terms per centroid."""
+    return (_cluster_sums(torch.ones_like(ids, dtype=torch.float64), ids, c_old.shape[1])[..., None],)
+
+
 def kmeans_update_scale(x: Tensor, ids: Tensor, c_old: Tensor) -> tuple[Tensor]:
-    xs = x.abs().amax(dim=1, keepdim=True).nan_to_num(0.0, 0.0, 0.0) if x.shape[1] else x[:, :1] * 0
-    return (torch.maximum(xs, c_old.abs().nan_to_num(0.0, 0.0, 0.0)),)
+    """The mean |x| over each cluster ([B, K, D]): a sum of m terms errs by ~eps sqrt(m) sum|x| (the
+    condition-number bound), so its mean errs by eps sqrt(m) mean|x|. The max |x| over every point would
+    let one far point of another cluster set the scale of all. An empty cluster sums nothing: 0."""
+    k = c_old.shape[1]
+    counts = _cluster_sums(torch.ones_like(ids, dtype=torch.float64), ids, k)[..., None]
+    return (_cluster_sums(x.abs().nan_to_num(0.0, 0.0, 0.0), ids, k) / counts.clamp(min=1.0),)
 
 
 def kmeans_assign_structure(inputs: list[Tensor | None], gen: torch.Generator) -> None:
