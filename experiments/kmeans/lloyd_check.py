@@ -201,6 +201,18 @@ def check_lloyd(step: Step, x: Tensor, c0: Tensor, iterations: int) -> LloydChec
     return LloydCheck(iterations, str(dtype).removeprefix("torch."), tuple(records))
 
 
+def centroids_shape_and_finite(inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> str | None:
+    """The timing protocol's check of a timed Lloyd call (final centroids): the shape of c0 and finite. The
+    fp64 Lloyd check (`check_pipeline`) judges the values before timing; ties make a later iterate of two
+    correct runs legitimately differ, so the final centroids alone cannot be held to a tolerance."""
+    c_new = outputs[0]
+    if tuple(c_new.shape) != tuple(inputs[1].shape):
+        return f"centroids of shape {tuple(c_new.shape)}, expected {tuple(inputs[1].shape)}"
+    if not bool(torch.isfinite(c_new.float()).all()):
+        return "non-finite centroids"
+    return None
+
+
 def check_pipeline(kernels: Mapping[str, Callable[..., Any]], inputs: tuple[Any, ...], iterations: int) -> LloydCheck:
     """`Pipeline.check` for the Lloyd iteration: our assign + update against the fp64 Lloyd from `inputs`
     (x, c0: the kmeans_assign contract's inputs)."""
