@@ -159,22 +159,21 @@ def print_table(result: dict[str, Any], floors: dict[str, dict[str, Any]]) -> No
     vs = result["speedup_vs_each_baseline"][OP]
     print(f"{'shape':<10} {'ours ms [95%]':<28} {'flash_kmeans ms':<16} {'torch ms':<10} {'floor ms':<9} "
           f"{'ours/floor':<10} {'vs flash-kmeans [95%]':<28} vs best")
-    for shape, row in rows.items():
-        def ms(name: str) -> str:
-            t = row["time_ms"].get(name)
-            return "-" if t is None else f"{t['point']:.4f}"
+    def ms(row: dict[str, Any], name: str) -> str:
+        t = row["time_ms"].get(name)
+        return "-" if t is None else f"{t['point']:.4f}"
 
+    def speed(s: dict[str, Any]) -> str:
+        if s["value"] is None:
+            return f"undefined ({s['undefined']})"
+        return f"{s['value']:.3f}x [{s['interval']['low']:.3f}, {s['interval']['high']:.3f}]"
+
+    for shape, row in rows.items():
         ours = row["time_ms"].get(CANDIDATE)
         floor = floors[shape]["floor_ms"]
-
-        def speed(s: dict[str, Any]) -> str:
-            if s["value"] is None:
-                return f"undefined ({s['undefined']})"
-            return f"{s['value']:.3f}x [{s['interval']['low']:.3f}, {s['interval']['high']:.3f}]"
-
         ours_text = "-" if ours is None else f"{ours['point']:.4f} [{ours['low']:.4f}, {ours['high']:.4f}]"
         ratio = "-" if ours is None else f"{ours['point'] / floor:.2f}x"
-        print(f"{shape:<10} {ours_text:<28} {ms('flash_kmeans'):<16} {ms('torch_index_add'):<10} {floor:<9.4f} "
+        print(f"{shape:<10} {ours_text:<28} {ms(row, 'flash_kmeans'):<16} {ms(row, 'torch_index_add'):<10} {floor:<9.4f} "
               f"{ratio:<10} {speed(vs['flash_kmeans'][shape][CANDIDATE]):<28} {speed(row['speedup'][CANDIDATE])}")
 
 
