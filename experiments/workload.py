@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cake.stats import Speedup
@@ -170,6 +170,17 @@ class OpSpec:
         raise KeyError(f"{self.contract} has no baseline {name!r}; known: {known}")
 
 
+class PipelineCheck(Protocol):
+    """What a pipeline's whole-run check returns (e.g. kmeans' `LloydCheck`)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary(self) -> str: ...
+
+    def to_json(self) -> dict[str, object]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     """An end-to-end composition of ops, timed as a whole against a library's own loop.
@@ -177,6 +188,12 @@ class Pipeline:
     `compose(kernels)` takes one callable per step (keyed by contract name, each taking that contract's
     inputs) and returns `run(*inputs)` doing `iterations` steps of the pipeline; its per-iteration time is
     the measured time divided by `iterations`. Inputs come from the contract named `inputs_from`.
+
+    `check(kernels, inputs, iterations)` judges a whole run against the workload's fp64 reference pipeline
+    (`cake bench --pipeline` runs it before timing, on the inputs sampled along `check_sample`: dim -> how
+    many leading indices, dims along which the pipeline is independent); `output_check(inputs, outputs)`
+    is the timing protocol's cheap check before and after timing. `default_steps` name each step's kernel
+    when the user names none: `FILE.cake[@BACKEND]` or `FILE.py:FUNC`, relative to `folder`.
     """
 
     name: str
@@ -186,6 +203,18 @@ class Pipeline:
     iterations: int
     compose: Callable[[Mapping[str, Callable[..., Any]]], Callable[..., Any]]
     baselines: tuple[Baseline, ...]
+    check: Callable[[Mapping[str, Callable[..., Any]], tuple[Any, ...], int], PipelineCheck] | None = None
+    check_sample: tuple[tuple[str, int], ...] = ()
+    output_check: Callable[[tuple[Any, ...], tuple[Any, ...]], str | None] | None = None
+    default_steps: tuple[tuple[str, str], ...] = ()
+    folder: Path = field(default=Path("."))
+
+    def baseline(self, name: str) -> Baseline:
+        for baseline in self.baselines:
+            if baseline.name == name:
+                return baseline
+        known = ", ".join(b.name for b in self.baselines)
+        raise KeyError(f"pipeline {self.name} has no baseline {name!r}; known: {known}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +335,17 @@ def get_workload(name: str) -> Workload:
 
 def workload_for_op(op: str) -> Workload:
     return get_workload(op)
+
+
+def get_pipeline(name: str) -> tuple[Workload, Pipeline]:
+    """The pipeline named `name` (`lloyd_iteration`) and the workload declaring it."""
+    workloads = _workloads()
+    for workload in workloads.values():
+        for pipeline in workload.pipelines:
+            if pipeline.name == name:
+                return workload, pipeline
+    known = sorted(p.name for w in workloads.values() for p in w.pipelines)
+    raise UnknownWorkloadError(f"no workload declares a pipeline {name!r}; pipelines: {', '.join(known) or 'none'}")
 
 
 def schedule_loader_for(op: str) -> str | None:

@@ -11,7 +11,8 @@ shape the timing protocol re-checks a sample against the fp64 reference before a
 
 The Lloyd iteration composes our assign and update seeds (torch's update when no update schedule loads)
 and runs against flash-kmeans' `batch_kmeans_Euclid`; its output is checked for shape and finiteness only
-(ties make Lloyd iterates diverge legitimately), each op having been verified on its own.
+(ties make Lloyd iterates diverge legitimately), each op having been verified on its own; the whole-run fp64
+Lloyd check is `cake bench --pipeline lloyd_iteration` / `gpu_lloyd_bench.py` / `gpu_lloyd_check.py`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from cake.experiments.kmeans.lloyd_check import centroids_shape_and_finite
 from cake.experiments.kmeans.workload import LLOYD, WORKLOAD
 from cake.experiments.schedules import load_any_backend
 from cake.experiments.workload import OpSpec, Shape
@@ -111,15 +113,6 @@ def pick(candidates: Sequence[tuple[str, Any, Verification]], stem: str | None) 
     raise SystemExit(f"gpu_bench_shapes: no loaded schedule `{stem}` (loaded: {[c[0] for c in candidates]})")
 
 
-def lloyd_check(inputs: tuple[Any, ...], outputs: tuple[torch.Tensor, ...]) -> str | None:
-    c_new = outputs[0]
-    if tuple(c_new.shape) != tuple(inputs[1].shape):
-        return f"centroids of shape {tuple(c_new.shape)}, expected {tuple(inputs[1].shape)}"
-    if not bool(torch.isfinite(c_new.float()).all()):
-        return "non-finite centroids"
-    return None
-
-
 def bench_lloyd(shape: Shape, assign: Any, assign_name: str, update: Any, update_name: str, clock: CudaClock, config: TimingConfig,
                 verification: Verification) -> dict[str, object]:
     kernels = {"kmeans_assign": assign, "kmeans_update": update}
@@ -137,7 +130,7 @@ def bench_lloyd(shape: Shape, assign: Any, assign_name: str, update: Any, update
         contestants.append(Contestant(baseline.name, prepared.run, prepared.prepared, candidate=False))
     contract = get_contract(LLOYD.inputs_from)
     sets = [make_inputs(contract, shape.dim_map, shape.torch_dtype, "cuda", seed=50 + i) for i in range(2)]
-    samples: tuple[Samples, ...] = measure(contestants, sets, clock, lloyd_check, config)
+    samples: tuple[Samples, ...] = measure(contestants, sets, clock, centroids_shape_and_finite, config)
     per_iter = {s.name: (s.median_ms / LLOYD.iterations if s.ok else None) for s in samples}
     ours = per_iter[contestants[0].name]
     against = [b.name for b in LLOYD.baselines]  # every Lloyd baseline: one missing makes the speedup undefined

@@ -2,6 +2,7 @@
 
     cake bench --op kmeans_assign --schedule assign.cake [--baseline flash_kmeans] [--shapes cake_cell] [--json OUT]
     cake bench --op kmeans_assign --kernel my_kernels.py:assign --shapes B=32,N=65536,K=1024,D=128:bf16
+    cake bench --pipeline lloyd_iteration [--step kmeans_assign=FILE.cake@cuda] [--step kmeans_update=FILE.cake]
 
 The kernel must first pass the contract gates on the GPU for every dtype it is timed at (the verdict is
 read from the verdict cache when present, else the battery runs in an isolated worker); at each shape its
@@ -9,6 +10,10 @@ outputs are checked against the fp64 reference (on a sample) before timing and a
 fails either way is refused: it gets no time. Exit 0 when every shape was timed and plausible; 1 when the
 kernel was refused, wrong at a shape, or implausibly fast; 2 on bad usage or with no GPU (nothing is timed
 on a CPU — there are no fake timings).
+
+`--pipeline` (cake/cli/bench_pipeline.py) gates each step's kernel, checks a whole run against the workload's
+fp64 reference pipeline, and times the composition against the pipeline's baselines; on a CPU the gates and
+the check run under Triton's interpreter and nothing is timed (exit 2, or 1 when a gate or the check failed).
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kernel", metavar="PATH.py:FUNC", help="a Python callable taking the op's inputs")
     source.add_argument("--schedule", metavar="FILE.cake", help="a CAKE schedule, lowered and loaded")
+    source.add_argument("--pipeline", metavar="NAME",
+                        help="time a workload's pipeline (lloyd_iteration) composed of one kernel per step")
+    parser.add_argument("--step", action="append", metavar="OP=SOURCE", default=[],
+                        help="--pipeline: the kernel of step OP, FILE.cake[@triton|@cuda] or PATH.py:FUNC "
+                             "(default: the pipeline's; for lloyd_iteration assign_pingpong.cake@cuda and "
+                             "update_sorted.cake@triton)")
     parser.add_argument("--baseline", action="append", metavar="NAME",
                         help="baseline(s) to interleave with (default: all of the op's baselines)")
     parser.add_argument("--shapes", nargs="+", metavar="SHAPE",
@@ -64,6 +75,12 @@ def _resolve_shapes(spec: OpSpec, texts: Sequence[str] | None) -> list[Shape]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pipeline is not None:
+        from cake.cli.bench_pipeline import run_pipeline
+
+        return run_pipeline(args)
+    if args.step:
+        raise UsageError("--step names the kernels of a --pipeline")
     from cake.cli.verify import check_op, resolve_kernel
     from cake.evaluation.bench import BenchRequest, BenchSetupError, bench_kernel
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op

@@ -155,6 +155,19 @@ def load_flash_kmeans_lloyd() -> Prepared:
     return Prepared(run=run)
 
 
+def load_flash_kmeans_lloyd_step() -> Callable[[Any, Any], tuple[Any, Any]]:
+    """One iteration of `batch_kmeans_Euclid` as `step(x, c) -> (ids, c_new)`: max_iters=1, tol=0 returns the
+    ids assigned against `c` and the centroids updated from them (what the fp64 Lloyd check judges)."""
+    module = _flash_kmeans_module("flash_kmeans")
+    _require_cuda()
+
+    def step(x: Any, c: Any) -> tuple[Any, Any]:
+        ids, c_new, _ = module.batch_kmeans_Euclid(x, c.shape[1], max_iters=1, tol=0.0, init_centroids=c)
+        return ids, c_new
+
+    return step
+
+
 def load_torch_lloyd() -> Prepared:
     return Prepared(run=compose_lloyd({"kmeans_assign": torch_assign_mm, "kmeans_update": torch_update_index_add}))
 

@@ -26,3 +26,6 @@ CPU_UPDATE = Shape.of("cpu_tiny", "fp32", "Triton interpreter", B=2, N=97, K=19,
 # and assign is independent across points too.
 ASSIGN_SPOT_SAMPLE: tuple[tuple[str, int], ...] = (("B", 2), ("N", 256))
 UPDATE_SPOT_SAMPLE: tuple[tuple[str, int], ...] = (("B", 1),)
+# The fp64 Lloyd check before a pipeline is timed runs on the leading batches of the timed inputs (batches are
+# independent): at the cell, 2 batches hold a 2 x 65536 x 1024 fp64 distance matrix (1 GiB) per iteration.
+LLOYD_CHECK_SAMPLE: tuple[tuple[str, int], ...] = (("B", 2),)

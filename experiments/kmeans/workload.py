@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cake.experiments.kmeans import baselines, shapes
+from cake.experiments.kmeans import baselines, lloyd_check, shapes
 from cake.experiments.kmeans.contracts import CONTRACTS
 from cake.experiments.workload import Baseline, Fitness, OpSpec, Pipeline, Prepared, Workload
 
@@ -73,6 +73,12 @@ UPDATE = OpSpec(
     folder=FOLDER,
 )
 
+# The Lloyd pipeline's steps when none is named: the fastest assign that passes every gate on the H200 (the
+# hand-written ping-pong, CUDA backend: RESULTS.md, 1.036x the tuned Triton assign at the cell, PASSED under
+# seeds 0-2 in bf16 and fp16) and the deterministic sorted update of issue 18 (Triton backend).
+LLOYD_ASSIGN = "assign_pingpong.cake@cuda"
+LLOYD_UPDATE = "update_sorted.cake@triton"
+
 LLOYD = Pipeline(
     name="lloyd_iteration",
     description="one Lloyd iteration = assign then update, against flash-kmeans' batch_kmeans_Euclid per iteration",
@@ -81,6 +87,11 @@ LLOYD = Pipeline(
     iterations=baselines.LLOYD_ITERATIONS,
     compose=baselines.compose_lloyd,
     baselines=baselines.LLOYD_BASELINES,
+    check=lloyd_check.check_pipeline,
+    check_sample=shapes.LLOYD_CHECK_SAMPLE,
+    output_check=lloyd_check.centroids_shape_and_finite,
+    default_steps=(("kmeans_assign", LLOYD_ASSIGN), ("kmeans_update", LLOYD_UPDATE)),
+    folder=FOLDER,
 )
 
 WORKLOAD = Workload(

@@ -1,0 +1,88 @@
+"""The CPU paths of the issue-18 GPU scripts (gpu_update_bench, gpu_lloyd_bench, gpu_lloyd_check): a dry run
+end to end (gates on the CPU, a worker process, the timing protocol on a scripted clock, aggregation, files),
+and the stop when the default update schedule is absent. Nothing here is a measurement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gpu_lloyd_bench
+import gpu_lloyd_check
+import gpu_update_bench
+import pytest
+import torch
+
+from cake.arch import DEVICES
+
+ROOT = Path(__file__).resolve().parents[2]
+KMEANS = ROOT / "experiments" / "kmeans"
+CONTROLS = [f"--step=kmeans_assign={KMEANS / 'controls.py'}:kmeans_assign",
+            f"--step=kmeans_update={KMEANS / 'controls.py'}:kmeans_update"]
+QUICK = ["--processes", "1", "--warmup-timeout", "0", "--reps", "3", "--max-seconds", "0.5", "--resamples", "200"]
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU rehearsal paths")
+
+
+@pytest.fixture(autouse=True)
+def private_verdict_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAKE_VERDICT_CACHE", str(tmp_path / "verdicts"))  # inherited by the worker processes
+
+
+def test_update_bench_stops_when_the_default_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert not gpu_update_bench.DEFAULT_UPDATE.is_file()  # until branch `update` is merged
+    assert gpu_update_bench.main(["--out", str(tmp_path), "--dry-run"]) == 2
+    assert "update_sorted.cake does not exist" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing verified, timed or written
+
+
+def test_lloyd_scripts_stop_when_the_default_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu_lloyd_bench.main(["--out", str(tmp_path), "--dry-run"]) == 2
+    assert gpu_lloyd_check.main(["--out", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("update_sorted.cake does not exist") == 2 and "--step kmeans_update=" in err
+
+
+def test_update_floor_counts_x_once_ids_and_both_centroid_tensors() -> None:
+    from cake.experiments.workload import Shape
+
+    shape = Shape.of("s", "bf16", "", B=2, N=100, K=10, D=8)
+    (row,) = gpu_update_bench.floor_rows([shape], DEVICES["H200"]).values()
+    nbytes = 2 * (100 * 8 * 2 + 10 * 8 * 2 + 10 * 8 * 2) + 2 * 100 * 8
+    assert row["bytes"] == nbytes and row["floor_ms"] == pytest.approx(nbytes / 4.25e12 * 1e3)
+
+
+@pytest.mark.slow
+def test_update_bench_dry_run_end_to_end(tmp_path: Path) -> None:
+    update = KMEANS / "update_onehot.cake"
+    # One process: the headline speedup is undefined (it needs 3; flash-kmeans is missing here) -> exit 1.
+    assert gpu_update_bench.main(["--out", str(tmp_path), "--dry-run", "--update", str(update), *QUICK]) == 1
+    data = json.loads((tmp_path / "gpu_update_bench.json").read_text())
+    assert data["dry_run"] is True and data["gates"]["float32"]["passed"] is True
+    row = data["headlines"]["kmeans_update"]["cpu_tiny"]
+    assert row["time_ms"]["ours"] is not None and row["time_ms"]["torch_index_add"] is not None
+    assert row["speedup"]["ours"]["value"] is None and "process" in row["speedup"]["ours"]["undefined"]
+    assert data["floors"]["cpu_tiny"]["floor_ms"] > 0
+    assert "DRY RUN" in (tmp_path / "gpu_update_bench.md").read_text()
+    payload = json.loads((tmp_path / "process_0.json").read_text())
+    assert payload["dry_run"] is True and "flash_kmeans" in payload["ops"]["kmeans_update"]["cpu_tiny"]["problems"]
+
+
+@pytest.mark.slow
+def test_lloyd_bench_dry_run_end_to_end(tmp_path: Path) -> None:
+    assert gpu_lloyd_bench.main(["--out", str(tmp_path), "--dry-run", *CONTROLS, *QUICK]) == 1
+    data = json.loads((tmp_path / "gpu_lloyd_bench.json").read_text())
+    assert data["dry_run"] is True and all(g["passed"] for g in data["gates"])
+    assert data["unit"] == "ms per Lloyd iteration"
+    row = data["headlines"]["lloyd_iteration"]["cpu_tiny"]
+    assert row["time_ms"]["ours"]["point"] == pytest.approx(1.0 / 10)  # the scripted ms per call / 10 iterations
+    entry = json.loads((tmp_path / "process_0.json").read_text())["ops"]["lloyd_iteration"]["cpu_tiny"]
+    assert entry["notes"]["lloyd_check"]["ok"] is True and len(entry["notes"]["lloyd_check"]["records"]) == 10
+
+
+def test_lloyd_check_dry_run_with_the_controls(tmp_path: Path) -> None:
+    assert gpu_lloyd_check.main(["--out", str(tmp_path), "--dry-run", "--iterations", "3", *CONTROLS]) == 0
+    data = json.loads((tmp_path / "gpu_lloyd_check.json").read_text())
+    assert data["passed"] is True and data["dry_run"] is True
+    (row,) = data["shapes"]
+    assert row["runs"]["ours"]["ok"] and row["runs"]["torch"]["ok"] and "flash_kmeans" in row["unavailable"]
