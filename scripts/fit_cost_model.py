@@ -19,7 +19,8 @@ device and the toolchain. Each key is fitted on its own (`cake.ir.cost_calibrati
   the runs and counts each fit used, and the worst-ranked held-out candidates with their term breakdown.
 
 `--write` stores the fit on all runs of a key (wins excluded) as `ir/data/calibrations/<key>.json`, with
-its provenance. A run that records no device or toolchain (the committed session-2 runs predate both) is
+its provenance, when its held-out-by-run rho is at least the priors' on the same schedules (else it says why
+not; a one-run key needs `--allow-single-run`). A run that records no device or toolchain (the committed session-2 runs predate both) is
 used only with the assumption stated in `COMMITTED_PROVENANCE` or on the command line, and the assumption is
 written into the provenance.
 """
@@ -325,6 +326,20 @@ def _goal_met(fig: Mapping[str, Any]) -> bool:
     return bool(fig["n"] >= 50 and rho is not None and rho >= 0.9 and recall is not None and recall >= 0.6)
 
 
+def keep_decision(summary: Mapping[str, Any], allow_single_run: bool) -> tuple[bool, str]:
+    """A fit is stored only when it ranks held-out runs at least as well as the priors rank them: factors that
+    make unseen runs rank worse would make every later search worse."""
+    held = summary["held_out_by_run"]
+    if held is None:
+        return (allow_single_run, "one run: no held-out evidence" +
+                (" (stored: --allow-single-run)" if allow_single_run else "; not stored (--allow-single-run stores it)"))
+    fitted, prior = held["pooled"]["spearman"], held["prior_pooled"]["spearman"]
+    if fitted is None or prior is None or fitted < prior:
+        return False, (f"held-out rho {_fmt(fitted)} < the priors' {_fmt(prior)} on the same schedules: the fitted "
+                       f"factors rank unseen runs worse; not stored")
+    return True, f"held-out rho {fitted:.3f} >= the priors' {prior:.3f}"
+
+
 def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapping[str, Any],
                    assumptions: Mapping[str, str]) -> Calibration:
     fit = fit_on([s for s in samples if not s.win])
@@ -399,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="toolchain key of runs of BACKEND that record none")
     parser.add_argument("--out", type=Path, help="write the summary JSON here")
     parser.add_argument("--write", action="store_true",
-                        help=f"store each key's fit on all its runs under {CALIBRATION_DIR.relative_to(ROOT)}")
+                        help=f"store each key's fit on all its runs under {CALIBRATION_DIR.relative_to(ROOT)}, when "
+                             f"it ranks held-out runs at least as well as the priors")
+    parser.add_argument("--allow-single-run", action="store_true",
+                        help="with --write, also store keys timed in one run only (no held-out evidence)")
     args = parser.parse_args(argv)
     sources = args.sources or default_sources()
     try:
@@ -423,8 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         summaries.append(summary)
         print_key(summary)
         if args.write:
-            path = store_calibration(calibration_of(key, by_key[key], summary, loaded.assumptions))
-            print(f"   wrote {path.relative_to(ROOT)}")
+            keep, why = keep_decision(summary, args.allow_single_run)
+            summary["stored"] = {"stored": keep, "why": why}
+            if keep:
+                path = store_calibration(calibration_of(key, by_key[key], summary, loaded.assumptions))
+                print(f"   wrote {path.relative_to(ROOT)}: {why}")
+            else:
+                print(f"   NOT STORED: {why}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,

@@ -118,3 +118,14 @@ def test_the_fitter_on_the_committed_runs_reports_rho_per_backend(capsys: pytest
     assert "== cuda/H200/nvcc-unrecorded+torch-2.11.0" in out and "HELD OUT BY RUN (pooled)" in out
     assert "== triton/H200/triton-3.6.0+torch-2.11.0" in out and "no held-out-by-run figure" in out
     assert "kept out of every fit (reported win)" in out and "worst ranked" in out
+
+
+def test_a_fit_is_stored_only_when_it_ranks_held_out_runs_at_least_as_well_as_the_priors() -> None:
+    def summary(fitted: float, prior: float) -> dict[str, Any]:
+        return {"held_out_by_run": {"pooled": {"spearman": fitted}, "prior_pooled": {"spearman": prior}}}
+
+    assert fcm.keep_decision(summary(0.9, 0.8), False)[0]
+    keep, why = fcm.keep_decision(summary(-0.3, 0.03), False)
+    assert not keep and "rank unseen runs worse" in why
+    assert not fcm.keep_decision({"held_out_by_run": None}, False)[0]
+    assert fcm.keep_decision({"held_out_by_run": None}, True)[0]
