@@ -62,6 +62,14 @@ COMMITTED_PROVENANCE: dict[str, tuple[str, dict[str, str], str]] = {
                                        "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
 }
 
+# The discovery rule's other half: priors (not factors) set from a win. The fit cannot keep these out; it says so.
+PRIORS_FROM_WINS: tuple[str, ...] = (
+    "sm_90a/sm_90/sm_80/sm_100a smem_elementwise_ops_per_element = 24 (ir/data/cost_calibration.json) was set "
+    "from the session-2 evolve pair: a ping-pong recomputing ||c||^2 (3.4 ms; 1b95127d, evolve's best) vs the "
+    "hoisted one (1.12 ms; c336ea8e, evolve2's win, 1.16 ms in its run). It is a prior constant, not a fitted "
+    "factor: the fits here keep both candidates out but cannot unlearn it",
+)
+
 
 def default_sources() -> list[Path]:
     """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend), and
@@ -350,6 +358,7 @@ def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapp
         "kept_out_of_every_fit": [f"{w['run']}:{w['ident']}" for w in summary["kept_out_of_every_fit"]],
         "prior": summary["prior_all"], "in_sample": summary["in_sample_all"],
         "held_out_by_run": held["pooled"] if held else summary["held_out_note"],
+        "priors_from_wins": list(PRIORS_FROM_WINS),
     }
     return Calibration(key, fit.factors, len(samples) - len(summary["kept_out_of_every_fit"]),
                        date.today().isoformat(), provenance, fit.at_bound)
@@ -432,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(f'{k} x{v}' for k, v in loaded.skipped.items()) or 'none'}")
     for run, assumption in loaded.assumptions.items():
         print(f"assumed for {run}: {assumption}")
+    for note in PRIORS_FROM_WINS:
+        print(f"prior informed by a win: {note}")
     summaries = []
     for key in sorted(by_key):
         if len(by_key[key]) < 2:
@@ -451,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,
-                                        "assumed": loaded.assumptions, "keys": summaries}, indent=1) + "\n")
+                                        "assumed": loaded.assumptions, "priors_from_wins": list(PRIORS_FROM_WINS),
+                                        "keys": summaries}, indent=1) + "\n")
     return 0
 
 

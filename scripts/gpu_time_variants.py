@@ -311,7 +311,7 @@ def run_pool(jobs: Sequence[Job], cfg: PoolConfig, *, target: Callable[[Connecti
             on_outcome(by_id[outcome.job], outcome)
         slot.job, slot.phase = None, "idle"
 
-    def replace_slot(i: int, verdict: str, detail: str) -> None:
+    def replace_slot(i: int, verdict: str, detail: str, respawn: bool = True) -> None:
         nonlocal holder, restarts, start_failures
         slot = slots[i]
         if slot.phase == "starting":
@@ -326,8 +326,10 @@ def run_pool(jobs: Sequence[Job], cfg: PoolConfig, *, target: Callable[[Connecti
             slot.proc.kill()
         slot.proc.join(5)
         slot.conn.close()
-        restarts += 1
-        slots[i] = spawn(i)
+        slot.phase = "gone"
+        if respawn:
+            restarts += 1
+            slots[i] = spawn(i)
 
     slots = [spawn(i) for i in range(cfg.workers)]
     while True:
@@ -344,12 +346,12 @@ def run_pool(jobs: Sequence[Job], cfg: PoolConfig, *, target: Callable[[Connecti
             assert holder.job is not None
             holder.conn.send(("time", holder.job.id))
         busy = [s for s in slots if s.phase in ("loading", "waiting", "timing")]
-        if not busy and (not queue or guard) and all(s.phase != "starting" for s in slots):
+        if not busy and (not queue or guard):
             break
         if guard and now - started > cfg.budget_s + cfg.drain_s:
             for i, slot in enumerate(slots):
                 if slot.phase in ("loading", "waiting", "timing"):
-                    replace_slot(i, "not reached", "time guard: stopped in flight")
+                    replace_slot(i, "not reached", "time guard: stopped in flight", respawn=False)
             break
         if start_failures >= 2 * cfg.workers and device is None:
             abort = f"{start_failures} workers died before reporting (their tracebacks are above)"
@@ -397,15 +399,18 @@ def run_pool(jobs: Sequence[Job], cfg: PoolConfig, *, target: Callable[[Connecti
             limit = {"loading": cfg.load_limit_s, "timing": cfg.time_limit_s, "starting": cfg.start_limit_s}
             if slot.phase in limit and now - slot.since > limit[slot.phase]:
                 replace_slot(i, "timeout", f"over {limit[slot.phase]:.0f} s while {slot.phase}")
-    for slot in slots:
-        if slot.proc.is_alive():
+    for slot in slots:  # idle workers exit on None; any other is killed after a short grace
+        if slot.proc.is_alive() and slot.phase != "gone":
             try:
                 slot.conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
+    grace = time.perf_counter() + 10.0
+    for slot in slots:
+        slot.proc.join(max(0.0, grace - time.perf_counter()))
+        if slot.proc.is_alive():
+            slot.proc.kill()
             slot.proc.join(5)
-            if slot.proc.is_alive():
-                slot.proc.kill()
     for job in jobs:
         if job.id not in outcomes:
             outcomes[job.id] = Outcome(job.id, "not reached", abort)

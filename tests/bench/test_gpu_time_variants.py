@@ -138,3 +138,20 @@ def test_the_real_worker_loads_checks_and_times_a_triton_variant_on_the_cpu(
     assert triton.verdict == "timed" and len(triton.times_ms) >= 5, triton
     assert cuda.verdict != "timed"  # a CUDA kernel cannot run on a CPU: a verdict, not a dead pool
     assert result.device == "cpu" and set(result.toolchains) == {"triton", "cuda"}
+
+
+def stalling_worker(conn: Connection, seed: int) -> None:
+    """Compiles forever: the drain must end it without waiting for the per-variant limit."""
+    conn.send(("hello", "NVIDIA H200", {"triton": "t", "cuda": "c"}))
+    while conn.recv() is not None:
+        time.sleep(60)
+
+
+def test_variants_in_flight_past_the_drain_are_stopped_not_awaited(small_schedule: Path) -> None:
+    plan = gtv.plan([small_schedule], runs=1, seed=0)
+    cfg = gtv.PoolConfig(workers=1, budget_s=1.0, load_limit_s=50, time_limit_s=50, drain_s=0.5, start_limit_s=30)
+    result = gtv.run_pool(plan.jobs, cfg, target=stalling_worker, context="fork")
+    first = result.outcomes[plan.jobs[0].id]
+    assert first.verdict == "not reached" and "stopped in flight" in first.detail
+    assert {result.outcomes[j.id].verdict for j in plan.jobs[1:]} == {"not reached"}
+    assert result.seconds < 20 and result.worker_restarts == 0
