@@ -604,6 +604,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
     as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
 
+    Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`).
     Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain); with no
     stored key, prior factors, and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.
@@ -611,7 +612,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     target = arch_name or kernel.target
     spec = arch(target)
     dev = DEVICES[device] if isinstance(device, str) else (device or device_for(target))
-    consts = constants_for(spec.name)
+    consts = constants_for(spec.name, backend)
     if factors is None:
         state = calibration_for(backend, dev.name, toolchain)
         factors = state.factors

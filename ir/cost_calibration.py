@@ -101,12 +101,17 @@ def _read(path: Path = DATA_PATH) -> dict[str, object]:
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
-def constants_for(arch: str, path: Path = DATA_PATH) -> CostConstants:
-    table = _read(path)["constants"]
+def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH) -> CostConstants:
+    """The target's priors, with what `backend` does differently on it (`backend_overrides`: e.g. the CUDA
+    backend lowers `via dot` to mma.sync on every target, where Triton picks wgmma on Hopper)."""
+    data = _read(path)
+    table = data["constants"]
     assert isinstance(table, dict)
     if arch not in table:
         raise UnknownTargetError(f"the cost model has no constants for `{arch}`; known: {', '.join(table)}")
     raw = dict(table[arch])
+    overrides = dict(data.get("backend_overrides", {}))  # type: ignore[call-overload]
+    raw.update({k: v for k, v in dict(overrides.get(backend, {})).items() if k != "source"})
     raw["mma_form_rate"] = tuple(sorted((str(k), float(v)) for k, v in raw["mma_form_rate"].items()))
     return CostConstants(arch=arch, **raw)
 

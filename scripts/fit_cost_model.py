@@ -124,14 +124,15 @@ def _device_name(recorded: str) -> str:
     raise SourceError(f"device `{recorded}` is not in cake.arch; add it there before fitting its timings")
 
 
-def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str,
+def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,
              params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
     kernel, diagnostics = parse_diagnostics(text, where)
     if kernel is None:
         loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
         return None
     try:
-        return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, factors=Factors())
+        return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
+                       factors=Factors())
     except CostError as error:
         loaded.skip(f"not priced: {str(error).split(' (')[0]}")
         return None
@@ -176,7 +177,7 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
         if row.ir_hash in seen:
             continue
         seen.add(row.ir_hash)
-        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, None, loaded)
+        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, None, loaded)
         if prediction is None:
             continue
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
@@ -196,15 +197,15 @@ def load_bench_report(path: Path, loaded: Loaded) -> None:
         if entry.get("status") != "timed" or entry.get("measured_ms") is None:
             continue
         backend = str(entry.get("backend") or "triton")
+        if backend != "triton":  # the report records one toolchain, Triton's; a CUDA entry's is not it
+            loaded.skip("bench report entry of the CUDA backend: its nvcc toolchain is unrecorded")
+            continue
         text = (SCHEDULES / entry["schedule"]).read_text()
-        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device,
+        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device, backend,
                               entry["params"], loaded)
         if prediction is None:
             continue
         key = CalibrationKey(backend, device, str(report["toolchain"]))
-        if backend != "triton":  # the report records one toolchain, Triton's; a CUDA entry's is not it
-            loaded.skip("bench report entry of the CUDA backend: its nvcc toolchain is unrecorded")
-            continue
         ident = f"{entry['schedule']}:{params_tag(entry['params'])}"
         loaded.samples.append(Sample(name, key, ident, ident, float(entry["measured_ms"]), prediction))
 

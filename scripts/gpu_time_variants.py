@@ -133,7 +133,8 @@ def plan(paths: Sequence[Path], runs: int, seed: int, limit: int | None = None,
                     out.refused[f"{backend}: {found[0].code}"] += 1
                     continue
                 try:
-                    predicted = predict(kernel, dims=dims, dtype=DType(DTYPE), factors=Factors()).time_ms
+                    predicted = predict(kernel, dims=dims, dtype=DType(DTYPE), backend=backend,
+                                        factors=Factors()).time_ms
                 except CostError:
                     out.refused[f"{backend}: not priced"] += 1
                     continue

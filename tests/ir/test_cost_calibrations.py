@@ -72,7 +72,8 @@ def test_predictions_carry_the_calibration_state() -> None:
     unnamed = predict(PLAIN, dims=CELL)
     assert unnamed.calibration.kind == "uncalibrated" and unnamed.time_s == prior.time_s
     never = predict(PLAIN, dims=CELL, backend="cuda", toolchain="nvcc-0.0+torch-0.0")
-    assert never.calibration.kind == "uncalibrated" and never.time_s == prior.time_s
+    cuda_prior = predict(PLAIN, dims=CELL, backend="cuda", factors=Factors())
+    assert never.calibration.kind == "uncalibrated" and never.time_s == cuda_prior.time_s
     assert never.to_json()["calibration"]["kind"] == "uncalibrated"
     triton = predict(PLAIN, dims=CELL, backend="triton", toolchain=TRITON.toolchain)
     assert triton.calibration.calibrated and triton.calibration.calibration is not None
@@ -94,3 +95,14 @@ def test_toolchain_keys_drop_local_suffixes() -> None:
         toolchain_key({})
     with pytest.raises(ValueError, match="unknown backend"):
         CalibrationKey("opencl", "H200", "x")
+
+
+def test_the_cuda_backends_dot_is_priced_as_it_lowers_it() -> None:
+    from cake.ir.cost_calibration import constants_for
+    from cake.lowering.cuda.dialects import DOT_FAMILY
+
+    assert constants_for("sm_90a", "cuda").dot_lowers_to == DOT_FAMILY.value
+    assert constants_for("sm_90a", "triton").dot_lowers_to == constants_for("sm_90a").dot_lowers_to == "wgmma"
+    as_cuda = predict(PLAIN, dims=CELL, backend="cuda", factors=Factors())
+    as_triton = predict(PLAIN, dims=CELL, backend="triton", factors=Factors())
+    assert as_cuda.launches[0].work.tensor_flops > as_triton.launches[0].work.tensor_flops  # mma.sync's rate
