@@ -20,7 +20,7 @@ from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandida
 
 PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 DIMS = {"B": 8, "N": 16384, "K": 1024, "D": 128}
-TOOLCHAIN = "nvcc-13.0.88+torch-2.11.0"
+TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
 PLANTED = Factors(tensor=2.0)  # what the "GPU" did, relative to the priors (it reorders RUN_B under priors)
 RUN_A = [{"BN": 128, "BK": 64, "STAGES": s, "WARPS": w} for s in (1, 2, 3) for w in (4, 8)]
 RUN_B = [{"BN": bn, "BK": bk, "STAGES": 2, "WARPS": 4} for bn in (64, 256) for bk in (32, 64, 128)]
@@ -31,13 +31,14 @@ def _text(params: dict[str, int]) -> str:
 
 
 def _measured_ms(text: str) -> float:
-    return predict(parse(text), dims=DIMS, dtype=DType.BF16, factors=Factors()).retimed(PLANTED) * 1e3
+    prior = predict(parse(text), dims=DIMS, dtype=DType.BF16, backend="triton", factors=Factors())
+    return prior.retimed(PLANTED) * 1e3
 
 
 def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool = False,
              device: str | None = "H200") -> Path:
-    """A run store of the CUDA backend whose candidates were 'measured' at the planted factors."""
-    config: dict[str, Any] = {"workload": "flash_kmeans", "op": "kmeans_assign", "eval": {"backend": "cuda"},
+    """A run store of the Triton backend whose candidates were 'measured' at the planted factors."""
+    config: dict[str, Any] = {"workload": "flash_kmeans", "op": "kmeans_assign", "eval": {"backend": "triton"},
                               "dims": DIMS, "dtype": "bf16", "toolchain": TOOLCHAIN}
     if device is not None:
         config["device"] = device
@@ -58,7 +59,7 @@ def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool 
 def test_held_out_by_run_recovers_a_planted_calibration_on_two_fake_runs(tmp_path: Path) -> None:
     a, b = make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B + RUN_A[:1])  # one IR in both runs
     loaded = fcm.load_sources([a, b])
-    assert {s.key.backend for s in loaded.samples} == {"cuda"} and not loaded.assumptions
+    assert {s.key.backend for s in loaded.samples} == {"triton"} and not loaded.assumptions
     held = fcm.hold_out_by_run(loaded.samples)
     assert held is not None
     test_b = held.per_run[str(b)]
@@ -108,7 +109,7 @@ def test_a_run_without_device_needs_a_stated_assumption(tmp_path: Path, capsys: 
     report = json.loads(out.read_text())
     assert report["assumed"] == {str(run): "device H200 (command line)"}
     [key] = report["keys"]
-    assert key["key"] == f"cuda/H200/{TOOLCHAIN}" and key["held_out_by_run"]["pooled"]["n"] == len(RUN_A) + len(RUN_B)
+    assert key["key"] == f"triton/H200/{TOOLCHAIN}" and key["held_out_by_run"]["pooled"]["n"] == len(RUN_A) + len(RUN_B)
 
 
 @pytest.mark.slow  # ~20 s on two shared cores: every committed candidate is re-predicted
