@@ -59,7 +59,7 @@ class CakeToolchain:
 
         try:
             prediction = predict(kernel, dims=self.shape.dim_map, dtype=_DTYPES[self.shape.dtype],
-                                 arch_name=self.arch)
+                                 arch_name=self.arch, backend=self.settings.backend)
         except CostError:
             return None
         return prediction.time_ms

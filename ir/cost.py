@@ -34,7 +34,8 @@ from cake.ir import analysis as an
 from cake.ir import cost_pressure as cp
 from cake.ir import nodes as n
 from cake.ir.builtins import BUILTINS, BuiltinKind
-from cake.ir.cost_calibration import CostConstants, Factors, calibration_for, constants_for
+from cake.ir.cost_calibration import CostConstants, Factors, constants_for
+from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.printer import expr as expr_text
 from cake.ir.typing import Typing, type_kernel
 
@@ -562,7 +563,7 @@ class Prediction:
     params: tuple[tuple[str, int], ...]
     dims: tuple[tuple[str, int], ...]
     dtype: str
-    calibration: str | None  # "device/toolchain" of the factors used, None for priors
+    calibration: CalibrationState  # which factors priced it (a stored key, the caller's, or none: priors)
 
     @property
     def time_ms(self) -> float:
@@ -576,7 +577,7 @@ class Prediction:
         return {
             "kernel": self.kernel, "device": self.device, "arch": self.arch, "time_s": self.time_s,
             "bound": self.bound.name, "params": dict(self.params), "dims": dict(self.dims), "dtype": self.dtype,
-            "calibration": self.calibration,
+            "calibration": self.calibration.to_json(),
             "launches": [{"launch": lp.launch, "time_s": lp.time_s, "bound": lp.bound.name,
                           "ctas_per_sm": lp.occupancy.ctas_per_sm, "limited_by": lp.occupancy.limited_by,
                           "smem_bytes": lp.occupancy.smem_bytes_per_cta, "regs": lp.occupancy.regs_per_thread,
@@ -598,22 +599,25 @@ def _bind_dtypes(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
 
 def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DType.BF16,
             params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
-            arch_name: str | None = None, factors: Factors | None = None,
+            arch_name: str | None = None, factors: Factors | None = None, backend: str | None = None,
             toolchain: str | None = None) -> Prediction:
-    """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's).
+    """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
+    as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
 
-    Calibration: `factors` if given, else the stored calibration for (device, toolchain), else priors.
+    Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`).
+    Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain); with no
+    stored key, prior factors, and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.
     """
     target = arch_name or kernel.target
     spec = arch(target)
     dev = DEVICES[device] if isinstance(device, str) else (device or device_for(target))
-    consts = constants_for(spec.name)
-    label = None
+    consts = constants_for(spec.name, backend)
     if factors is None:
-        cal = calibration_for(dev.name, toolchain)
-        factors = cal.factors if cal is not None else Factors()
-        label = f"{cal.device}/{cal.toolchain}" if cal is not None else None
+        state = calibration_for(backend, dev.name, toolchain)
+        factors = state.factors
+    else:
+        state = CalibrationState.explicit()
     env = an.default_env(kernel, dims, _bind_dtypes(kernel, dtype)).bind(dict(params or {}))
     unknown = set(params or {}) - {p.name for p in kernel.params}
     if unknown:
@@ -632,4 +636,4 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     main = max(launches, key=lambda lp: lp.time_s)
     bound_params = tuple((p.name, env.ints[p.name]) for p in kernel.params)
     return Prediction(kernel.name, dev.name, spec.name, total, main.bound, tuple(launches), bound_params,
-                      tuple(sorted(dims.items())), dtype.value, label)
+                      tuple(sorted(dims.items())), dtype.value, state)

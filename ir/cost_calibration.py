@@ -1,7 +1,8 @@
-"""The cost model's data: constants per target and calibration factors per (device, toolchain).
+"""The cost model's data: constants per target, calibration factors, and how factors are fitted.
 
-Both live in `ir/data/cost_calibration.json` (committed). Constants are priors with sources; a calibration
-is a set of `Factors`, each multiplying the time of one term of the model, fitted from measured runs by
+Constants live in `ir/data/cost_calibration.json` (committed): priors per target, with sources. A calibration
+is a set of `Factors`, each multiplying the time of one term of the model, stored per (backend, device,
+toolchain) by `cake.ir.cost_calibrations` and fitted from measured runs by
 `fit_factors`: least squares on log time (the model exists to rank, and a ratio error is what matters for
 ranking), regularized toward 1.0, inside bounds; the result says which factors ended at a bound (a fit that
 needs a term scaled 16x is telling us the term's physics is wrong, not that the factor is 16) and which
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,39 +83,15 @@ class Factors:
 FACTOR_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Factors))
 
 
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    device: str
-    toolchain: str  # e.g. "triton-3.6.0+torch-2.11.0"
-    factors: Factors
-    fitted_on: int  # measured schedules
-    spearman_before: float | None
-    spearman_after: float | None
-    date: str
-    note: str = ""
-    at_bound: tuple[str, ...] = ()  # factors the fit left at a bound (their term's physics is suspect)
-
-    def to_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data["factors"] = self.factors.to_json()
-        return data
-
-    @staticmethod
-    def from_json(data: Mapping[str, object]) -> Calibration:
-        raw = dict(data)
-        factors = Factors(**{k: float(v) for k, v in dict(raw.pop("factors")).items()})  # type: ignore[call-overload]
-        raw["at_bound"] = tuple(raw.get("at_bound", ()))  # type: ignore[arg-type]
-        return Calibration(factors=factors, **raw)  # type: ignore[arg-type]
-
-
 class UnknownTargetError(KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
 
 def toolchain_id() -> str:
-    """This machine's toolchain as calibrations key it, e.g. "triton-3.6.0+torch-2.11.0" (local version
-    suffixes such as +cu130 dropped). Read from package metadata, so nothing heavy is imported."""
+    """This machine's Triton toolchain as calibrations key it, e.g. "triton-3.6.0+torch-2.11.0" (local version
+    suffixes such as +cu130 dropped). Read from package metadata, so nothing heavy is imported. The CUDA
+    backend's key comes from its `toolchain()` through `cake.ir.cost_calibrations.toolchain_key`."""
     from importlib.metadata import version
 
     return f"triton-{version('triton').split('+')[0]}+torch-{version('torch').split('+')[0]}"
@@ -124,38 +101,19 @@ def _read(path: Path = DATA_PATH) -> dict[str, object]:
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
-def constants_for(arch: str, path: Path = DATA_PATH) -> CostConstants:
-    table = _read(path)["constants"]
+def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH) -> CostConstants:
+    """The target's priors, with what `backend` does differently on it (`backend_overrides`: e.g. the CUDA
+    backend lowers `via dot` to mma.sync on every target, where Triton picks wgmma on Hopper)."""
+    data = _read(path)
+    table = data["constants"]
     assert isinstance(table, dict)
     if arch not in table:
         raise UnknownTargetError(f"the cost model has no constants for `{arch}`; known: {', '.join(table)}")
     raw = dict(table[arch])
+    overrides = dict(data.get("backend_overrides", {}))  # type: ignore[call-overload]
+    raw.update({k: v for k, v in dict(overrides.get(backend, {})).items() if k != "source"})
     raw["mma_form_rate"] = tuple(sorted((str(k), float(v)) for k, v in raw["mma_form_rate"].items()))
     return CostConstants(arch=arch, **raw)
-
-
-def calibrations(path: Path = DATA_PATH) -> tuple[Calibration, ...]:
-    entries = _read(path)["calibrations"]
-    assert isinstance(entries, list)
-    return tuple(Calibration.from_json(e) for e in entries)
-
-
-def calibration_for(device: str, toolchain: str | None = None, path: Path = DATA_PATH) -> Calibration | None:
-    """The calibration for (device, toolchain); with no exact match, the newest one for the device."""
-    mine = [c for c in calibrations(path) if c.device == device]
-    exact = [c for c in mine if c.toolchain == toolchain]
-    pool = exact or mine
-    return max(pool, key=lambda c: c.date) if pool else None
-
-
-def store_calibration(calibration: Calibration, path: Path = DATA_PATH) -> None:
-    """Replace the entry for the same (device, toolchain) and write the file back."""
-    data = _read(path)
-    entries = [e for e in data["calibrations"]  # type: ignore[attr-defined]
-               if (e["device"], e["toolchain"]) != (calibration.device, calibration.toolchain)]
-    entries.append(calibration.to_json())
-    data["calibrations"] = entries
-    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 # ---- fitting and rank statistics -------------------------------------------------------------------------

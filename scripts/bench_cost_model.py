@@ -10,11 +10,12 @@
    K=1024 D=128, sampled check). Wrong or uncompilable schedules are recorded and dropped.
 3. Phase B (serial): time each survivor at the cell with the timing protocol (cold L2, two rotated input
    sets, warm-up, median of few reps, sampled re-check after timing).
-4. Spearman rho and top-k recall of the uncalibrated model; fit the calibration factors (in-sample rho, and
-   2-fold rho: fit on one half, rank the other); write the calibration file and a JSON report to --out.
+4. Spearman rho and top-k recall of the uncalibrated model; fit factors (in-sample rho, and 2-fold rho: fit
+   on one half, rank the other); write a JSON report to --out.
 
 A time guard stops enumerating before --budget-s (default 420 s), counted from the start of the script.
-Copy `$OUT/cost_calibration.json` over `ir/data/cost_calibration.json` to keep the calibration.
+The factors it reports mix backends (the plain schedule on Triton, the references on CUDA) and are a quick look,
+not a calibration: `scripts/fit_cost_model.py` fits and stores one per backend, held out by run.
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +36,9 @@ from cake.experiments.kmeans.workload import ASSIGN
 from cake.experiments.schedules import load_any_backend, params_tag, valid_assignments, write_specialized
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import (
-    DATA_PATH,
-    Calibration,
     Factors,
     fit_factors,
     spearman,
-    store_calibration,
     toolchain_id,
     top_k_recall,
 )
@@ -186,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         per_entry = 0.7 * per_entry + 0.3 * (time.perf_counter() - t0)
 
     baseline = time_flash_kmeans(sets, clock, check)
-    report = analyse([e for e in done if e.status == "timed"], device.name, toolchain, args.out)
+    report = analyse([e for e in done if e.status == "timed"])
     report.update({"device": clock.device_name, "toolchain": toolchain, "elapsed_s": time.perf_counter() - started,
                    "candidates": len(entries), "loaded": len(done), "verified": len(verified),
                    "flash_kmeans_cell_ms": baseline,
@@ -210,7 +206,7 @@ def time_flash_kmeans(sets: list[tuple[Any, ...]], clock: CudaClock, check: Any)
     return samples.median_ms if samples.ok else None
 
 
-def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[str, Any]:
+def analyse(timed: list[Entry]) -> dict[str, Any]:
     if len(timed) < 4:
         return {"timed": len(timed), "note": "too few timed schedules to rank"}
     measured = [e.measured_ms for e in timed]
@@ -240,18 +236,11 @@ def analyse(timed: list[Entry], device: str, toolchain: str, out: Path) -> dict[
     for e, p, q in zip(timed, prior, fitted, strict=True):
         e.extra.update({"predicted_prior_ms": p * 1e3, "predicted_calibrated_ms": q * 1e3})
     rho_prior, rho_fit = spearman(prior, meas), spearman(fitted, meas)
-    cal = Calibration(device, toolchain, factors, len(timed), rho_prior, rho_fit, date.today().isoformat(),
-                      "fitted by scripts/bench_cost_model.py on assign schedules at the CAKE cell; "
-                      "refit and validate with scripts/fit_cost_model.py", fit.at_bound)
-    target = out / "cost_calibration.json"
-    shutil.copyfile(DATA_PATH, target)
-    store_calibration(cal, target)
     return {"timed": len(timed), "spearman_prior": rho_prior, "spearman_calibrated_in_sample": rho_fit,
             "spearman_calibrated_2fold": cross, "top5_recall_prior": top_k_recall(prior, meas, 5),
             "top10_recall_prior": top_k_recall(prior, meas, 10), "top5_recall_calibrated": top_k_recall(fitted, meas, 5),
             "top10_recall_calibrated": top_k_recall(fitted, meas, 10), "factors": factors.to_json(),
-            "factors_at_bound": list(fit.at_bound),
-            "calibration_file": str(target)}
+            "factors_at_bound": list(fit.at_bound)}
 
 
 def entry_json(e: Entry) -> dict[str, object]:

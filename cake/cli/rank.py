@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.cake")
     parser.add_argument("--arch", help="target to rank for (default: each schedule's own target)")
     parser.add_argument("--device", help="device of cake.arch (default: the arch's default device)")
+    parser.add_argument("--backend", choices=("triton", "cuda"),
+                        help="the backend that will lower the schedules: picks its calibration (default: none, "
+                             "uncalibrated priors)")
     parser.add_argument("--shape", help="sizes B=32,N=65536,... (default: the op's first GPU shape)")
     parser.add_argument("--dtype", choices=DTYPES, help="element type (default: the shape's, else bf16)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -103,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
             seen.add(key)
             try:
                 rows.append((str(path), params, predict(kernel, dims=dims, dtype=dtype, params=params,
-                                                        device=args.device, arch_name=args.arch)))
+                                                        device=args.device, arch_name=args.arch,
+                                                        backend=args.backend)))
             except (UnknownArchError, UnknownTargetError) as error:
                 raise UsageError(str(error)) from None
             except CostError as error:
@@ -123,7 +127,7 @@ def _print_table(rows: Sequence[tuple[str, dict[str, int], Any]], failures: Sequ
     from rich.table import Table
 
     first = rows[0][2] if rows else None
-    title = "predicted times" + (f" · {first.device} ({first.arch}) · {first.calibration or 'uncalibrated priors'}"
+    title = "predicted times" + (f" · {first.device} ({first.arch}) · {first.calibration.label}"
                                  if first else "")
     table = Table(title=title)
     for column in ("#", "schedule", "params", "predicted ms", "bound", "CTAs/SM (limit)", "smem B", "regs"):

@@ -43,7 +43,9 @@ class FakeToolchain:
 
     def predict_ms(self, kernel: n.Kernel) -> float | None:
         try:
-            return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch).time_ms
+            # Priced as the Triton backend lowers it, with its calibration, whatever backend validates: the
+            # fitness these tests script (the model's) was designed on those numbers.
+            return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch, backend="triton").time_ms
         except CostError:
             return None
 

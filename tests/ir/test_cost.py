@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cake.ir.cost import CostError, Occupancy, Work, combine, predict, quantize, terms
-from cake.ir.cost_calibration import (
-    Calibration,
-    Factors,
-    calibration_for,
-    constants_for,
-    fit_factors,
-    spearman,
-    store_calibration,
-    top_k_recall,
-)
+from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from hypothesis import given, settings
@@ -192,19 +182,6 @@ def test_regularization_pulls_toward_one() -> None:
     loose = fit_factors(model, measured, regularization=0.0).factors.tensor
     tight = fit_factors(model, measured, regularization=1.0).factors.tensor
     assert 1.0 <= tight < loose
-
-
-def test_calibration_store_round_trip(tmp_path: Path) -> None:
-    path = tmp_path / "cal.json"
-    data = json.loads((Path(__file__).resolve().parents[2] / "ir" / "data" / "cost_calibration.json").read_text())
-    path.write_text(json.dumps({**data, "calibrations": []}))  # the committed calibrations aside
-    cal = Calibration("H200", "triton-3.6.0", Factors(tensor=1.5), 60, 0.5, 0.8, "2026-12-01")
-    store_calibration(cal, path)
-    store_calibration(replace(cal, factors=Factors(tensor=1.25)), path)  # same key: replaced, not appended
-    assert len(json.loads(path.read_text())["calibrations"]) == 1
-    assert calibration_for("H200", "triton-3.6.0", path) == replace(cal, factors=Factors(tensor=1.25))
-    assert calibration_for("H200", "other", path) is not None  # newest for the device
-    assert calibration_for("B200", None, path) is None
 
 
 def test_more_accumulator_per_thread_never_predicts_fewer_registers_and_spills_are_priced() -> None:
