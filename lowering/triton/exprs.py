@@ -32,6 +32,7 @@ from cake.ir.nodes import (
     UnaryOpKind,
 )
 from cake.lowering.triton import access
+from cake.lowering.triton.extremes import ExtremePairs
 from cake.lowering.triton.fn import FnBuilder, Scope
 from cake.lowering.triton.symbols import Symbols
 from cake.lowering.triton.values import (
@@ -77,6 +78,7 @@ class ExprEmitter:
         self.used_dims: set[str] = set()
         self.used_params: set[str] = set()
         self.used_typevars: set[str] = set()
+        self.extremes = ExtremePairs()  # min/argmin pairs of the block being emitted, fused into one reduction
 
     def bind_typevars(self) -> None:
         """Prologue lines binding each dtype variable used to the element type of a tensor argument

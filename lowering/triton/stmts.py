@@ -41,8 +41,9 @@ class StmtEmitter:
         self.fn = em.fn
 
     def body(self, stmts: tuple[Stmt, ...]) -> None:
-        for stmt in stmts:
-            self.stmt(stmt)
+        with self.em.extremes.block(stmts):
+            for stmt in stmts:
+                self.stmt(stmt)
 
     def stmt(self, stmt: Stmt) -> None:
         outer = self.fn.span
