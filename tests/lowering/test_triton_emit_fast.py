@@ -126,3 +126,11 @@ def test_the_fused_reduction_never_picks_nan_and_keeps_the_first_index(c: int) -
     torch.testing.assert_close(ah, want_ah)
     torch.testing.assert_close(lo, finite.min(dim=1).values)
     torch.testing.assert_close(hi, torch.nan_to_num(g, nan=float("-inf")).max(dim=1).values)
+
+
+def test_the_launch_passes_the_pipelined_loops_stage_count() -> None:
+    source = _source("assign_plain_norms", {"BN": 128, "BK": 128, "STAGES": 3, "WARPS": 8})
+    launch = source[source.index("_k_compiled['assign']"):]
+    assert "num_warps=8,\n            num_stages=3," in launch
+    norms = source[source.index("_k_compiled['centroid_norms']"):source.index("_k_compiled['assign']")]
+    assert "num_stages" not in norms  # no pipelined loop: Triton's default
