@@ -83,9 +83,13 @@ def _let(st: StmtEmitter, s: Let) -> None:
     name = em.symbols.namer.user(s.name)
     # A loaded tile lands directly in its name (`xt = tl.load(...)`, not a temporary first).
     val = access.load(em, s.value, into=name) if isinstance(s.value, Load) else em.emit(s.value)
-    if s.type is not None:
-        elem: Elem = s.type.elem.name if isinstance(s.type.elem, TypeVar) else s.type.elem
-        axes = tuple(em.axis_of(extent) for extent in s.type.shape)
+    # Without a declared type the tile has the type the IR gives it (cake.ir.typing), not whatever Triton
+    # computed (a 16-bit sum accumulates in f32, and rounds back as a declared tile would). Index scalars
+    # have no element type there (weak): they stay the Python constant or i32 the emitter made.
+    declared = s.type if s.type is not None else em.symbols.typing.tile_type(s)
+    if declared is not None:
+        elem: Elem = declared.elem.name if isinstance(declared.elem, TypeVar) else declared.elem
+        axes = tuple(em.axis_of(extent) for extent in declared.shape)
         code = st.coerce(val, elem, axes, s)
         var = Var(name, elem, axes or val.axes)
     elif val.lit is not None:  # Triton turns an assigned literal into a scalar tensor of its natural type

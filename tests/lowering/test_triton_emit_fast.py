@@ -134,3 +134,28 @@ def test_the_launch_passes_the_pipelined_loops_stage_count() -> None:
     assert "num_warps=8,\n            num_stages=3," in launch
     norms = source[source.index("_k_compiled['centroid_norms']"):source.index("_k_compiled['assign']")]
     assert "num_stages" not in norms  # no pipelined loop: Triton's default
+
+
+UNTYPED = """\
+schedule sums implements row_sum
+target sm_90a
+dtype T in {f16, bf16}
+param BN = 16 in {16}
+dims M, static C
+tensor x: in T[M, C]
+tensor y: out T[M]
+grid tile in cdiv(M, BN)
+role main: warps 4 {
+  let xt: T[BN, C] = load x[tile*BN : +BN, :] masked other 0
+  let s = sum(xt, axis=1)
+  store s -> y[tile*BN : +BN] masked
+}
+"""
+
+
+def test_a_let_without_a_type_holds_the_type_table_s_type() -> None:
+    typed = UNTYPED.replace("let s = ", "let s: T[BN] = ")
+    untyped_source = lower(parse(UNTYPED, "sums.cake"), "triton", filename="sums.cake").source
+    typed_source = lower(parse(typed, "sums.cake"), "triton", filename="sums.cake").source
+    assert "s = tl.sum(" in untyped_source and ".to(T)" in untyped_source  # f32 accumulation, rounded to T
+    assert untyped_source == typed_source
