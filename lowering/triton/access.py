@@ -141,6 +141,7 @@ def load(em: ExprEmitter, e: Load, into: str | None = None) -> Val:
     """Emit the load; its value lands in `into` (a `let` name) or in a fresh `ld` temporary."""
     tensor, items = global_ref(em, e.source, e)
     acc = tile_access(em, tensor, items, e.masked)
+    other = "0"
     if acc.mask is None:
         code = f"tl.load({acc.ptrs})"
     else:
@@ -149,7 +150,7 @@ def load(em: ExprEmitter, e: Load, into: str | None = None) -> Val:
     if into is None:
         into = em.fn.temp("ld")
     em.fn.line(f"{into} = {code}")
-    return Val(into, _elem(tensor), acc.axes)
+    return Val(into, _elem(tensor), acc.axes, zero_pad=other in ("0", "0.0"))
 
 
 def store(em: ExprEmitter, s: Store) -> None:

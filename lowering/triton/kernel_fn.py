@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cake.ir.analysis import Unbound, value
-from cake.ir.nodes import DType, For, GridKind, Kernel, Launch, Stmt, UnitKind
+from cake.ir.nodes import Assign, DType, For, GridKind, Kernel, Launch, Stmt, UnitKind
 from cake.ir.visit import walk_stmts
 from cake.lowering.lowered import LaunchInfo
 from cake.lowering.triton.exprs import ExprEmitter
@@ -64,6 +64,7 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
     _check_expressible(launch, fn)
     role = launch.roles[0]
     em = ExprEmitter(symbols, fn, Scope())
+    em.reassigned = frozenset(s.name for s in walk_stmts(role.body) if isinstance(s, Assign))
     fn.span = launch.grid.span
     body_level = _grid(launch, em)
     fn.span = None

@@ -91,11 +91,13 @@ def _let(st: StmtEmitter, s: Let) -> None:
         elem: Elem = declared.elem.name if isinstance(declared.elem, TypeVar) else declared.elem
         axes = tuple(em.axis_of(extent) for extent in declared.shape)
         code = st.coerce(val, elem, axes, s)
-        var = Var(name, elem, axes or val.axes)
+        # Zero padding survives a conversion, not a broadcast (a broadcast lane holds a real value).
+        same_tile = bool(val.axes) and [a.physical for a in val.axes] == [a.physical for a in axes]
+        var = Var(name, elem, axes or val.axes, zero_pad=val.zero_pad and same_tile and s.name not in em.reassigned)
     elif val.lit is not None:  # Triton turns an assigned literal into a scalar tensor of its natural type
         code, var = val.code, Var(name, _LITERAL_TYPES[val.lit])
     else:
-        code, var = val.code, Var(name, val.dtype, val.axes)
+        code, var = val.code, Var(name, val.dtype, val.axes, zero_pad=val.zero_pad and s.name not in em.reassigned)
     if code != name:
         st.fn.line(f"{name} = {code}")
     em.scope.define(s.name, var)

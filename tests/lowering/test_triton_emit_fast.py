@@ -159,3 +159,43 @@ def test_a_let_without_a_type_holds_the_type_table_s_type() -> None:
     typed_source = lower(parse(typed, "sums.cake"), "triton", filename="sums.cake").source
     assert "s = tl.sum(" in untyped_source and ".to(T)" in untyped_source  # f32 accumulation, rounded to T
     assert untyped_source == typed_source
+
+
+def test_tiles_loaded_with_zero_padding_are_not_zeroed_again_before_the_mma_and_the_norm() -> None:
+    body = _loop_body(_source("assign_plain"), "assign_plain_main")
+    assert "tl.where(pad" not in body  # xt, ct and cf * cf are zero past D already: `masked other 0`
+
+
+PADDED = """\
+schedule padded implements row_sum
+target sm_90a
+param BN = 16 in {16}
+dims M, static C
+tensor g: in f32[M, C]
+tensor sq: out f32[M]
+tensor ones: out f32[M]
+tensor bumped: out f32[M]
+grid tile in cdiv(M, BN)
+role main: warps 4 {
+  let gt: f32[BN, C] = load g[tile*BN : +BN, :] masked other 0
+  store sum(gt * gt, axis=1) -> sq[tile*BN : +BN] masked
+  let one: f32[BN, C] = load g[tile*BN : +BN, :] masked other 1.0
+  store sum(one, axis=1) -> ones[tile*BN : +BN] masked
+  let acc: f32[BN, C] = load g[tile*BN : +BN, :] masked other 0
+  acc = acc + 1.0
+  store sum(acc, axis=1) -> bumped[tile*BN : +BN] masked
+}
+"""
+
+
+@pytest.mark.parametrize("c", [8, 5])
+def test_padding_is_zeroed_exactly_where_it_may_not_be_zero(c: int) -> None:
+    lowered = lower(parse(PADDED, "padded.cake"), "triton", filename="padded.cake")
+    wheres = [line for line in lowered.source.splitlines() if "tl.where(pad" in line]
+    # `one` (other 1.0) and the reassigned `acc` are zeroed before their sums; `gt * gt` is not
+    assert len(wheres) == 2 and all("gt" not in line for line in wheres)
+    g = torch.randn(37, c, generator=torch.Generator().manual_seed(c))
+    sq, ones, bumped = load(lowered)(g)
+    torch.testing.assert_close(sq, (g * g).sum(1))
+    torch.testing.assert_close(ones, g.sum(1))
+    torch.testing.assert_close(bumped, (g + 1.0).sum(1))
