@@ -25,14 +25,16 @@ def test_the_dry_run_lowers_checks_and_runs_every_contestant(tmp_path: Path, cap
 def _payload(index: int, plain: float, norms: float, hand: float) -> dict:
     times = {"lowered_plain": [plain + 0.001 * (i % 3) for i in range(12)],
              "lowered_norms": [norms + 0.001 * (i % 2) for i in range(12)],
-             "hand_triton": [hand] * 12, "hand_triton_whole": [hand + 0.2] * 12}
+             "hand_triton": [hand] * 12, "hand_triton_whole": [hand + 0.2] * 12,
+             "lowered_plain@graph": [plain - 0.05] * 12, "lowered_norms@graph": [norms - 0.05] * 12,
+             "hand_triton@graph": [hand - 0.02] * 12}
     return process_payload(index, 0, {"device": "scripted"}, {vs.OP: {"cake_cell": ProcessSamples(times, {})}})
 
 
 def test_the_aggregate_is_each_lowered_kernel_over_the_hand_written_one(tmp_path: Path, capsys) -> None:
     for i in range(3):
         (tmp_path / f"process_{i}.json").write_text(json.dumps(_payload(i, 2.0, 1.16, 1.13)))
-    assert vs.main(["--out", str(tmp_path), "--aggregate-only", "--resamples", "200"]) == 0
+    assert vs.main(["--out", str(tmp_path), "--aggregate-only", "--graphs", "--resamples", "200"]) == 0
     result = json.loads((tmp_path / "vs_hand.json").read_text())
     speedup = result["headlines"][vs.OP]["cake_cell"]["speedup"]
     assert abs(speedup["lowered_plain"]["value"] - 1.13 / 2.0) < 0.01
@@ -40,6 +42,9 @@ def test_the_aggregate_is_each_lowered_kernel_over_the_hand_written_one(tmp_path
     out = capsys.readouterr().out
     assert "lowered_norms / hand_triton = 0.97" in out and "meets the goal" in out
     assert "lowered_plain / hand_triton = 0.56" in out and "misses the goal" in out
+    graphed = result["device_time_headlines"][vs.OP]["cake_cell"]["speedup"]["lowered_norms@graph"]
+    assert graphed["best_baseline"] == "hand_triton@graph" and abs(graphed["value"] - 1.11 / 1.11) < 0.01
+    assert "lowered_norms@graph / hand_triton@graph = 1.00" in out
 
 
 SASS = """\
