@@ -7,7 +7,7 @@ target sm_90a
 
 dtype T in {f32, f16, bf16}
 param BN = 128 in {32, 64, 128, 256}
-param BK = 128 in {16, 32, 64, 128}
+param BK = 64 in {16, 32, 64, 128}
 param STAGES = 2 in 1 .. 6
 param WARPS = 4 in {2, 4, 8}
 dims B, N, K, static D
