@@ -17,6 +17,7 @@ class LaunchInfo:
     num_warps: int
     persistent: bool
     max_registers: int | None = None  # a role's register budget, passed to the compiler when set
+    num_stages: int | None = None  # software-pipelining depth passed at launch (None: the compiler's default)
 
 
 @dataclass(frozen=True, slots=True)

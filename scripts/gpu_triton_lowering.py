@@ -17,7 +17,9 @@ Stages (a stage that fails is recorded as data and the script goes on):
              outputs re-checked against the fp64 reference) at DESIGN.md's shapes, beside flash-kmeans 0.3.1 and
              torch; a kernel that did not pass the battery is not timed
 
-Prints the tables; writes $OUT/gpu_triton_lowering.json (OUT defaults to ./out).
+Prints the tables; writes $OUT/gpu_triton_lowering.json (OUT defaults to ./out). The head-to-head of the lowered
+assign with the hand-written Triton assign at one config (3 processes, ratio with interval, registers and PTX) is
+`scripts/gpu_triton_vs_hand.py` (stage file `scripts/gpu/s4_triton_emit.sh`).
 """
 
 from __future__ import annotations

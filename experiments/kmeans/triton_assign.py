@@ -69,6 +69,10 @@ class Config:
 # DESIGN.md: the best of a 36-config sweep of a plain fused Triton assign at the cell on the H200.
 DEFAULT_CONFIG = Config(bn=256, bk=64, warps=4, stages=2)
 
+# The compiled kernel of the latest GPU launch (registers, spills, shared memory, PTX for a side-by-side with
+# CAKE's lowering: scripts/gpu_triton_vs_hand.py); the interpreter compiles nothing.
+COMPILED: dict[str, Any] = {}
+
 
 @triton.jit
 def _assign_kernel(x_ptr, c_ptr, csq_ptr, ids_ptr, N, K, D,
@@ -154,7 +158,7 @@ def launch(x: Tensor, c: Tensor, csq: Tensor, config: Config = DEFAULT_CONFIG) -
     bd, one_chunk = chunk_for(d)
     precision = "ieee" if x.dtype == torch.float32 else "tf32"  # fp32 inputs: no TF32 rounding of the products
     grid = (triton.cdiv(n, config.bn), bsz)
-    _assign_kernel[grid](x, c, csq, ids, n, k, d, *x.stride(), *c.stride(), csq.stride(0), *ids.stride(),
+    COMPILED["assign"] = _assign_kernel[grid](x, c, csq, ids, n, k, d, *x.stride(), *c.stride(), csq.stride(0), *ids.stride(),
                          BN=config.bn, BK=config.bk, BD=bd, ONE_CHUNK=one_chunk, EVEN_D=one_chunk and bd == d,
                          PRECISION=precision, num_warps=config.warps, num_stages=config.stages)
     return ids

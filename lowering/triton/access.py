@@ -39,6 +39,7 @@ from cake.lowering.triton.values import PREC_ADD, PREC_CMP, PREC_MUL, Axis, Elem
 
 if TYPE_CHECKING:
     from cake.lowering.triton.exprs import ExprEmitter
+    from cake.lowering.triton.fn import FnBuilder
 
 _ATOMIC_FN = {AtomicKind.ADD: "tl.atomic_add", AtomicKind.MAX: "tl.atomic_max", AtomicKind.MIN: "tl.atomic_min"}
 
@@ -55,7 +56,8 @@ class _Part:
     offset: str  # an atom: element offset of this item (before the stride)
     axes: tuple[Axis, ...]
     stride: str
-    masks: tuple[str, ...]  # atoms over this part's own axes
+    masks: tuple[tuple[str, str | None], ...]  # atoms over this part's own axes, each with the constexpr
+    # condition under which it can be false (None: always; a static dim's pad mask: `D_P2 != D`)
 
 
 def global_ref(em: ExprEmitter, ref: Index | Name, node: object) -> tuple[TensorSym, tuple[IndexItem, ...]]:
@@ -86,11 +88,11 @@ def tile_access(em: ExprEmitter, tensor: TensorSym, items: tuple[IndexItem, ...]
             axis = em.axis_of(dim) if item.start is None and item.size is None else _slice_axis(em, item)
             start = "" if item.start is None or item.start == IntLit(0) else f"{em.emit(item.start).operand(PREC_ADD)} + "
             offs = fn.assign_temp("offs", f"{start}tl.arange(0, {axis.physical})")
-            masks = []
+            masks: list[tuple[str, str | None]] = []
             if masked and item.start is not None:
-                masks.append(f"({offs} < {bound})")
+                masks.append((f"({offs} < {bound})", None))
             if axis.pad is not Pad.NONE:
-                masks.append(fn.pad_mask(axis))
+                masks.append(_pad_term(fn, axis))
             parts.append(_Part(offs, (axis,), stride, tuple(masks)))
             continue
         index = em.emit(item)
@@ -100,27 +102,46 @@ def tile_access(em: ExprEmitter, tensor: TensorSym, items: tuple[IndexItem, ...]
                 scalar_masks.append(f"({index.operand(PREC_CMP)} < {bound})")
             continue
         index = em.named(index, "idx")  # a gather: a tile of indices along this dim
-        masks = [f"({index.code} < {bound})"] if masked else []
-        masks += [expand(fn.pad_mask(a), i, 1, len(index.axes)) for i, a in enumerate(index.axes) if a.pad is not Pad.NONE]
-        parts.append(_Part(index.code, index.axes, stride, tuple(masks)))
+        gather: list[tuple[str, str | None]] = [(f"({index.code} < {bound})", None)] if masked else []
+        gather += [(expand(term, i, 1, len(index.axes)), cond) for i, a in enumerate(index.axes)
+                   if a.pad is not Pad.NONE for term, cond in (_pad_term(fn, a),)]
+        parts.append(_Part(index.code, index.axes, stride, tuple(gather)))
     rank = sum(len(p.axes) for p in parts)
     terms = [tensor.ptr, *scalars]
-    mask_terms = list(scalar_masks)
+    mask_terms: list[tuple[str, str | None]] = [(m, None) for m in scalar_masks]
     position = 0
     for part in parts:
         width = len(part.axes)
         terms.append(f"{expand(part.offset, position, width, rank)} * {part.stride}")
-        mask_terms += [expand(m, position, width, rank) for m in part.masks]
+        mask_terms += [(expand(m, position, width, rank), cond) for m, cond in part.masks]
         position += width
     ptrs = fn.assign_temp("ptrs", " + ".join(terms))
-    mask = fn.assign_temp("mask", " & ".join(mask_terms)) if mask_terms else None
-    return Access(ptrs, mask, tuple(a for p in parts for a in p.axes))
+    return Access(ptrs, _mask(fn, mask_terms), tuple(a for p in parts for a in p.axes))
+
+
+def _pad_term(fn: FnBuilder, axis: Axis) -> tuple[str, str | None]:
+    return fn.pad_mask(axis), (None if axis.pad is Pad.ALWAYS else axis.padded_if)
+
+
+def _mask(fn: FnBuilder, terms: list[tuple[str, str | None]]) -> str | None:
+    """The conjunction of `terms`. A static dim's pad mask is all true unless the dim is padded, so where
+    bounds tests remain without it, it is left out under a constexpr test (`... if D_P2 != D else ...`):
+    a tile whose static dims are powers of two is masked only where it may run out of bounds."""
+    if not terms:
+        return None
+    full = " & ".join(term for term, _ in terms)
+    always = [term for term, cond in terms if cond is None]
+    if not always or len(always) == len(terms):
+        return fn.assign_temp("mask", full)
+    padded = " or ".join(dict.fromkeys(cond for _, cond in terms if cond is not None))
+    return fn.assign_temp("mask", f"{full} if {padded} else {' & '.join(always)}")
 
 
 def load(em: ExprEmitter, e: Load, into: str | None = None) -> Val:
     """Emit the load; its value lands in `into` (a `let` name) or in a fresh `ld` temporary."""
     tensor, items = global_ref(em, e.source, e)
     acc = tile_access(em, tensor, items, e.masked)
+    other = "0"
     if acc.mask is None:
         code = f"tl.load({acc.ptrs})"
     else:
@@ -129,7 +150,7 @@ def load(em: ExprEmitter, e: Load, into: str | None = None) -> Val:
     if into is None:
         into = em.fn.temp("ld")
     em.fn.line(f"{into} = {code}")
-    return Val(into, _elem(tensor), acc.axes)
+    return Val(into, _elem(tensor), acc.axes, zero_pad=other in ("0", "0.0"))
 
 
 def store(em: ExprEmitter, s: Store) -> None:

@@ -175,6 +175,17 @@ def _cuobjdump() -> str | None:
     return str(bundled) if bundled.is_file() else shutil.which("cuobjdump")
 
 
+def disassemble(cubin: bytes) -> str | None:
+    """The cubin's SASS (`cuobjdump -sass`), or None without cuobjdump."""
+    tool = _cuobjdump()
+    if tool is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=False).stdout
+
+
 def _cubin_usage(cubin: bytes | None) -> tuple[int | None, int | None]:
     """(registers per thread, local-memory bytes) from `cuobjdump --dump-resource-usage`, when available."""
     tool = _cuobjdump()

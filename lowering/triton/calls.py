@@ -2,7 +2,7 @@
 
 Semantics the rules keep on every device (see lowering/README.md): math on 16-bit floats runs in fp32 and rounds
 back; `sum`/`cumsum` of 16-bit floats accumulate in fp32; reductions never see padding lanes; `argmin`/`argmax`
-never pick a NaN.
+never pick a NaN; `min` and `argmin` of one tile (`max`/`argmax`) share one reduction (extremes.py).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING
 
 from cake.ir.builtins import register_emitters
 from cake.ir.nodes import Call, DType, Name
+from cake.lowering.triton.extremes import Fused, Key
 from cake.lowering.triton.values import (
     INT_LIMITS,
     PREC_ADD,
     PREC_CMP,
     PREC_MUL,
     PREC_TERNARY,
+    Axis,
     Elem,
     Lit,
     Pad,
@@ -84,6 +86,10 @@ def _cast(em: ExprEmitter, call: Call) -> Val:
 
 def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
     def rule(em: ExprEmitter, call: Call) -> Val:
+        key = em.extremes.key(call) if kind in EXTREMES else None
+        if key is not None:
+            fused = em.extremes.done.get(key) or _fused_extreme(em, call, key)
+            return fused.index if kind.startswith("arg") else fused.value
         (x,) = em.args(call, 1)
         if not x.axes:
             raise em.error(f"`{kind}` reduces a tile, got a scalar", call)
@@ -93,30 +99,63 @@ def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
         if kind == "sum" and x.lit is None and em.maybe_16bit(x.dtype):
             x = em.to(x, DType.F32)  # 16-bit sums accumulate in fp32
         identity = _identity(kind, x.dtype)
-        if kind.startswith("arg") and not (isinstance(x.dtype, DType) and not x.dtype.is_float):
-            # NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction
-            # order (and the interpreter raises on an all-NaN row), so NaN becomes the identity first: one
-            # NaN-ignoring min/max against it (IEEE minNum/maxNum), a single instruction per element.
-            extreme = "minimum" if kind == "argmin" else "maximum"
-            x = Val(em.fn.assign_temp("v", f"tl.{extreme}({x.code}, {identity})"), x.dtype, x.axes)
+        if kind.startswith("arg"):
+            x = _nan_guard(em, x, kind, identity)
         for i in range(len(x.axes)) if axis is None else (axis,):
             x = em.without_padding(x, i, identity)
         axis_arg = "" if axis is None else f", axis={axis}"
         code = f"tl.{kind}({x.code}{axis_arg})"
         axes = () if axis is None else x.axes[:axis] + x.axes[axis + 1:]
         if kind.startswith("arg"):
-            index_axis = x.axes[axis if axis is not None else 0]
-            if index_axis.pad is Pad.NONE:
-                return Val(code, DType.I32, axes)
-            # Padding lanes hold the identity; if every real value is NaN the extreme may land on one:
-            # keep the index inside the real extent.
-            clamp = f"tl.minimum({code}, {index_axis.extent} - 1)"
-            if index_axis.pad is Pad.ALWAYS:
-                return Val(clamp, DType.I32, axes)
-            return Val(f"{clamp} if {index_axis.padded_if} else {code}", DType.I32, axes, prec=PREC_TERNARY)
+            return _index_in_range(Val(code, DType.I32, axes), x.axes[axis if axis is not None else 0])
         return Val(code, x.dtype, axes)
 
     return rule
+
+
+EXTREMES = frozenset({"min", "max", "argmin", "argmax"})
+
+
+def _nan_guard(em: ExprEmitter, x: Val, kind: str, identity: str) -> Val:
+    """NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction order (and
+    the interpreter raises on an all-NaN row), so NaN becomes the identity first: one NaN-ignoring min/max
+    against it (IEEE minNum/maxNum), a single instruction per element. Integer tiles hold no NaN."""
+    if isinstance(x.dtype, DType) and not x.dtype.is_float:
+        return x
+    extreme = "minimum" if kind in ("min", "argmin") else "maximum"
+    return Val(em.fn.assign_temp("v", f"tl.{extreme}({x.code}, {identity})"), x.dtype, x.axes)
+
+
+def _index_in_range(index: Val, index_axis: Axis) -> Val:
+    """Padding lanes hold the identity; if every real value is NaN the extreme may land on one: keep the
+    index inside the real extent."""
+    if index_axis.pad is Pad.NONE:
+        return index
+    clamp = f"tl.minimum({index.code}, {index_axis.extent} - 1)"
+    if index_axis.pad is Pad.ALWAYS:
+        return Val(clamp, DType.I32, index.axes)
+    return Val(f"{clamp} if {index_axis.padded_if} else {index.code}", DType.I32, index.axes, prec=PREC_TERNARY)
+
+
+def _fused_extreme(em: ExprEmitter, call: Call, key: Key) -> Fused:
+    """`min`/`argmin` (or `max`/`argmax`) of one tile from one reduction (extremes.py): the value and the
+    first index of the extreme, NaN never the extreme (so an all-NaN row gives the identity and index 0)."""
+    family = key[0]
+    (x,) = em.args(call, 1)
+    if not x.axes:
+        raise em.error(f"`{call.func}` reduces a tile, got a scalar", call)
+    axis = em.axis_kw(call, len(x.axes))
+    if axis is None and len(x.axes) > 1:
+        raise em.error(f"`{call.func}` of a rank-{len(x.axes)} tile needs `axis=`", call)
+    axis = 0 if axis is None else axis
+    identity = _identity(family, x.dtype)
+    x = em.without_padding(_nan_guard(em, x, family, identity), axis, identity)
+    value, index = em.fn.temp(family), em.fn.temp(f"arg{family}")
+    em.fn.line(f"{value}, {index} = tl.{family}({x.code}, axis={axis}, return_indices=True)")
+    axes = x.axes[:axis] + x.axes[axis + 1:]
+    fused = Fused(Val(value, x.dtype, axes), _index_in_range(Val(index, DType.I32, axes), x.axes[axis]))
+    em.extremes.done[key] = fused
+    return fused
 
 
 def _identity(kind: str, dtype: Elem | None) -> str:

@@ -32,6 +32,7 @@ from cake.ir.nodes import (
     UnaryOpKind,
 )
 from cake.lowering.triton import access
+from cake.lowering.triton.extremes import ExtremePairs
 from cake.lowering.triton.fn import FnBuilder, Scope
 from cake.lowering.triton.symbols import Symbols
 from cake.lowering.triton.values import (
@@ -77,6 +78,9 @@ class ExprEmitter:
         self.used_dims: set[str] = set()
         self.used_params: set[str] = set()
         self.used_typevars: set[str] = set()
+        self.extremes = ExtremePairs()  # min/argmin pairs of the block being emitted, fused into one reduction
+        # Names some `Assign` rebinds in the launch: what a `let` knows of its value (zero padding) may not last.
+        self.reassigned: frozenset[str] = frozenset()
 
     def bind_typevars(self) -> None:
         """Prologue lines binding each dtype variable used to the element type of a tensor argument
@@ -128,13 +132,13 @@ class ExprEmitter:
             return val
         if not val.axes:  # a scalar may be a Python value: Triton's JIT turns an integer argument of 1 into one
             return Val(f"tl.cast({val.code}, {self.elem_code(elem)})", elem)
-        return Val(f"{val.atom()}.to({self.elem_code(elem)})", elem, val.axes)
+        return Val(f"{val.atom()}.to({self.elem_code(elem)})", elem, val.axes, zero_pad=val.zero_pad)
 
     def named(self, val: Val, prefix: str) -> Val:
         """`val` as a plain name (hoisted into a temporary unless it already is one)."""
         if val.code.isidentifier():
             return val
-        return Val(self.fn.assign_temp(prefix, val.code), val.dtype, val.axes, val.lit)
+        return Val(self.fn.assign_temp(prefix, val.code), val.dtype, val.axes, val.lit, zero_pad=val.zero_pad)
 
     def axis_of(self, extent: Expr) -> Axis:
         """The tile axis of a compile-time extent: a static dim, or params and literals."""
@@ -159,7 +163,7 @@ class ExprEmitter:
     def without_padding(self, val: Val, axis: int, identity: str) -> Val:
         """`val` with the padding lanes of axis `axis` replaced by `identity` (for reductions and mma)."""
         ax = val.axes[axis]
-        if ax.pad is Pad.NONE:
+        if ax.pad is Pad.NONE or (val.zero_pad and identity == "0"):
             return val
         val = self.named(val, "v")
         mask = expand(self.fn.pad_mask(ax), axis, 1, len(val.axes))
@@ -233,7 +237,13 @@ def _binop(em: ExprEmitter, e: BinOp) -> Val:
             lit = Lit.FLOAT
         elif isinstance(dtype, DType) and not dtype.is_float:
             dtype = DType.F32
-    return Val(code, dtype, axes, lit, prec)
+    # 0 + 0, 0 - 0 and 0 * 0 are 0: lanes padded alike in both operands stay zero (not so under broadcasting,
+    # where a padding lane meets a real value, nor for division: 0 / 0 is NaN).
+    zero = a.zero_pad and b.zero_pad and a.axes == b.axes and e.op in _ZERO_KEEPING
+    return Val(code, dtype, axes, lit, prec, zero_pad=zero)
+
+
+_ZERO_KEEPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 
 
 def _unary(em: ExprEmitter, e: UnaryOp) -> Val:
@@ -270,14 +280,14 @@ def _index(em: ExprEmitter, e: Index) -> Val:
                            "expressible in Triton", item if hasattr(item, "span") else e)
     if k != len(base.axes):
         raise em.error(f"the index has {k} `:` item(s) for a rank-{len(base.axes)} tile", e)
-    return Val(f"{base.atom()}[{', '.join(items)}]", base.dtype, tuple(axes), base.lit)
+    return Val(f"{base.atom()}[{', '.join(items)}]", base.dtype, tuple(axes), base.lit, zero_pad=base.zero_pad)
 
 
 def _transpose(em: ExprEmitter, e: Transpose) -> Val:
     x = em.emit(e.operand)
     if len(x.axes) != 2:
         raise em.error(f"`.T` needs a 2-D tile, got rank {len(x.axes)}", e)
-    return Val(f"tl.trans({x.code})", x.dtype, x.axes[::-1])
+    return Val(f"tl.trans({x.code})", x.dtype, x.axes[::-1], zero_pad=x.zero_pad)
 
 
 def _sizeof(em: ExprEmitter, e: SizeOf) -> Val:

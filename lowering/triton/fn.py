@@ -26,9 +26,10 @@ class Var:
     axes: tuple[Axis, ...] = ()
     lit: Lit | None = None
     upper: Expr | None = None  # loop and grid variables: exclusive upper bound (the lower bound is >= 0)
+    zero_pad: bool = False  # its padding lanes hold 0 (never set for a name that is reassigned)
 
     def val(self) -> Val:
-        return Val(self.code, self.dtype, self.axes, self.lit)
+        return Val(self.code, self.dtype, self.axes, self.lit, zero_pad=self.zero_pad)
 
 
 class Scope:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cake.ir.analysis import Unbound, value
-from cake.ir.nodes import DType, GridKind, Kernel, Launch, UnitKind
+from cake.ir.nodes import Assign, DType, For, GridKind, Kernel, Launch, Stmt, UnitKind
+from cake.ir.visit import walk_stmts
 from cake.lowering.lowered import LaunchInfo
 from cake.lowering.triton.exprs import ExprEmitter
 from cake.lowering.triton.fn import FnBuilder, Scope, Var
@@ -63,6 +64,7 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
     _check_expressible(launch, fn)
     role = launch.roles[0]
     em = ExprEmitter(symbols, fn, Scope())
+    em.reassigned = frozenset(s.name for s in walk_stmts(role.body) if isinstance(s, Assign))
     fn.span = launch.grid.span
     body_level = _grid(launch, em)
     fn.span = None
@@ -75,7 +77,8 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
         name=launch.name, function=name, num_warps=_const(role.units, symbols, fn, role.span) *
         (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1),
         persistent=launch.grid.kind is GridKind.PERSISTENT,
-        max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span))
+        max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span),
+        num_stages=_stages(role.body, symbols))
     fn.prologue[:0] = [(1, text, None) for text in _stride_hints(symbols, em)]
     params = [f"{a.name}: tl.constexpr" if a.constexpr else a.name for a in args]
     header = [*_decorator(args), f"def {name}(", *(f"    {p}," for p in params), "):"]
@@ -190,6 +193,15 @@ def _arguments(kernel: Kernel, symbols: Symbols, em: ExprEmitter) -> list[Kernel
              for name, t in symbols.tensors.items() if name in em.used_tensors and t.strides]
     args += [KernelArg(p.code, p.code, True) for p in symbols.params.values() if p.name in em.used_params]
     return args
+
+
+def _stages(body: tuple[Stmt, ...], symbols: Symbols) -> int | None:
+    """The launch's `num_stages`: the stage count of its pipelined loops when they agree (the hand-written
+    kernel's launch option; the loops also carry it on `tl.range`). None, Triton's default, when there are none
+    or they differ; the stmt emitter has already refused a count that is not a compile-time integer."""
+    counts = {value(s.pipeline.stages, symbols.env) for s in walk_stmts(body)
+              if isinstance(s, For) and s.pipeline is not None}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def _const(expr: object, symbols: Symbols, fn: FnBuilder, span: Span | None) -> int:

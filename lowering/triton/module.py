@@ -254,6 +254,8 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
         items = [a.host for a in code.args if not a.constexpr]
         items += [f"{a.name}={a.host}" for a in code.args if a.constexpr]
         items.append(f"num_warps={code.info.num_warps}")
+        if code.info.num_stages is not None:
+            items.append(f"num_stages={code.info.num_stages}")
         if code.info.max_registers is not None:
             items.append(f"maxnreg={code.info.max_registers}")
         line(f"    _k_compiled[{launch.name!r}] = {code.info.function}[{grid}](", launch.span)

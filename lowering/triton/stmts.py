@@ -41,8 +41,9 @@ class StmtEmitter:
         self.fn = em.fn
 
     def body(self, stmts: tuple[Stmt, ...]) -> None:
-        for stmt in stmts:
-            self.stmt(stmt)
+        with self.em.extremes.block(stmts):
+            for stmt in stmts:
+                self.stmt(stmt)
 
     def stmt(self, stmt: Stmt) -> None:
         outer = self.fn.span
@@ -82,15 +83,21 @@ def _let(st: StmtEmitter, s: Let) -> None:
     name = em.symbols.namer.user(s.name)
     # A loaded tile lands directly in its name (`xt = tl.load(...)`, not a temporary first).
     val = access.load(em, s.value, into=name) if isinstance(s.value, Load) else em.emit(s.value)
-    if s.type is not None:
-        elem: Elem = s.type.elem.name if isinstance(s.type.elem, TypeVar) else s.type.elem
-        axes = tuple(em.axis_of(extent) for extent in s.type.shape)
+    # Without a declared type the tile has the type the IR gives it (cake.ir.typing), not whatever Triton
+    # computed (a 16-bit sum accumulates in f32, and rounds back as a declared tile would). Index scalars
+    # have no element type there (weak): they stay the Python constant or i32 the emitter made.
+    declared = s.type if s.type is not None else em.symbols.typing.tile_type(s)
+    if declared is not None:
+        elem: Elem = declared.elem.name if isinstance(declared.elem, TypeVar) else declared.elem
+        axes = tuple(em.axis_of(extent) for extent in declared.shape)
         code = st.coerce(val, elem, axes, s)
-        var = Var(name, elem, axes or val.axes)
+        # Zero padding survives a conversion, not a broadcast (a broadcast lane holds a real value).
+        same_tile = bool(val.axes) and [a.physical for a in val.axes] == [a.physical for a in axes]
+        var = Var(name, elem, axes or val.axes, zero_pad=val.zero_pad and same_tile and s.name not in em.reassigned)
     elif val.lit is not None:  # Triton turns an assigned literal into a scalar tensor of its natural type
         code, var = val.code, Var(name, _LITERAL_TYPES[val.lit])
     else:
-        code, var = val.code, Var(name, val.dtype, val.axes)
+        code, var = val.code, Var(name, val.dtype, val.axes, zero_pad=val.zero_pad and s.name not in em.reassigned)
     if code != name:
         st.fn.line(f"{name} = {code}")
     em.scope.define(s.name, var)

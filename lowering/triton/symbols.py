@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cake.ir.analysis import Env
 from cake.ir.nodes import DType, ElemType, Expr, Kernel, TypeVar
+from cake.ir.typing import Typing, type_kernel
 from cake.ir.visit import identifiers
 from cake.lowering.triton.names import Namer
 
@@ -68,6 +69,8 @@ class Symbols:
         self.typevars = {v.name: TypeVarSym(v.name, self.namer.user(v.name), v.choices, self._source(v.name))
                          for v in kernel.dtype_vars}
         self.env = Env({name: p.value for name, p in self.params.items()})
+        # The IR's one type table for this kernel object: what a `let` without a declared type holds.
+        self.typing: Typing = type_kernel(kernel)
 
     @property
     def float_vars(self) -> frozenset[str]:

@@ -82,6 +82,9 @@ class Val:
     axes: tuple[Axis, ...] = ()
     lit: Lit | None = None
     prec: int = PREC_ATOM
+    # Every padding lane holds 0 (a load's `other 0` fills them; 0 op 0 keeps them): zeroing them again before
+    # an mma or a sum is redundant, so the emitter leaves that select out.
+    zero_pad: bool = False
 
     @property
     def is_tile(self) -> bool:
