@@ -38,10 +38,10 @@ from cake.verifier.timing import (
     measure,
     spot_check,
 )
-
-from cake.arch import DEVICES
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
+
+from cake.arch import DEVICES
 
 SCHEDULE = FOLDER / "update_sorted.cake"
 DRY_SHAPE = "B=2,N=300,K=7,D=32:fp32"
