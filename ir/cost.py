@@ -122,6 +122,18 @@ class _Counter:
         except an.Unbound as missing:
             raise CostError(f"the cost model needs a value for {', '.join(missing.names)}") from None
 
+    def trips(self, loop: n.For) -> int:
+        """A loop's trip count: from its range, or — when the range depends on loaded data — the `expect`
+        the schedule states (the model cannot know data; the author states the mean it was designed for)."""
+        try:
+            return max(0, an.value(loop.stop, self.env) - an.value(loop.start, self.env))
+        except an.Unbound as missing:
+            if loop.expect is None:
+                raise CostError(f"the cost model needs a value for {', '.join(missing.names)} (the trip count of "
+                                f"`for {loop.var}`); a bound that depends on loaded data needs `expect N` after "
+                                "the range: the mean trip count the cost model prices") from None
+        return max(0, self.val(loop.expect))
+
     def shape(self, e: n.Expr | n.Let) -> tuple[int, ...]:
         """`e`'s shape from the type table, at this launch's sizes."""
         shape = self.typing.shape(e)
@@ -328,7 +340,7 @@ class _Counter:
             if s.signals is not None:
                 self.syncs += mult
         elif isinstance(s, n.For):
-            trips = max(0, self.val(s.stop) - self.val(s.start))
+            trips = self.trips(s)
             stages = self.val(s.pipeline.stages) if s.pipeline is not None else 1
             before = self.global_bytes
             if not any(isinstance(inner, n.For) for inner in s.body):

@@ -353,13 +353,17 @@ class Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class For:
-    """`for k in 0 .. cdiv(K, BK) pipelined STAGES as s { ... }` — half-open range."""
+    """`for k in 0 .. cdiv(K, BK) pipelined STAGES as s { ... }` — half-open range.
+
+    `expect E` (after the range) states the trip count the cost model prices when the bound depends on loaded
+    data (`for c in 0 .. cdiv(cnt, BC) expect cdiv(N, K*BC)`); the backends ignore it."""
 
     var: str
     start: Expr
     stop: Expr
     body: tuple[Stmt, ...]
     pipeline: Pipeline | None = None
+    expect: Expr | None = None
     span: Span | None = _span()
 
 

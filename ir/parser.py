@@ -312,8 +312,11 @@ class KernelBuilder(Transformer):
         return n.MmaAsync(a, b, dest, form, accumulate is not None, signals, span=_span(meta))
 
     def for_stmt(self, meta: Meta, children: list[Any]) -> n.For:
-        var, start, stop, pipeline, body = children
-        return n.For(str(var), start, stop, body, pipeline, span=_span(meta))
+        var, start, stop, pipeline, expect, body = children
+        return n.For(str(var), start, stop, body, pipeline, expect, span=_span(meta))
+
+    def expect(self, meta: Meta, children: list[Any]) -> n.Expr:
+        return children[0]  # type: ignore[no-any-return]
 
     def pipeline(self, meta: Meta, children: list[Any]) -> n.Pipeline:
         return n.Pipeline(children[0], str(children[1]), span=_span(meta))

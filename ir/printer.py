@@ -130,6 +130,8 @@ def _stmt(s: n.Stmt, depth: int) -> Iterator[Line]:
         head = f"for {s.var} in {expr(s.start)} .. {expr(s.stop)}"
         if s.pipeline is not None:
             head += f" pipelined {expr(s.pipeline.stages)} as {s.pipeline.stage_var}"
+        if s.expect is not None:
+            head += f" expect {expr(s.expect)}"
         yield Line(depth, head + " {", _anchor(s))
         for inner in s.body:
             yield from _stmt(inner, depth + 1)

@@ -329,6 +329,8 @@ class _Infer:
         elif isinstance(stmt, n.For):
             self.scalar(stmt.start, scope, "a loop bound")
             self.scalar(stmt.stop, scope, "a loop bound")
+            if stmt.expect is not None:
+                self.scalar(stmt.expect, scope, "an expected trip count")
             inner = dict(scope)
             self.declare(inner, stmt.var, Symbol(Kind.LOOP_VAR, stmt), stmt)
             if stmt.pipeline is not None:

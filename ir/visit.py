@@ -191,6 +191,8 @@ def stmt_exprs(stmt: n.Stmt) -> tuple[n.Expr, ...]:
         exprs: list[n.Expr] = [stmt.start, stmt.stop]
         if stmt.pipeline is not None:
             exprs.append(stmt.pipeline.stages)
+        if stmt.expect is not None:
+            exprs.append(stmt.expect)
         return tuple(exprs)
     if isinstance(stmt, n.Wait):
         return tuple(e for e in (stmt.barrier, stmt.phase) if e is not None)

@@ -198,3 +198,57 @@ def cuda_dot_dtype(ctx: CheckContext) -> Iterable[Finding]:
                           severity=Severity.WARNING if some_ok else Severity.ERROR,
                           form=row.name if row is not None else CUDA_DOT_FAMILY.value,
                           allowed=" or ".join(allowed) or "no", elem=" or ".join(bad))
+
+
+def _role_exprs(launch: n.Launch) -> Iterator[tuple[n.Role, n.Expr]]:
+    """Every expression a role of `launch` evaluates, with the role."""
+    for role, site in _stmts(launch):
+        for top in an.stmt_exprs(site.stmt):
+            for expr in an.walk_expr(top):
+                yield role, expr
+
+
+@check("E0612", "gathered `load` the CUDA backend lacks",
+       "the CUDA backend does not lower a `load` gathered by the index tile `{index}`",
+       examples=[derive(PLAIN, ("load x[b, tile*BN : +BN, :]", "load x[b, tile*BN + arange(BN), :]"),
+                        backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_gather_loads(ctx: CheckContext) -> Iterable[Finding]:
+    """A `load` indexed by a tile of indices (a gather) is refused by the CUDA code generator (C0100); stores
+    and atomics through an index tile it lowers."""
+    from cake.ir.printer import expr as print_expr  # the printer imports no check: no cycle
+
+    for launch in ctx.kernel.launches:
+        for role, expr in _role_exprs(launch):
+            if not isinstance(expr, n.Load) or not isinstance(expr.source, n.Index):
+                continue
+            for item in expr.source.items:
+                if isinstance(item, (n.Slice, n.NewAxis)) or not ctx.typing.shape(item):
+                    continue
+                yield finding(expr, f"role `{role.name}`", "a gather",
+                              help="load a contiguous slice (`start : +size`), or lower with `--backend triton`",
+                              index=print_expr(item))
+
+
+@check("E0613", "reduction the CUDA backend lacks",
+       "the CUDA backend reduces rank-2 tiles along an axis; `{name}` here reduces a rank-{rank} tile",
+       examples=[derive(PLAIN, ("  store besti -> ids", "  let worst: f32 = max(best, axis=0)\n  store besti -> ids"),
+                        backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_reduction_rank(ctx: CheckContext) -> Iterable[Finding]:
+    """The CUDA code generator lowers `sum`/`max`/`min`/`argmax`/`argmin` of a rank-2 tile only (C0100)."""
+    from cake.ir.builtins import BuiltinKind, builtin
+
+    for launch in ctx.kernel.launches:
+        for role, expr in _role_exprs(launch):
+            if not isinstance(expr, n.Call) or not expr.args:
+                continue
+            row = builtin(expr.func)
+            if row is None or row.kind is not BuiltinKind.REDUCTION:
+                continue
+            shape = ctx.typing.shape(expr.args[0])
+            if shape is not None and len(shape) != 2:
+                yield finding(expr, f"role `{role.name}`", f"a rank-{len(shape)} reduction",
+                              help="reduce a rank-2 tile (add an axis with `v[None, :]`), or lower with "
+                                   "`--backend triton`",
+                              name=row.name, rank=len(shape))

@@ -1,0 +1,54 @@
+"""The CPU paths of scripts/gpu_update_sorted.py (the update_sorted sweep on the H200): the quick check that
+gates timing refuses a wrong kernel and one whose bits change between calls, the floor, and a dry run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gpu_update_sorted as sweep
+import pytest
+import torch
+from cake.experiments.kmeans.baselines import torch_update_index_add
+from cake.experiments.kmeans.workload import UPDATE
+from cake.experiments.workload import parse_shape
+from cake.verifier.registry import get_contract
+from cake.verifier.timing import make_inputs, spot_check
+
+CONTRACT = get_contract("kmeans_update")
+SHAPE = {"B": 2, "N": 50, "K": 5, "D": 16}
+
+
+def _inputs() -> tuple[Any, ...]:
+    return tuple(t for t in make_inputs(CONTRACT, SHAPE, torch.float32, "cpu", seed=0) if t is not None)
+
+
+def test_quick_check_passes_a_right_deterministic_kernel_and_refuses_others() -> None:
+    inputs, check = _inputs(), spot_check(CONTRACT, torch.float32, dict(UPDATE.spot_sample))
+    assert sweep.quick_check(torch_update_index_add, inputs, check).passed
+    wrong = sweep.quick_check(lambda x, ids, c: torch_update_index_add(x, ids, c) + 1.0, inputs, check)
+    assert not wrong.passed and wrong.detail.startswith("spot check")
+    calls = iter(range(2))
+
+    def drifting(x: Any, ids: Any, c: Any) -> Any:
+        out = torch_update_index_add(x, ids, c)
+        return out if next(calls) == 0 else torch.nextafter(out, torch.full_like(out, float("inf")))
+
+    drift = sweep.quick_check(drifting, inputs, check)
+    assert not drift.passed and "different bits" in drift.detail
+
+
+def test_floor_is_the_bytes_moved_at_the_measured_copy_bandwidth() -> None:
+    shape = parse_shape("fk_fp16", UPDATE.gpu_shapes, "fp16")
+    moved = 32 * 75600 * (128 * 2 + 8) + 2 * 32 * 1000 * 128 * 2
+    assert sweep.floor_ms(shape) == pytest.approx(moved / 4.25e12 * 1e3)
+    assert 0.14 < sweep.floor_ms(shape) < 0.16
+
+
+def test_dry_run_lowers_runs_and_checks_on_the_cpu(interpreter: None, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep, "VARIANTS", (("sorted_default", {}),))
+    assert sweep.main(["--out", str(tmp_path), "--dry-run"]) == 0
+    result = json.loads((tmp_path / "update_sorted.json").read_text())
+    assert result["variants"]["sorted_default"]["verified"] and "samples" not in result
