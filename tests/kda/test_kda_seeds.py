@@ -23,7 +23,8 @@ SEEDS = [*FORWARD.seed_paths(), *CORE.seed_paths()]
 
 def test_workload_names_its_seeds_and_loader() -> None:
     assert WORKLOAD.primary is FORWARD and all(p.is_file() for p in SEEDS)
-    assert {p.name for p in SEEDS} == {"kda_fused_chunk16.cake", "kda_chunk16.cake", "kda_chunk64.cake"}
+    assert {p.name for p in SEEDS} == {"kda_fused_chunkpar.cake", "kda_fused_chunk16.cake", "kda_chunk16.cake",
+                                        "kda_chunk64.cake"}
     assert FORWARD.schedule_loader == CORE.schedule_loader == "cake.experiments.kda.adapt:load_schedule"
 
 

@@ -28,7 +28,8 @@ RETARGETED = (("experiments/kmeans/assign_plain.cake", "sm_80"),)
 # Shipped schedules the CUDA backend refuses, with the first located code (`cake check --backend cuda` refuses
 # them earlier with E0610/E0611: mma operands computed in registers, f32 `via dot`).
 CUDA_REFUSED = {"experiments/kmeans/update_onehot.cake": "C0101", "experiments/kda/kda_chunk16.cake": "C0102",
-                "experiments/kda/kda_chunk64.cake": "C0101", "experiments/kda/kda_fused_chunk16.cake": "C0102"}
+                "experiments/kda/kda_chunk64.cake": "C0101", "experiments/kda/kda_fused_chunk16.cake": "C0102",
+                "experiments/kda/kda_fused_chunkpar.cake": "C0102"}
 
 HAVE_NVCC = shutil.which("nvcc") is not None
 NO_NVCC = "nvcc is not installed here: nothing is marked compiled that was not compiled"
