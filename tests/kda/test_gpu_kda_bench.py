@@ -84,3 +84,20 @@ def test_run_shapes_times_interleaved_and_refuses_a_wrong_kernel(tmp_path: Path)
 
 def test_an_unverified_or_missing_seed_verdict_is_not_timed(tmp_path: Path) -> None:
     assert not bench.seed_verification(tmp_path / "missing.json").passed
+
+
+def test_a_dry_run_lowers_the_schedule_with_its_params_and_times_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert bench.main(["--json", str(out), "--dry-run", "--params", '{"C": 16, "BVO": 128}',
+                       "--shapes", "h64_fixed", "h96_varlen_mixed"]) == 0
+    data = json.loads(out.read_text())
+    assert data["dry_run"] and data["shapes"] == [] and data["geomean_speedup"] == {}
+    assert data["schedule"].endswith("kda_fused_chunkpar.cake") and data["params"] == '{"C": 16, "BVO": 128}'
+    assert data["notes"]["kda_fused_chunkpar"].startswith("not timed: no verdict")
+
+
+def test_params_outside_the_schedule_domain_fail_before_any_timing(tmp_path: Path) -> None:
+    from cake.diagnostics import DiagnosticError
+
+    with pytest.raises(DiagnosticError, match="48 not in"):
+        bench.main(["--json", str(tmp_path / "x.json"), "--dry-run", "--params", '{"C": 48}'])
