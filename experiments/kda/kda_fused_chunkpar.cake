@@ -23,7 +23,8 @@ dtype E in {f32, f16, bf16}
 param C = 32 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
 param BVO = 64 in {16, 32, 64, 128}
-param WARPS_INTRA = 4 in {1, 2, 4, 8}
+# intra holds about ten [C, K] fp32 tiles at once: 8 warps keep them in registers at C = 32, K = 128
+param WARPS_INTRA = 8 in {1, 2, 4, 8}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 param WARPS_OUT = 4 in {1, 2, 4, 8}
 dims B, T, H, static K, static V
