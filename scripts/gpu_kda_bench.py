@@ -98,11 +98,17 @@ def geomean_speedup(reports: Sequence[dict[str, Any]], name: str) -> float | Non
 
 
 def seed_verification(path: Path | None) -> Verification:
+    """The schedule's verdict: `cake verify --json` of one seed (a Verdict) or of `--seeds` (every seed's)."""
     if path is None or not path.is_file():
         return Verification(False, "none", f"no verdict at {path}")
+    from cake.verifier.multiseed import SeededVerdicts
     from cake.verifier.results import Verdict
 
-    verdict = Verdict.from_json(path.read_text())
+    text = path.read_text()
+    if "verdicts" in json.loads(text):
+        seeded = SeededVerdicts.from_json(text)
+        return Verification(seeded.passed, "battery", seeded.summary())
+    verdict = Verdict.from_json(text)
     failed = ", ".join(g.gate_id for g in verdict.failures)
     return Verification(verdict.passed, "battery", "all gates passed" if verdict.passed else f"failed {failed}")
 
@@ -159,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {"input_sets": POOL, "warmup_calls": CONFIG.warmup_calls, "min_reps": CONFIG.min_reps, "max_reps": CONFIG.max_reps,
                        "max_wall_s": CONFIG.max_wall_s},
             "versions": versions, "schedule": str(args.schedule), "params": args.params, "dry_run": args.dry_run,
-            "notes": notes, "seed_verification": verification.detail, "shapes": reports,
+            "contestants": [c.name for c in contestants], "notes": notes, "seed_verification": verification.detail, "shapes": reports,
             "geomean_speedup": {c.name: geomean_speedup(reports, c.name) for c in contestants if c.candidate}}
     args.json.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {args.json}; geomean speedup over fla_chunk_kda: {data['geomean_speedup']}")
