@@ -2,11 +2,16 @@
 fp32: three launches (intra-chunk WY terms, inter-chunk state, output) through scratch, against the fp64
 reference at each chunk size its domain allows, on a varlen batch with an empty sequence, and at the gate's
 extreme (every gate -5, where the decays factored about the chunk's middle row reach e^80: the bound the
-schedule's comments rely on). The whole battery runs in test_kda_seeds (CMP-01) and on the GPU (s4_kda.sh)."""
+schedule's comments rely on); and (slow) compiled for sm_90a as an H200's first call would compile it. The
+whole battery runs in test_kda_seeds (CMP-01) and on the GPU (scripts/gpu/s4_kda.sh)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,8 @@ from cake.experiments.kda.reference import kda_forward
 from cake.experiments.kda.workload import FORWARD
 from cake.ir.parser import parse
 from cake.lowering.runtime import lower
+
+from cake.arch import ARCHS
 
 SCHEDULE = FORWARD.folder / "kda_fused_chunkpar.cake"
 # fp32 kernel vs fp64 reference over tens of tokens: rounding only, far below any algorithmic slip
@@ -68,3 +75,20 @@ def test_chunkpar_has_three_launches_and_params_the_search_can_tune(tmp_path: Pa
     assert {"C", "BV", "BVO", "WARPS_INTRA", "WARPS_RECUR", "WARPS_OUT"} <= set(domains)
     source = lower(kernel, "triton", arch="sm_90a", params={"C": 16, "BV": 64, "BVO": 128}, filename=str(SCHEDULE)).source
     assert source.count("@triton.jit") == 3
+
+
+@pytest.mark.slow
+def test_chunkpar_compiles_for_sm_90a_without_spills() -> None:
+    # Triton's real pipeline down to a cubin, in a process without TRITON_INTERPRET (the compiler cannot run
+    # under it): the compile an H200's first call makes, at the benchmark's K = V = 128 in bf16 and a tail in f16.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).resolve().parent / "aot_compile_kda.py"
+    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
+    limit = ARCHS["sm_90a"].registers_per_thread_max
+    for row in rows:
+        assert [u["launch"] for u in row["launches"]] == ["intra", "recur", "output"]
+        assert all(u["spill_bytes"] == 0 and u["registers_per_thread"] <= limit for u in row["launches"]), row
