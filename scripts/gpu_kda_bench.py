@@ -1,8 +1,14 @@
-"""Time fla's `chunk_kda` (fused flags) and CAKE's KDA seed schedule at FlashKDA's six shapes, interleaved in
+"""Time fla's `chunk_kda` (fused flags) and a CAKE KDA schedule at FlashKDA's six shapes, interleaved in
 one process with the verifier's timing protocol (cold L2, rotated input sets, device events, medians, fp64
 spot checks before and after timing), and write JSON:
 
-    python3 scripts/gpu_kda_bench.py --json OUT.json --seed-verdict VERIFY.json [--shapes h64_fixed ...]
+    python3 scripts/gpu_kda_bench.py --json OUT.json --seed-verdict VERIFY.json [--schedule FILE.cake]
+        [--params '{"C": 32}'] [--shapes h64_fixed ...]
+
+The schedule defaults to the chunk-parallel seed (kda_fused_chunkpar.cake); `--params` binds its params (JSON,
+as `cake verify` and the lowering take them), defaults otherwise. `--dry-run` does everything but time (no GPU:
+the schedule is lowered with its params, the verdict read, the contestants and shapes listed, the JSON written),
+so a typo fails on a CPU, not in the GPU session.
 
 The seed is timed only when `--seed-verdict` (the JSON of `cake verify --schedule ... --device cuda`) says
 it passed the contract gates; otherwise it is reported as not timed, with the reason. Inputs follow the
@@ -28,7 +34,7 @@ from cake.verifier.contracts import get_contract
 from cake.verifier.timing import Clock, Contestant, TimingConfig, Verification, measure, spot_check
 
 OP = "kda_forward"
-SEED_SCHEDULE = Path(__file__).resolve().parents[1] / "experiments" / "kda" / "kda_fused_chunk16.cake"
+SEED_SCHEDULE = Path(__file__).resolve().parents[1] / "experiments" / "kda" / "kda_fused_chunkpar.cake"
 CONFIG = TimingConfig(warmup_calls=3, min_reps=10, max_reps=40, max_wall_s=3.0)
 # One input set per shape (805 MB at H=96, far past the L2; every call starts cold anyway): the fp64 spot
 # check, a token-by-token loop on the host, runs before and after timing for each set and contestant.
@@ -92,11 +98,17 @@ def geomean_speedup(reports: Sequence[dict[str, Any]], name: str) -> float | Non
 
 
 def seed_verification(path: Path | None) -> Verification:
+    """The schedule's verdict: `cake verify --json` of one seed (a Verdict) or of `--seeds` (every seed's)."""
     if path is None or not path.is_file():
         return Verification(False, "none", f"no verdict at {path}")
+    from cake.verifier.multiseed import SeededVerdicts
     from cake.verifier.results import Verdict
 
-    verdict = Verdict.from_json(path.read_text())
+    text = path.read_text()
+    if "verdicts" in json.loads(text):
+        seeded = SeededVerdicts.from_json(text)
+        return Verification(seeded.passed, "battery", seeded.summary())
+    verdict = Verdict.from_json(text)
     failed = ", ".join(g.gate_id for g in verdict.failures)
     return Verification(verdict.passed, "battery", "all gates passed" if verdict.passed else f"failed {failed}")
 
@@ -106,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--seed-verdict", type=Path, help="`cake verify --json` of the seed schedule on this GPU")
     parser.add_argument("--schedule", type=Path, default=SEED_SCHEDULE)
-    parser.add_argument("--shapes", nargs="+", default=[s.name for s in kda_shapes.GPU_SHAPES])
+    parser.add_argument("--params", help="JSON object binding the schedule's params (default: their defaults)")
+    parser.add_argument("--shapes", nargs="+", default=[s.name for s in kda_shapes.GPU_SHAPES],
+                        choices=[s.name for s in kda_shapes.GPU_SHAPES])
+    parser.add_argument("--dry-run", action="store_true", help="lower and list, time nothing (runs on a CPU)")
     args = parser.parse_args(argv)
 
     from cake.experiments.kda.adapt import load_schedule
@@ -114,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     from cake.experiments.workload import BaselineUnavailable
     from cake.verifier.timing import CudaClock
 
-    clock = CudaClock()
     by_name = {s.name: s for s in kda_shapes.GPU_SHAPES}
     shapes = [by_name[name] for name in args.shapes]
     contestants: list[Contestant] = []
@@ -125,14 +139,22 @@ def main(argv: list[str] | None = None) -> int:
     except BaselineUnavailable as missing:
         notes[FLA_CHUNK.name] = str(missing)
     verification = seed_verification(args.seed_verdict)
+    # Lowered before the verdict is consulted, so bad params or a refused schedule fail here, in a dry run too.
+    kernel = load_schedule(args.schedule, params=args.params)
     if verification.passed:
-        contestants.append(Contestant(args.schedule.stem, load_schedule(args.schedule), verification=verification))
+        contestants.append(Contestant(args.schedule.stem, kernel, verification=verification))
     else:
         notes[args.schedule.stem] = f"not timed: {verification.detail}"
     for name, why in notes.items():
         print(f"{name}: {why}", flush=True)
-    reports = run_shapes(shapes, contestants, clock, "cuda") if contestants else []
-    versions = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    if args.dry_run:
+        print(f"dry run: would time {[c.name for c in contestants]} at {[s.name for s in shapes]}", flush=True)
+        reports: list[dict[str, Any]] = []
+        device = "none (dry run)"
+    else:
+        reports = run_shapes(shapes, contestants, CudaClock(), "cuda") if contestants else []
+        device = torch.cuda.get_device_name()
+    versions = {"torch": torch.__version__, "device": device}
     for module in ("triton", "fla"):
         try:
             versions[module] = str(__import__(module).__version__)
@@ -142,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                                   f"fp64 spot check on {SPOT_HEADS} heads before and after timing",
             "config": {"input_sets": POOL, "warmup_calls": CONFIG.warmup_calls, "min_reps": CONFIG.min_reps, "max_reps": CONFIG.max_reps,
                        "max_wall_s": CONFIG.max_wall_s},
-            "versions": versions, "notes": notes, "seed_verification": verification.detail, "shapes": reports,
+            "versions": versions, "schedule": str(args.schedule), "params": args.params, "dry_run": args.dry_run,
+            "contestants": [c.name for c in contestants], "notes": notes, "seed_verification": verification.detail, "shapes": reports,
             "geomean_speedup": {c.name: geomean_speedup(reports, c.name) for c in contestants if c.candidate}}
     args.json.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {args.json}; geomean speedup over fla_chunk_kda: {data['geomean_speedup']}")

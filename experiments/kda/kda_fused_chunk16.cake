@@ -1,3 +1,4 @@
+# The naive baseline seed of kda_forward (serial over chunks; kda_fused_chunkpar.cake is the chunk-parallel one).
 # Fused Kimi Delta Attention forward (kda_forward: FlashKDA's benchmark semantics): kda_chunk16.cake with
 # the preprocessing in the loads: q and k L2-normalized per token (eps 1e-6), beta = sigmoid(logits), and
 # the safe gate g = -5 * sigmoid(exp(A_log[h]) * (g_raw + dt_bias[h])) in [-5, 0], all in fp32 registers.

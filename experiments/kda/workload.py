@@ -3,7 +3,9 @@
 Two ops, bound to contracts in `contract.py` by name:
 
 * `kda_forward` — FlashKDA's fused semantics (l2norm of q and k, beta sigmoid and the safe gate inside the
-  kernel), the benchmark's op and the one fitness is defined on; seed `kda_fused_chunk16.cake`;
+  kernel), the benchmark's op and the one fitness is defined on; seeds `kda_fused_chunkpar.cake` (fla's
+  chunk-parallel structure: intra-chunk WY launch, inter-chunk state launch, output launch) and the naive
+  baseline seed `kda_fused_chunk16.cake` (one program per (batch, head) walking the chunks serially);
 * `kda_core` — pre-activated g and beta; seeds `kda_chunk16.cake` and `kda_chunk64.cake` (pairwise decays).
 
 Schedules are loaded through `adapt.load_schedule` (OpSpec.schedule_loader), which supplies the optional
@@ -25,7 +27,7 @@ LOADER = "cake.experiments.kda.adapt:load_schedule"
 
 FORWARD = OpSpec(
     contract="kda_forward",
-    seeds=("kda_fused_chunk16.cake",),
+    seeds=("kda_fused_chunkpar.cake", "kda_fused_chunk16.cake"),  # chunk-parallel, then the naive baseline
     references=(),
     cpu_shape=shapes.CPU_SHAPE,
     gpu_shapes=shapes.GPU_SHAPES,

@@ -10,7 +10,8 @@ export FLA_FLASH_KDA=0
 # loses an audit (a stage cut by its limit writes no verdict JSON; its log says so), not the benchmark.
 stage verify_seed 100 cake verify --device cuda --timeout 90 --dtypes bf16 \
   --schedule experiments/kda/kda_fused_chunk16.cake --json $RES/verify_seed.json
-stage bench 80 python3 scripts/gpu_kda_bench.py --json $RES/kda_bench.json --seed-verdict $RES/verify_seed.json
+stage bench 80 python3 scripts/gpu_kda_bench.py --json $RES/kda_bench.json --seed-verdict $RES/verify_seed.json \
+  --schedule experiments/kda/kda_fused_chunk16.cake
 # fla chunk_kda: every gate in bf16 (the benchmark dtype); fused_recurrent: fp32/fp16/bf16 to the first failing gate.
 stage verify_fla_chunk 60 cake verify --op kda_forward --device cuda --timeout 25 --dtypes bf16 --all-gates \
   --kernel experiments/kda/audit_targets.py:fla_chunk_kda --json $RES/verify_fla_chunk_kda.json

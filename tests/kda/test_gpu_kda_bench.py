@@ -13,6 +13,8 @@ import pytest
 import torch
 from cake.experiments.kda import shapes
 from cake.experiments.kda.controls import kda_forward_chunked, kda_forward_recurrent
+from cake.verifier.multiseed import SeededVerdicts
+from cake.verifier.results import GateResult, GateStatus, Verdict
 from cake.verifier.timing import Contestant, TimingConfig, Verification
 
 PASSED = Verification(True, "battery", "all gates passed")
@@ -82,5 +84,49 @@ def test_run_shapes_times_interleaved_and_refuses_a_wrong_kernel(tmp_path: Path)
     json.dumps(reports)  # the report is plain JSON
 
 
+def _verdict(passed: bool) -> Verdict:
+    status = GateStatus.PASS if passed else GateStatus.FAIL
+    return Verdict.of("kda_forward", (GateResult("CMP-01", status, "scripted"),))
+
+
 def test_an_unverified_or_missing_seed_verdict_is_not_timed(tmp_path: Path) -> None:
     assert not bench.seed_verification(tmp_path / "missing.json").passed
+    one = tmp_path / "one.json"
+    one.write_text(_verdict(False).to_json())
+    assert bench.seed_verification(one).detail == "failed CMP-01"
+
+
+def test_a_multi_seed_verdict_passes_only_when_every_seed_does(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.json"
+    path.write_text(SeededVerdicts("kda_forward", (0, 1), (_verdict(True), _verdict(False))).to_json())
+    verification = bench.seed_verification(path)
+    assert not verification.passed and verification.detail == "failed under seed 1 (CMP-01); passed under 0"
+    path.write_text(SeededVerdicts("kda_forward", (0, 1), (_verdict(True), _verdict(True))).to_json())
+    assert bench.seed_verification(path).passed
+
+
+def test_a_dry_run_lowers_the_schedule_with_its_params_and_times_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert bench.main(["--json", str(out), "--dry-run", "--params", '{"C": 16, "BVO": 128}',
+                       "--shapes", "h64_fixed", "h96_varlen_mixed"]) == 0
+    data = json.loads(out.read_text())
+    assert data["dry_run"] and data["shapes"] == [] and data["geomean_speedup"] == {}
+    assert data["schedule"].endswith("kda_fused_chunkpar.cake") and data["params"] == '{"C": 16, "BVO": 128}'
+    assert data["notes"]["kda_fused_chunkpar"].startswith("not timed: no verdict")
+    assert "kda_fused_chunkpar" not in data["contestants"]
+
+
+def test_a_dry_run_with_a_passing_verdict_lists_the_schedule_as_a_contestant(tmp_path: Path) -> None:
+    verdict = tmp_path / "verify.json"
+    verdict.write_text(SeededVerdicts("kda_forward", (0, 1), (_verdict(True), _verdict(True))).to_json())
+    out = tmp_path / "bench.json"
+    assert bench.main(["--json", str(out), "--dry-run", "--seed-verdict", str(verdict)]) == 0
+    data = json.loads(out.read_text())
+    assert "kda_fused_chunkpar" in data["contestants"] and data["seed_verification"] == "passed under seeds 0, 1"
+
+
+def test_params_outside_the_schedule_domain_fail_before_any_timing(tmp_path: Path) -> None:
+    from cake.diagnostics import DiagnosticError
+
+    with pytest.raises(DiagnosticError, match="48 not in"):
+        bench.main(["--json", str(tmp_path / "x.json"), "--dry-run", "--params", '{"C": 48}'])

@@ -23,7 +23,8 @@ SEEDS = [*FORWARD.seed_paths(), *CORE.seed_paths()]
 
 def test_workload_names_its_seeds_and_loader() -> None:
     assert WORKLOAD.primary is FORWARD and all(p.is_file() for p in SEEDS)
-    assert {p.name for p in SEEDS} == {"kda_fused_chunk16.cake", "kda_chunk16.cake", "kda_chunk64.cake"}
+    assert {p.name for p in SEEDS} == {"kda_fused_chunkpar.cake", "kda_fused_chunk16.cake", "kda_chunk16.cake",
+                                        "kda_chunk64.cake"}
     assert FORWARD.schedule_loader == CORE.schedule_loader == "cake.experiments.kda.adapt:load_schedule"
 
 
@@ -38,7 +39,7 @@ def test_seed_lowers_to_triton_and_cuda_refuses_it_with_located_diagnostics(path
     assert all(d.span is not None and d.code[:3] in ("E06", "C01") for d in refused.value.diagnostics)
 
 
-def test_seeds_pass_cmp01_under_the_interpreter_in_fp32() -> None:
+def _cmp01_in_a_fresh_process(paths: list[str]) -> None:
     # A fresh process: TRITON_INTERPRET must be set before Triton defines any kernel. CMP-01's cases cover
     # both optional inputs present (varlen through the loader), both omitted, and adversarial values.
     script = (
@@ -52,8 +53,17 @@ def test_seeds_pass_cmp01_under_the_interpreter_in_fp32() -> None:
         "print(json.dumps(out))\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    paths = [str(FORWARD.seed_paths()[0]), str(CORE.seed_paths()[0])]
     proc = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for path, (passed, failures) in json.loads(proc.stdout.splitlines()[-1]).items():
         assert passed, (path, failures)
+
+
+def test_seeds_pass_cmp01_under_the_interpreter_in_fp32() -> None:
+    # the first seed of each op: kda_forward's chunk-parallel schedule, kda_core's chunk-16 one
+    _cmp01_in_a_fresh_process([str(FORWARD.seed_paths()[0]), str(CORE.seed_paths()[0])])
+
+
+@pytest.mark.slow
+def test_the_naive_serial_seed_passes_cmp01_under_the_interpreter_in_fp32() -> None:
+    _cmp01_in_a_fresh_process([str(FORWARD.folder / "kda_fused_chunk16.cake")])

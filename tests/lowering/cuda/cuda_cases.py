@@ -30,7 +30,8 @@ RETARGETED = (("experiments/kmeans/assign_plain.cake", "sm_80"),)
 # loads and rank-1 reductions, which the counting-sort update uses).
 CUDA_REFUSED = {"experiments/kmeans/update_onehot.cake": "C0101", "experiments/kmeans/update_sorted.cake": "C0100",
                 "experiments/kda/kda_chunk16.cake": "C0102",
-                "experiments/kda/kda_chunk64.cake": "C0101", "experiments/kda/kda_fused_chunk16.cake": "C0102"}
+                "experiments/kda/kda_chunk64.cake": "C0101", "experiments/kda/kda_fused_chunk16.cake": "C0102",
+                "experiments/kda/kda_fused_chunkpar.cake": "C0102"}
 
 HAVE_NVCC = shutil.which("nvcc") is not None
 NO_NVCC = "nvcc is not installed here: nothing is marked compiled that was not compiled"
