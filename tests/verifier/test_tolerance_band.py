@@ -62,7 +62,11 @@ def test_committed_tables_are_in_the_band(op: str) -> None:
             continue  # the GPU twin is committed by the lead from an H200 run
         entries = json.loads(path.read_text())["ops"][op]
         for dtype, entry in entries.items():
-            assert entry_findings(op, dtype, entry, _argmin(op)) == [], (path, dtype)
+            findings = entry_findings(op, dtype, entry, _argmin(op))
+            # A note (a model >10x looser than the controls) is allowed on the GPU twin only: there it may just
+            # mean the GPU's controls are exact (softmax fp32 on the H200: worst ratio 0.09).
+            allowed = [f for f in findings if not f.blocking and path != table]
+            assert findings == allowed, (path, dtype, [str(f) for f in findings])
 
 
 # The argmin op's calibration computes an fp64 distance matrix per case: ~20 s on two idle cores.
