@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from cake.agents import mutations as mut
 from cake.agents.base import AgentTurn, Parent, Proposal, TurnContext
 from cake.agents.crossover import crossover
-from cake.agents.precompute import precompute
 from cake.agents.specialize import SPECIALIZING
 from cake.ir import nodes as n
 from cake.ir.printer import print_kernel
@@ -111,7 +110,7 @@ class OfflineAgent:
             other = others[rng.randrange(len(others))]
             result = crossover(parent.kernel, other.kernel, rng)
             return None if result is None else (operator, result, (parent, other))
-        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING, "precompute": precompute}
+        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
         result = table[operator](parent.kernel, rng)
         return None if result is None else (operator, result, (parent,))
 
