@@ -20,13 +20,12 @@ from cake.ir import nodes as n
 from cake.ir.analysis import domain_values
 from cake.ir.transforms import apply
 from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
-from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.hoist_reduction import hoist_reduction, hoistable
+from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.sites import main_launch
 from cake.ir.transforms.split_consumer import split_consumer as split_consumer_pass
 from cake.ir.transforms.tma_producer import fed_tiles, tma_producer
 from cake.ir.transforms.warp_specialize import warp_specialize as warp_specialize_pass
-
 
 REDRAW = 0.5  # chance that each param of a warp-specialized child is drawn afresh from its domain
 

@@ -23,8 +23,8 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from cake.agents.mutations import (
     with_param_default,
 )
 from cake.agents.offline import OfflineAgent
-from cake.agents.specialize import precompute, specialize, warp_specialize
+from cake.agents.specialize import precompute, warp_specialize
 from cake.agents.validation import make_validator
 from cake.experiments.workload import get_workload
 from cake.ir import nodes as n
