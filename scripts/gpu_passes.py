@@ -106,7 +106,8 @@ def main() -> int:
             kernel = parse(path.read_text(), path.name)
             row["status"] = compiles(kernel, dims) if shutil.which("nvcc") else "checked (no nvcc)"
         else:
-            from gpu_assign_variants import bench_variant  # the evaluator's bench worker, as the variants script
+            # the evaluator's bench worker, as the variants script uses it
+            from gpu_assign_variants import bench_variant
 
             started = time.perf_counter()
             row.update(bench_variant(path, args.max_seconds))
