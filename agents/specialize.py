@@ -26,6 +26,7 @@ from cake.ir.transforms.sites import main_launch
 from cake.ir.transforms.split_consumer import split_consumer as split_consumer_pass
 from cake.ir.transforms.tma_producer import fed_tiles, tma_producer
 from cake.ir.transforms.warp_specialize import warp_specialize as warp_specialize_pass
+from cake.ir.visit import walk_stmts
 
 REDRAW = 0.5  # chance that each param of a warp-specialized child is drawn afresh from its domain
 
@@ -87,8 +88,6 @@ def precompute(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
 
 
 def _lets(role: n.Role) -> list[n.Let]:
-    from cake.ir.visit import walk_stmts
-
     return [s for s in walk_stmts(role.body) if isinstance(s, n.Let)]
 
 

@@ -33,8 +33,8 @@ def consumer_budget(kernel: n.Kernel) -> int | None:
     env = analysis.default_env(kernel)
     fixed = mma_threads = 0
     for role in launch.roles:
-        replicas, per = analysis.try_value_of(lambda e, r=role: analysis.role_replicas(r, e), env), \
-            analysis.try_value_of(lambda e, r=role: analysis.role_threads_per_instance(r, e), env)
+        replicas = analysis.try_value_of(lambda e, r=role: analysis.role_replicas(r, e), env)
+        per = analysis.try_value_of(lambda e, r=role: analysis.role_threads_per_instance(r, e), env)
         if replicas is None or per is None:
             return None
         if issues_mma(role):

@@ -11,7 +11,7 @@ from cake.ir import nodes as n
 from cake.ir.visit import walk_body
 from cake.ir.visit import walk_stmts as walk
 
-from cake.arch import ArchSpec, Feature, UnknownArchError
+from cake.arch import ARCHS, ArchSpec, Feature, UnknownArchError
 from cake.arch import arch as arch_spec
 
 
@@ -63,8 +63,6 @@ def register_budgets(kernel: n.Kernel) -> tuple[int, ...]:
     capped at the per-thread maximum (an unknown target: those of the first table entry with setmaxnreg)."""
     spec = target_spec(kernel)
     if spec is None or not spec.has(Feature.SETMAXNREG):
-        from cake.arch import ARCHS
-
         spec = next(a for a in ARCHS.values() if a.has(Feature.SETMAXNREG))
     return tuple(v for v in spec.setmaxnreg_values if v <= spec.registers_per_thread_max)
 
