@@ -137,8 +137,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def shrink_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
     """Step one param down its domain to fix a resource-budget error: a param the diagnostic names when
-    there is one, else one that sizes a shared buffer, a pipeline, a role's registers, warps or replicas.
-    None for other errors."""
+    there is one, else one that sizes a shared buffer or a pipeline. None for other errors."""
     resource = [d for d in errors if d.code.startswith(RESOURCE_FAMILY)]
     if not resource or len(resource) < len(errors):
         return None
@@ -173,7 +172,4 @@ def _sizing_params(kernel: n.Kernel) -> set[str]:
                 collect(buf.stages)
             for dim in buf.type.shape:
                 collect(dim)
-        for role in launch.roles:  # register and thread budgets (E0302, E0304): budgets, warps, replicas
-            for expr in (role.regs, role.units, role.replicas.count if role.replicas else None):
-                collect(expr)
     return names
