@@ -297,10 +297,11 @@ def test_a_wgmma_role_stays_one_warpgroup_and_register_moves_resplit_the_file(pi
 
 
 def test_tile_moves_refit_the_wgmma_form(pingpong_like: n.Kernel) -> None:
-    narrower = _clean(with_param_default(pingpong_like, "BK", 64))
-    assert _mma_forms(narrower) == {"wgmma.m64n64k16"}
-    child = crossover(pingpong_like, narrower, random.Random(0))
-    assert child is not None and _mma_forms(_clean(child.kernel)) == {"wgmma.m64n64k16"}
+    assert _mma_forms(pingpong_like) == {"wgmma.m64n64k16"}  # BK = 64, the seed's
+    wider = _clean(with_param_default(pingpong_like, "BK", 128))
+    assert _mma_forms(wider) == {"wgmma.m64n128k16"}
+    child = crossover(pingpong_like, wider, random.Random(0))
+    assert child is not None and _mma_forms(_clean(child.kernel)) == {"wgmma.m64n128k16"}
     bn = pingpong_like.param("BN")
     assert bn is not None and isinstance(bn.domain, n.ValueSet) and all(v % 64 == 0 for v in bn.domain.values)
 
