@@ -14,7 +14,7 @@ from cake.agents.feedback import (
     operator_multipliers,
     resource_multipliers,
 )
-from cake.agents.offline import OfflineAgent
+from cake.agents.offline import OfflineAgent, OfflineSettings
 from cake.agents.validation import make_validator
 from cake.experiments.workload import get_workload
 from cake.ir.cost import predict
@@ -61,9 +61,12 @@ def _context(failures: tuple[Failure, ...], seed: int) -> TurnContext:
 
 def test_the_feedback_is_deterministic_and_shows_in_the_turn_notes() -> None:
     failures = tuple(Failure(i, "m", ("E0301",), "") for i in range(4))
-    first = OfflineAgent().propose(_context(failures, 7))
-    again = OfflineAgent().propose(_context(failures, 7))
+    agent = OfflineAgent(OfflineSettings(feedback=True))
+    first = agent.propose(_context(failures, 7))
+    again = OfflineAgent(OfflineSettings(feedback=True)).propose(_context(failures, 7))
     assert [p.text for p in first.proposals] == [p.text for p in again.proposals]
     assert any(note.startswith("feedback weights: ") and "stages x3.00" in note for note in first.notes)
-    plain = OfflineAgent().propose(_context((), 7))
+    plain = agent.propose(_context((), 7))
     assert not any(note.startswith("feedback weights") for note in plain.notes)
+    off = OfflineAgent().propose(_context(failures, 7))  # the default: feedback off
+    assert not any(note.startswith("feedback weights") for note in off.notes)
