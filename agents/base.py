@@ -49,6 +49,7 @@ class Parent:
     fitness_kind: str | None
     predicted_ms: float | None
     status: str
+    measured_ms: float | None = None  # timed on a GPU (fitness_kind measured); None under the model
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cake.ir import nodes as n
 from cake.ir.analysis import default_env, try_value, walk_body
+from cake.ir.transforms.sites import main_launch
 
 _COPY_ORDER = {"none": 0, n.CopyKind.LOAD.value: 1, n.CopyKind.CP_ASYNC.value: 2, n.CopyKind.TMA.value: 3}
 
@@ -35,18 +36,6 @@ class Features:
         """The MAP-Elites cell: structure first, then coarse buckets of the numbers."""
         stages = min(self.stages, 4)
         return (self.grid, self.copy, self.roles > 1, self.pingpong, stages, self.tile_log2)
-
-
-def main_launch(kernel: n.Kernel) -> n.Launch:
-    """The launch that does the op's heavy work: the one with the most mma statements (ties: the last)."""
-    best = kernel.launches[-1]
-    best_count = -1
-    for launch in kernel.launches:
-        count = sum(1 for e in _exprs_in(launch) if isinstance(e, n.Mma)) + sum(
-            1 for s in _stmts_in(launch) if isinstance(s, n.MmaAsync))
-        if count >= best_count:
-            best, best_count = launch, count
-    return best
 
 
 def features_of(kernel: n.Kernel) -> Features:

@@ -345,7 +345,7 @@ class EvolutionLoop:
             ev = row.evaluation
             parents.append(Parent(row.id, row.ir_text, result.kernel, row.fitness,
                                   ev.fitness_kind.value if ev and ev.fitness_kind else None, row.predicted_ms,
-                                  row.status.value))
+                                  row.status.value, ev.measured_ms if ev else None))
         return parents
 
     def _failures(self) -> list[Failure]:

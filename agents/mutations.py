@@ -17,26 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cake.agents.features import main_launch
-from cake.agents.hopper import (
-    commit_wgmma,
-    consumer_budget,
-    fit_consumer_regs,
-    has_feature,
-    issues_mma,
-    issues_wgmma,
-    mma_sites,
-    narrow_dtypes,
-    operand_dtype_vars,
-    register_budgets,
-    wgmma_partners,
-)
 from cake.ir import analysis
 from cake.ir import nodes as n
 from cake.ir.analysis import domain_values
 from cake.ir.transforms import apply
 from cake.ir.transforms.as_warpgroups import as_warpgroups
 from cake.ir.transforms.bind_params import bind_params
+from cake.ir.transforms.commit_wgmma import commit_wgmma
+from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
+from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
+from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
 from cake.ir.visit import map_stmts, with_launch, with_role
 from cake.ir.visit import walk_stmts as walk
 
@@ -198,6 +189,21 @@ def mutate_swizzle(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
                     f"swizzle {', '.join(sorted(names))} {buf.swizzle.value}->{swizzle.value}")
 
 
+def wgmma_partners(launch: n.Launch, name: str) -> set[str]:
+    """The shared buffers read as operands by the wgmmas that read `name` (empty when none does)."""
+    group: set[str] = set()
+    for let in mma_sites(launch):
+        mma = let.value
+        assert isinstance(mma, n.Mma)
+        if not mma.form.startswith("wgmma."):
+            continue
+        b = mma.b.operand if isinstance(mma.b, n.Transpose) else mma.b
+        operands = {x for x in (analysis.ref_name(mma.a), analysis.ref_name(b)) if x is not None}
+        if name in operands:
+            group |= operands
+    return group
+
+
 def mutate_grid(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     launch = main_launch(kernel)
     kind = n.GridKind.TILES if launch.grid.kind is n.GridKind.PERSISTENT else n.GridKind.PERSISTENT
@@ -222,10 +228,15 @@ def mutate_regs(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         budget = consumer_budget(kernel) if issues_mma(role) else None  # an mma role's ceiling under setmaxnreg
         choices = tuple(r for r in register_budgets(kernel) if budget is None or r <= budget)
         value = _step(choices, current, rng) or current
-    new_role = replace(role, regs=n.IntLit(value))
-    out = with_role(kernel, launch, role, new_role)
+    param = kernel.param(role.regs.id) if isinstance(role.regs, n.Name) else None
+    if param is not None:  # a budget param (the warp-specialization passes add them): move its default
+        if value not in domain_values(kernel, param.name):
+            return None
+        out = with_param_default(kernel, param.name, value)
+    else:
+        out = with_role(kernel, launch, role, replace(role, regs=n.IntLit(value)))
     if not issues_mma(role):  # a copy role's budget moved: the mma roles take up (or give back) the difference
-        out = fit_consumer_regs(out)
+        out = apply(fit_consumer_regs, out)
     return Mutation(out, f"regs {role.name} {current}->{value}")
 
 
@@ -249,7 +260,7 @@ def mutate_units(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
         return None
     new_role = replace(role, units=n.IntLit(value))
     # More threads with the same budgets may overflow the register file: re-split it where budgets are declared.
-    return Mutation(fit_consumer_regs(with_role(kernel, launch, role, new_role)),
+    return Mutation(apply(fit_consumer_regs, with_role(kernel, launch, role, new_role)),
                     f"{role.unit.value} {role.name} {role.units.value}->{value}")
 
 
@@ -280,7 +291,8 @@ def mutate_mma_form(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     assert isinstance(target.value, n.Mma)
     old = target.value.form
     choices = [f for f in PORTABLE_FORMS if f != old]
-    wgmma = None if old.startswith("wgmma") or not has_feature(kernel, Feature.WGMMA) else commit_wgmma(kernel, target)
+    wgmma = None if old.startswith("wgmma") or not has_feature(kernel, Feature.WGMMA) or not isinstance(
+        target, n.Let) else commit_wgmma(kernel, target.name)
     if wgmma is not None:
         choices.append("wgmma")
     form = rng.choice(choices)
@@ -297,10 +309,13 @@ def mutate_mma_form(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     out = with_launch(kernel, launch, replace(launch, roles=roles))
     if form in K16_FORMS:
         role = next(r for r in launch.roles if any(s is target for s in walk(r.body)))
-        narrowed = narrow_dtypes(out, operand_dtype_vars(launch, role, target.value))
-        if narrowed is None:
-            return None
-        out = narrowed
+        names = operand_dtype_vars(launch, role, target.value)
+        if names is None:
+            return None  # an operand of a fixed 32-bit type: no k16 form takes it
+        narrowed = narrow_dtypes(out, names)
+        if narrowed is None and any(c not in K16_DTYPES for v in out.dtype_vars if v.name in names for c in v.choices):
+            return None  # a dtype variable would keep no 16-bit type
+        out = narrowed or out
     return Mutation(out, f"mma {target.name} via {old}->{form}")
 
 

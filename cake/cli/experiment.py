@@ -23,8 +23,9 @@ OUT_DIR = Path("experiments-out")
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("experiment", help="run a grid of evolve runs from a spec, or report on one",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", nargs="+", metavar="SPEC.toml | report DIR",
-                   help="a spec to run, or `report DIR` to aggregate an experiment directory")
+    p.add_argument("target", nargs="+", metavar="SPEC.toml | report DIR [DIR ...]",
+                   help="a spec to run; `report DIR` to aggregate an experiment directory; `report RUN_DIR RUN_DIR "
+                        "...` to aggregate separate `cake evolve` runs (e.g. seeds run on different days) into --out")
     p.add_argument("--out", type=Path, default=None, help="experiment directory (default experiments-out/<name>)")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--ray-address", default=None, help="join this Ray cluster (default: start Ray here)")
@@ -36,8 +37,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target = args.target
-    if target[0] == "report" and len(target) == 2:
+    if target[0] == "report" and len(target) == 2 and not _is_run(Path(target[1])):
         return _report(Path(target[1]), args.out)
+    if target[0] == "report" and len(target) >= 2:
+        return _report_runs([Path(t) for t in target[1:]], args.out)
     if len(target) != 1:
         raise UsageError("give one spec file, or `report DIR`")
     return _run(Path(target[0]), args)
@@ -55,6 +58,25 @@ def _report(out: Path, dest: Path | None) -> int:
     except SpecError as error:
         raise UsageError(str(error)) from None
     for path in written:
+        print(path)
+    return ExitCode.OK
+
+
+def _is_run(path: Path) -> bool:
+    from cake.runs.store import DB_NAME
+
+    return (path / DB_NAME).is_file()
+
+
+def _report_runs(roots: list[Path], dest: Path | None) -> int:
+    from cake.harness.report import write_runs_report
+
+    not_runs = [str(r) for r in roots if not _is_run(r)]
+    if not_runs:
+        raise UsageError(f"not `cake evolve` run directories (no run database): {', '.join(not_runs)}")
+    if dest is None:
+        raise UsageError("aggregating separate run directories needs --out DIR for the report")
+    for path in write_runs_report(roots, dest):
         print(path)
     return ExitCode.OK
 

@@ -7,6 +7,10 @@
 * Files: `curves.csv` (one row per evaluation of every run), `runs.csv` (one row per run), `arms.csv` (one
   row per arm), `best_so_far.png`, `report.md`.
 
+`cake experiment report RUN_DIR RUN_DIR ...` does the same over separate `cake evolve` run directories (runs
+of different days, seeds or machines: issue 17's reproducibility), grouped into arms by op and backend, each
+run's seed read from its config.
+
 Runs are opened read-only; a run with no verified candidate yet has no best (counted, never a zero).
 Wall time is the time from a run's first proposal to each evaluation's commit, so a run killed and resumed
 later counts its pause.
@@ -19,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,12 +154,49 @@ def arms_of(spec: ExperimentSpec, runs: Sequence[RunData]) -> dict[str, list[Run
 def write_report(out: Path, dest: Path | None = None) -> list[Path]:
     """Aggregate the experiment in `out`; write CSVs, the plot and report.md to `dest` (default out/report)."""
     spec, runs = load_experiment(out)
-    dest = dest or out / "report"
+    header = (f"{len(runs)} of {len(spec.runs())} runs present, {sum(r.stop is None for r in runs)} unfinished; "
+              f"seeds {list(spec.seeds)}; arms over {', '.join(k for k, _ in spec.grid) or 'nothing (one arm)'}.")
+    return _write(dest or out / "report", f"Experiment {spec.name}", header, runs, arms_of(spec, runs))
+
+
+def run_arm(config: dict[str, Any]) -> str:
+    """The arm a standalone run belongs to: its op and backend (runs of one search, whatever day they ran)."""
+    evaluation = config.get("eval", {})
+    parts = [config.get("op"), evaluation.get("backend"), config.get("agent")]
+    return "/".join(str(p) for p in parts if p) or "runs"
+
+
+def load_runs(roots: Sequence[Path]) -> list[RunData]:
+    """Separate run directories, each with its arm (`run_arm`) and its seed from its config (the position in
+    `roots` when the config has none)."""
+    runs = []
+    for i, root in enumerate(roots):
+        store = RunStore.open_read_only(root)
+        try:
+            config = store.config
+        finally:
+            store.close()
+        seed = config.get("loop", {}).get("seed", config.get("eval", {}).get("seed", i))
+        runs.append(load_run(root, run_arm(config), int(seed)))
+    return runs
+
+
+def write_runs_report(roots: Sequence[Path], dest: Path) -> list[Path]:
+    """Aggregate separate `cake evolve` run directories into `dest`, as `write_report` does an experiment."""
+    runs = load_runs(roots)
+    arms: dict[str, list[RunData]] = {}
+    for run in runs:
+        arms.setdefault(run.arm, []).append(run)
+    header = (f"{len(runs)} run directories, {sum(r.stop is None for r in runs)} unfinished; "
+              f"seeds {sorted({r.seed for r in runs})}; arms by op, backend and agent.")
+    return _write(dest, "Runs " + ", ".join(r.name for r in runs), header, runs, arms)
+
+
+def _write(dest: Path, title: str, header: str, runs: Sequence[RunData], arms: dict[str, list[RunData]]) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
-    arms = arms_of(spec, runs)
     summaries = [summarize(arm, rs) for arm, rs in arms.items()]
-    written = [_curves_csv(dest, runs), _runs_csv(dest, runs), _arms_csv(dest, summaries), _plot(dest, spec, arms)]
-    written.append(_markdown(dest, spec, runs, summaries))
+    written = [_curves_csv(dest, runs), _runs_csv(dest, runs), _arms_csv(dest, summaries), _plot(dest, title, arms)]
+    written.append(_markdown(dest, title, header, runs, summaries))
     return written
 
 
@@ -201,7 +243,7 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def _plot(dest: Path, spec: ExperimentSpec, arms: dict[str, list[RunData]]) -> Path:
+def _plot(dest: Path, title: str, arms: dict[str, list[RunData]]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -226,7 +268,7 @@ def _plot(dest: Path, spec: ExperimentSpec, arms: dict[str, list[RunData]]) -> P
             ax.legend(fontsize=7)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel, fontsize=8)
-    fig.suptitle(f"{spec.name}: median across seeds, interquartile band", fontsize=10)
+    fig.suptitle(f"{title}: median across seeds, interquartile band", fontsize=10)
     fig.tight_layout()
     path = dest / PLOT
     fig.savefig(path, dpi=110)
@@ -234,13 +276,9 @@ def _plot(dest: Path, spec: ExperimentSpec, arms: dict[str, list[RunData]]) -> P
     return path
 
 
-def _markdown(dest: Path, spec: ExperimentSpec, runs: Sequence[RunData], summaries: Sequence[ArmSummary]) -> Path:
-    expected = len(spec.runs())
-    unfinished = sum(r.stop is None for r in runs)
+def _markdown(dest: Path, title: str, header: str, runs: Sequence[RunData], summaries: Sequence[ArmSummary]) -> Path:
     kinds = {r.fitness_kind for r in runs if r.fitness_kind}
-    lines = [f"# Experiment {spec.name}", "",
-             f"{len(runs)} of {expected} runs present, {unfinished} unfinished; seeds {list(spec.seeds)}; "
-             f"arms over {', '.join(k for k, _ in spec.grid) or 'nothing (one arm)'}.", ""]
+    lines = [f"# {title}", "", header, ""]
     if kinds == {"model"}:
         lines += ["Fitness is the cost model's predicted speedup (no GPU: fitness_kind=model), not a timing.", ""]
     lines += ["| arm | runs | verified | final best: median [95% bootstrap] | evaluations | tokens | wall s |",

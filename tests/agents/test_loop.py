@@ -213,7 +213,7 @@ class MeasuredToolchain(FakeToolchain):
 
 
 def test_a_candidate_that_becomes_the_best_is_retimed_before_it_is_reported(tmp_path: Path) -> None:
-    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=5)
+    settings = LoopSettings(turns=4, proposals_per_turn=8, evals_per_turn=2, seed=6)
     probe = RunStore.create(tmp_path / "probe", {})
     EvolutionLoop(probe, OfflineAgent(), MeasuredToolchain(SEED, slow=-1), settings, [SEED]).run()
     first_best = max((c for c in probe.candidates() if c.fitness is not None), key=lambda c: (c.fitness, -c.id))

@@ -1,51 +1,66 @@
-"""`precompute`: move a reduction that depends only on a streamed operand tile out of the compute loop into a
-launch of its own, written once to a scratch buffer and read back per tile.
+"""hoist_reduction: a reduction that depends only on a streamed operand tile moved out of the compute loop into
+a launch of its own, written once to a scratch buffer and read back per tile.
 
-In the fused kmeans assign every CTA recomputes ||c||^2 for every centroid tile it streams: a cast and a
-row reduction over a [BK, D] tile, as many CUDA-core operations per tile as the distance epilogue itself.
-That is the work a ping-pong consumer must hide behind the other consumer's mma; the hand-written ping-pong
-schedule computes the norms once, in a first launch (`centroid_norms`), and streams them with the tile.
+In the fused kmeans assign every CTA recomputes ||c||^2 for every centroid tile it streams: a cast and a row
+reduction over a [BK, D] tile, as many CUDA-core operations per tile as the distance epilogue itself.
 
-The rewrite, for a loop `for k in 0 .. E` whose body reads an operand tile `t` of a global tensor `g` at an
+Precondition, for a loop `for k in 0 .. E` whose body reads an operand tile `t` of a global tensor `g` at an
 index that moves with `k` (a `let t = load g[...]`, or a staged shared buffer `t_s[s]` a producer fills from
-`g[...]`):
+`g[...]`): a let `v: f32[R] = sum|max|min(..., axis=A)` whose value uses only `t`, lets that do, params, dims
+and literals, and whose reduced axis covers a whole dimension of `g`. Effect:
 
-* a let `v: f32[R] = sum|max|min(..., axis=A)` whose value uses only `t`, lets that do, params, dims and
-  literals, and whose reduced axis covers a whole dimension of `g`, is hoisted;
 * a new launch before the main one has one CTA per operand tile (`k` over `E`, plus the main grid's axes the
-  index uses; tiles of `PRECOMPUTE_ROWS` rows), recomputes `v` from a masked load of `g` and stores it to a
-  scratch buffer `v_g` (the shape of `g` without the reduced dimension);
-* in the loop, `v` becomes a load of `v_g` at the tile's index — or, when a producer streams `t` through
+  index uses; the tile keeps the loop's own row count, so it follows the tile param the search moves), with
+  one role of `HOIST_WARPS` warps (a new param over the power-of-two warp counts a block holds, `cake.arch`;
+  default one warpgroup); it recomputes `v` from a masked load of `g` and stores it to a scratch buffer `v_g`
+  (the shape of `g` without the reduced dimension);
+* in the loop, `v` becomes a load of `v_g` at the tile's index, or, when a producer streams `t` through
   shared memory, one more TMA copy into a staged `v_s` on the same barrier, read in place.
 
-None when no such reduction exists.
+None when no such reduction exists (or the one named is not one).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
-from cake.agents.features import main_launch
-from cake.agents.mutations import Mutation
 from cake.ir import analysis
 from cake.ir import nodes as n
-from cake.ir.visit import fresh, mentions, rewrite, substitute, substitute_body
+from cake.ir.transforms.sites import main_launch, target_spec
+from cake.ir.visit import fresh, identifiers, mentions, rewrite
 from cake.ir.visit import walk_stmts as walk
 
-PRECOMPUTE_ROWS = 64  # rows per CTA of the precompute launch (the hand-written `centroid_norms` uses 64)
-PRECOMPUTE_WARPS = 4
+from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP
+
+HOIST_WARPS = "HOIST_WARPS"
 REDUCTIONS = frozenset({"sum", "max", "min"})
 
 
-def precompute(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+def _sites(kernel: n.Kernel) -> list[tuple[n.Role, n.For, _Operand, n.Let]]:
     launch = main_launch(kernel)
-    sites = [site for role in launch.roles for loop in walk(role.body) if isinstance(loop, n.For)
-             for site in _hoistable(kernel, launch, role, loop)]
+    return [site for role in launch.roles for loop in walk(role.body) if isinstance(loop, n.For)
+            for site in _hoistable(kernel, launch, role, loop)]
+
+
+def hoistable(kernel: n.Kernel) -> tuple[str, ...]:
+    """The names of the lets `hoist_reduction` can hoist, in program order."""
+    return tuple(let.name for _, _, _, let in _sites(kernel))
+
+
+def hoist_reduction(kernel: n.Kernel, name: str | None = None) -> n.Kernel | None:
+    """`kernel` with the reduction let `name` (default: the first hoistable one) hoisted into its own launch."""
+    sites = [s for s in _sites(kernel) if name is None or s[3].name == name]
     if not sites:
         return None
-    role, loop, operand, let = sites[rng.randrange(len(sites))]
-    return _hoist(kernel, launch, role, loop, operand, let)
+    role, loop, operand, let = sites[0]
+    return _hoist(kernel, main_launch(kernel), role, loop, operand, let)
+
+
+def warp_counts(kernel: n.Kernel) -> tuple[int, ...]:
+    """Power-of-two warp counts up to what one block holds on the target (`cake.arch`)."""
+    spec = target_spec(kernel)
+    limit = (spec.threads_per_block_max if spec else 1024) // THREADS_PER_WARP
+    return tuple(1 << i for i in range(limit.bit_length()) if 1 << i <= limit)
 
 
 class _Operand:
@@ -147,7 +162,7 @@ def _reduction_slot(kernel: n.Kernel, let: n.Let, operand: _Operand) -> int | No
 
 
 def _hoist(kernel: n.Kernel, launch: n.Launch, role: n.Role, loop: n.For, operand: _Operand,
-           let: n.Let) -> Mutation | None:
+           let: n.Let) -> n.Kernel | None:
     slot = _reduction_slot(kernel, let, operand)
     assert slot is not None and let.type is not None and isinstance(operand.source.base, n.Name)
     tensor = kernel.tensor(operand.source.base.id)
@@ -171,12 +186,9 @@ def _hoist(kernel: n.Kernel, launch: n.Launch, role: n.Role, loop: n.For, operan
                                 n.Store(n.Name(let.name), dest, masked=True))
     grid_axes = (n.GridAxis(loop.var, loop.stop),
                  *(a for a in launch.grid.axes if mentions(operand.source.items, {a.var})))
-    rows = _tile_rows(operand)
-    rows_map = {rows.id: n.IntLit(PRECOMPUTE_ROWS)} if isinstance(rows, n.Name) and kernel.param(rows.id) else {}
-    pre_role = n.Role("main", None, n.UnitKind.WARPS, n.IntLit(PRECOMPUTE_WARPS), None,
-                      substitute_body(body, rows_map))
-    pre_grid = n.Grid(n.GridKind.TILES, tuple(substitute(grid_axes, rows_map)))  # type: ignore[arg-type]
-    pre = n.Launch(launch_name, pre_grid, (), (), (), (pre_role,))
+    warps_param = fresh(HOIST_WARPS, set(identifiers(kernel)))
+    pre_role = n.Role("main", None, n.UnitKind.WARPS, n.Name(warps_param), None, body)
+    pre = n.Launch(launch_name, n.Grid(n.GridKind.TILES, grid_axes), (), (), (), (pre_role,))
 
     # The main launch reads the result per tile instead of recomputing it.
     if operand.staged:
@@ -210,16 +222,10 @@ def _hoist(kernel: n.Kernel, launch: n.Launch, role: n.Role, loop: n.For, operan
             launches += [pre, main]
         else:
             launches.append(lc)
-    out = replace(kernel, scratch=(*kernel.scratch, scratch), launches=tuple(launches))
-    how = f"TMA into {buf}" if operand.staged else "a load"
-    return Mutation(out, f"{let.name} once per {operand.source.base.id} tile in launch {launch_name} "
-                         f"-> {scratch_name}, read back by {how}")
-
-
-def _tile_rows(operand: _Operand) -> n.Expr | None:
-    """The size of the slice that moves with the loop (the tile's row count), e.g. `BK`."""
-    moving = [i for i in operand.source.items if isinstance(i, n.Slice) and i.start is not None]
-    return moving[0].size if len(moving) == 1 else None
+    counts = warp_counts(kernel)
+    default = WARPS_PER_WARPGROUP if WARPS_PER_WARPGROUP in counts else counts[-1]
+    params = (*kernel.params, n.Param(warps_param, default, n.ValueSet(counts)))
+    return replace(kernel, params=params, scratch=(*kernel.scratch, scratch), launches=tuple(launches))
 
 
 def _chain(body: tuple[n.Stmt, ...], let: n.Let, operand: _Operand) -> list[n.Let]:
@@ -282,5 +288,3 @@ def _drop_dead(body: tuple[n.Stmt, ...], operand: _Operand) -> tuple[n.Stmt, ...
             return body
         body = tuple(s for i, s in enumerate(body) if i not in dead)
 
-
-__all__ = ["PRECOMPUTE_ROWS", "precompute"]
