@@ -51,7 +51,8 @@ BASELINES = ("flash_kmeans", "torch_index_add")
 # says matter: point tile (hist traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
 VARIANTS: tuple[tuple[str, dict[str, int]], ...] = (
     ("sorted_default", {}),
-    ("sorted_bn128", {"BN": 128, "SWARPS": 4}),
+    ("sorted_bn256", {"BN": 256, "SWARPS": 8}),  # the default before the 2026-12-02 sweep
+    ("sorted_bn64", {"BN": 64, "SWARPS": 4}),
     ("sorted_bn512", {"BN": 512, "SWARPS": 16}),
     ("sorted_bc16", {"BC": 16}),
     ("sorted_bc64_rw4", {"BC": 64, "RWARPS": 4}),
