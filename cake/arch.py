@@ -289,6 +289,19 @@ def arch(name: str) -> ArchSpec:
         raise UnknownArchError(f"unknown arch `{name}`; known targets: {known}") from None
 
 
+MMA_SYNC_WARP_BLOCK = 16  # rows and columns each warp of an mma.sync tile owns, in whole blocks
+
+
+def mma_sync_warp_grid(rows: int, cols: int, warps: int) -> tuple[int, int] | None:
+    """How `warps` warps split a rows x cols mma.sync accumulator: (warps along rows, warps along columns),
+    every warp owning whole 16 x 16 blocks, as many warps along the rows as fit (a row reduction then stays
+    inside one warp); None when no split exists. The CUDA backend lays fragments out by it and the checker
+    (E0614) refuses a tile it cannot split, so both read this one rule."""
+    block = MMA_SYNC_WARP_BLOCK
+    return next(((wm, warps // wm) for wm in range(warps, 0, -1) if warps % wm == 0
+                 and rows % (block * wm) == 0 and cols % (block * (warps // wm)) == 0), None)
+
+
 @cache
 def mma_forms_of(family: MmaFamily) -> tuple[MmaForm, ...]:
     """Every form of `family` that some target lists (the shapes the ISA defines, as far as CAKE emits)."""

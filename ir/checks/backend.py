@@ -252,3 +252,30 @@ def cuda_reduction_rank(ctx: CheckContext) -> Iterable[Finding]:
                               help="reduce a rank-2 tile (add an axis with `v[None, :]`), or lower with "
                                    "`--backend triton`",
                               name=row.name, rank=len(shape))
+
+
+@check("E0614", "mma.sync tile the CUDA backend cannot split over the role's warps",
+       "the CUDA backend splits a {rows} x {cols} `{form}` tile over {warps} warps in whole 16 x 16 blocks per warp; "
+       "no split exists",
+       examples=[derive(PLAIN, ("param BN = 128 in {64, 128}", "param BN = 16 in {16}"),
+                        ("param BK = 64 in {32, 64, 128}", "param BK = 32 in {32}"), backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_mma_sync_split(ctx: CheckContext) -> Iterable[Finding]:
+    """`via dot` and `mma_sync.*` lower to mma.sync, whose accumulator the backend lays out warp by warp
+    (`cake.arch.mma_sync_warp_grid`, the rule its code generator uses): a tile too small for the role's warps
+    would otherwise be refused at lowering (C0101) after the checker accepted it."""
+    from cake.arch import mma_sync_warp_grid
+
+    for info in ctx.typing.mmas:
+        if not isinstance(info.node, n.Mma) or not (info.form == "dot" or info.form.startswith("mma_sync.")):
+            continue
+        rows, cols = an.try_value(info.m, ctx.env), an.try_value(info.n_, ctx.env)
+        warps = an.try_value_of(lambda env, role=info.role: an.role_threads_per_instance(role, env), ctx.env)
+        if rows is None or cols is None or warps is None:
+            continue  # decided per specialization, when the params are bound
+        warps //= an.THREADS_PER_WARP
+        if mma_sync_warp_grid(rows, cols, warps) is None:
+            yield finding(info.node, f"role `{info.role.name}`", f"{rows} x {cols} over {warps} warps",
+                          help="make the rows a multiple of 16 x warps (or the columns of 16 x warps), use fewer "
+                               "warps, or lower with `--backend triton`",
+                          rows=rows, cols=cols, warps=warps, form=info.form)

@@ -17,7 +17,7 @@ from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, Ro
 from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
 from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
 
-from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm
+from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm, mma_sync_warp_grid
 
 # wgmma / tcgen05 descriptor swizzle codes per swizzle width (bytes).
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
@@ -112,9 +112,8 @@ class Sm80:
         if form.family is MmaFamily.MMA_SYNC:
             warps = gen.slot.warps
             # Every warp takes whole 16-row blocks; when the tile is too short for that, warps also split
-            # the columns (then no row reduction can stay inside one warp).
-            grid = next(((wm, warps // wm) for wm in range(warps, 0, -1) if warps % wm == 0
-                         and rows % (16 * wm) == 0 and cols % (16 * (warps // wm)) == 0), None)
+            # the columns (then no row reduction can stay inside one warp). The checker's E0614 reads the same rule.
+            grid = mma_sync_warp_grid(rows, cols, warps)
             if grid is None:
                 raise Unlowerable(Code.MMA_FORM, f"mma_sync cannot split a {rows} x {cols} tile over {warps} warps "
                                   "in 16 x 16 blocks", help="make rows a multiple of 16 x warps")
