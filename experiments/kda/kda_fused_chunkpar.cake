@@ -14,8 +14,15 @@
 # The gate is >= -5, so each factor's exponent is at most 5 (C/2) <= 80 < 88 (fp32's exp limit) for C <= 32;
 # A and P are formed in fp32 (an f16 operand would overflow at e^80). Above the diagonal the product of two
 # such factors may overflow to inf (or inf - inf = NaN in the sum); `where` discards exactly those entries.
-# w, u, vn, kl, qd, P and the per-chunk states are staged in the input dtype, as fla stores them (the
-# contract's chunked control stages the same operands).
+# Precision: everything that feeds the state recurrence — Tm, beta k e^gc, beta v, the WY terms w and u, the decayed
+# keys kl, the corrected values vn and the state S itself — stays fp32 from the inputs to `state` (ws, us, kls are
+# fp32 scratch, and recur's two products are fp32 `dot`s), so final_state carries no rounding to the input dtype.
+# Rounding any of them to bf16 costs a bf16 ulp of |beta v| per token in the state, more than the kda_forward
+# bf16 tolerance allows at small T (seed 1's STREAM case, T = 1, K = 17, failed at 2.3x the tolerance with u
+# rounded; the contract's chunked control, which rounds u and vn, fails that case too). Only the output's
+# operands are staged in the input dtype, as fla stages them: qd, P, vn (a copy in vns) and the state entering
+# each chunk (hs), which o's final rounding to the input dtype dominates. The fp32 scratch doubles intra -> recur
+# traffic for w, u, kl, and recur's fp32 products run on CUDA cores instead of tensor cores.
 schedule kda_fused_chunkpar implements kda_forward
 target sm_90a
 
@@ -39,9 +46,10 @@ tensor dt_bias: in f32[H, K]
 tensor h0: in f32[B, H, K, V]
 tensor o: out E[B, T, H, V]
 tensor state: out f32[B, H, K, V]
-scratch ws: E[B, T, H, K] = 0
-scratch us: E[B, T, H, V] = 0
-scratch kls: E[B, T, H, K] = 0
+# fp32: they feed the state recurrence (see the header)
+scratch ws: f32[B, T, H, K] = 0
+scratch us: f32[B, T, H, V] = 0
+scratch kls: f32[B, T, H, K] = 0
 scratch qds: E[B, T, H, K] = 0
 scratch ps: E[B, T, H, C] = 0
 scratch gls: f32[B, cdiv(T, C), H, K] = 0
@@ -85,12 +93,9 @@ launch intra {
       Tm = Tm - mma(mma(Tm, L) via dot, Tm) via dot
       width = width * 2
     }
-    let te: E[C, C] = cast(Tm, E)
-    let bk: E[C, K] = cast(bc[:, None] * kc * exp(gc), E)
-    let bv: E[C, V] = cast(bc[:, None] * vc, E)
-    store cast(mma(te, bk) via dot, E) -> ws[b, t*C : +C, h, :] masked
-    store cast(mma(te, bv) via dot, E) -> us[b, t*C : +C, h, :] masked
-    store cast(kc * exp(glast[None, :] - gc), E) -> kls[b, t*C : +C, h, :] masked
+    store mma(Tm, bc[:, None] * kc * exp(gc)) via dot -> ws[b, t*C : +C, h, :] masked
+    store mma(Tm, bc[:, None] * vc) via dot -> us[b, t*C : +C, h, :] masked
+    store kc * exp(glast[None, :] - gc) -> kls[b, t*C : +C, h, :] masked
     store cast(qc * exp(gc), E) -> qds[b, t*C : +C, h, :] masked
     store cast(P, E) -> ps[b, t*C : +C, h, :] masked
     store exp(glast) -> gls[b, t, h, :]
@@ -102,14 +107,14 @@ launch recur {
   role main: warps WARPS_RECUR {
     let S: f32[K, BV] = load h0[b, h, :, vt*BV : +BV] masked other 0
     for t in 0 .. cdiv(T, C) {
-      let se: E[K, BV] = cast(S, E)
-      store se -> hs[b, h, t, :, vt*BV : +BV] masked
-      let w: E[C, K] = load ws[b, t*C : +C, h, :] masked other 0
-      let u: E[C, BV] = load us[b, t*C : +C, h, vt*BV : +BV] masked other 0
-      let vn: E[C, BV] = cast(cast(u, f32) - mma(w, se) via dot, E)
-      store vn -> vns[b, t*C : +C, h, vt*BV : +BV] masked
+      # the output's copies of S and vn are rounded to E; the recurrence goes on with the fp32 values
+      store cast(S, E) -> hs[b, h, t, :, vt*BV : +BV] masked
+      let w: f32[C, K] = load ws[b, t*C : +C, h, :] masked other 0
+      let u: f32[C, BV] = load us[b, t*C : +C, h, vt*BV : +BV] masked other 0
+      let vn: f32[C, BV] = u - mma(w, S) via dot
+      store cast(vn, E) -> vns[b, t*C : +C, h, vt*BV : +BV] masked
       # rows past T read kl = 0: they add nothing to the state
-      let kl: E[C, K] = load kls[b, t*C : +C, h, :] masked other 0
+      let kl: f32[C, K] = load kls[b, t*C : +C, h, :] masked other 0
       let decay: f32[K] = load gls[b, t, h, :]
       S = decay[:, None] * S + mma(kl.T, vn) via dot
     }
