@@ -5,9 +5,9 @@
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 stage bench_check 40 python3 scripts/bench_check.py --repeat 30 --out $RES/bench_check.json
-stage update_bench 160 python3 scripts/gpu_update_bench.py --out $RES/update --processes 3
-stage kda_verify 150 cake verify --device cuda --timeout 140 --dtypes bf16 --seeds 0 1 \
+stage update_bench 150 python3 scripts/gpu_update_bench.py --out $RES/update --processes 3
+stage kda_verify 140 cake verify --device cuda --timeout 130 --dtypes bf16 --seeds 0 1 \
   --schedule experiments/kda/kda_fused_chunkpar.cake --json $RES/verify_kda_chunkpar.json
-stage kda_bench 110 python3 scripts/gpu_kda_bench.py --json $RES/kda_bench_chunkpar.json \
+stage kda_bench 100 python3 scripts/gpu_kda_bench.py --json $RES/kda_bench_chunkpar.json \
   --schedule experiments/kda/kda_fused_chunkpar.cake --seed-verdict $RES/verify_kda_chunkpar.json
 cat $RES/stages.txt
