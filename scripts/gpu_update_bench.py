@@ -182,9 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker is not None:
         return run_worker(args)
     if not args.update.is_file():
-        print(f"gpu_update_bench: the update schedule {args.update} does not exist. The default is the fast deterministic "
-              "update of issue 18 (experiments/kmeans/update_sorted.cake, branch `update`), not merged here; pass "
-              "--update FILE.cake to bench another. Nothing was verified or timed.", file=sys.stderr)
+        print(f"gpu_update_bench: the update schedule {args.update} does not exist (the default is issue 18's "
+              "deterministic update, experiments/kmeans/update_sorted.cake); pass --update FILE.cake. Nothing was "
+              "verified or timed.", file=sys.stderr)
         return 2
     require_gpu_or_dry_run("gpu_update_bench", args.dry_run)
     args.out.mkdir(parents=True, exist_ok=True)

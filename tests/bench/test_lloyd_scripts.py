@@ -29,18 +29,20 @@ def private_verdict_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CAKE_VERDICT_CACHE", str(tmp_path / "verdicts"))  # inherited by the worker processes
 
 
-def test_update_bench_stops_when_the_default_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert not gpu_update_bench.DEFAULT_UPDATE.is_file()  # until branch `update` is merged
-    assert gpu_update_bench.main(["--out", str(tmp_path), "--dry-run"]) == 2
+def test_update_bench_stops_when_the_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu_update_bench.DEFAULT_UPDATE.is_file()  # the default ships
+    out = tmp_path / "out"
+    missing = tmp_path / "update_sorted.cake"
+    assert gpu_update_bench.main(["--out", str(out), "--dry-run", "--update", str(missing)]) == 2
     assert "update_sorted.cake does not exist" in capsys.readouterr().err
-    assert not any(tmp_path.iterdir())  # nothing verified, timed or written
+    assert not out.exists()  # nothing verified, timed or written
 
 
-def test_lloyd_scripts_stop_when_the_default_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert gpu_lloyd_bench.main(["--out", str(tmp_path), "--dry-run"]) == 2
-    assert gpu_lloyd_check.main(["--out", str(tmp_path), "--dry-run"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("update_sorted.cake does not exist") == 2 and "--step kmeans_update=" in err
+def test_lloyd_scripts_stop_when_the_update_is_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    step = f"--step=kmeans_update={tmp_path / 'update_sorted.cake'}@triton"
+    assert gpu_lloyd_bench.main(["--out", str(tmp_path), "--dry-run", step]) == 2
+    assert gpu_lloyd_check.main(["--out", str(tmp_path), "--dry-run", step]) == 2
+    assert capsys.readouterr().err.count("update_sorted.cake does not exist") == 2
 
 
 def test_update_floor_counts_x_once_ids_and_both_centroid_tensors() -> None:
