@@ -12,6 +12,7 @@ from cake.experiments.kmeans.workload import LLOYD
 from cake.experiments.workload import Baseline, Prepared, Shape, get_pipeline
 from cake.verifier.registry import get_contract
 from cake.verifier.timing import TimingConfig, Verification, make_inputs
+from scripted_clock import Tick
 
 from cake.arch import DEVICES
 from cake.cli import main
@@ -30,29 +31,6 @@ KMEANS = ROOT / "experiments" / "kmeans"
 CONTROL_ASSIGN = f"kmeans_assign={KMEANS / 'controls.py'}:kmeans_assign"
 CONTROL_UPDATE = f"kmeans_update={KMEANS / 'controls.py'}:kmeans_update"
 BUGS = ROOT / "tests" / "verifier" / "corpus" / "bugs_kmeans.py"
-
-
-class TickClock:
-    """Every mark advances a scripted half millisecond; nothing here is a measurement."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def record(self) -> object:
-        self.now += 0.5
-        return self.now
-
-    def elapsed_ms(self, start: object, end: object) -> float:
-        return float(end) - float(start)  # type: ignore[arg-type]
-
-    def synchronize(self) -> None:
-        pass
-
-    def flush_l2(self) -> None:
-        pass
-
-    def wall_s(self) -> float:
-        return 0.0
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +150,7 @@ def _timing(baselines: list[tuple[str, Prepared]], unavailable: list[tuple[str, 
     sets = [make_inputs(contract, shape.dim_map, torch.float32, "cpu", seed=i) for i in range(2)]
     kernels = {"kmeans_assign": fkb.torch_assign_mm, "kmeans_update": fkb.torch_update_index_add}
     return time_shape(LLOYD, shape, kernels, Verification(True, "battery", "test"), baselines, unavailable, sets,
-                      TickClock(), TimingConfig(warmup_calls=1, min_reps=3, max_reps=3), DEVICES["H200"])
+                      Tick(), TimingConfig(warmup_calls=1, min_reps=3, max_reps=3), DEVICES["H200"])
 
 
 def test_timing_glue_reports_per_iteration_times_and_the_speedup() -> None:
@@ -180,7 +158,7 @@ def test_timing_glue_reports_per_iteration_times_and_the_speedup() -> None:
     measurements, per_iteration, speedup = _timing([("torch", torch_lloyd)], [])
     assert [m.name for m in measurements] == [CANDIDATE, "torch"]
     # Every call costs half a scripted millisecond, and a call runs LLOYD.iterations iterations.
-    per_call = 0.5
+    per_call = 1.0  # scripted_clock.Tick: one millisecond per call
     assert per_iteration == {CANDIDATE: pytest.approx(per_call / LLOYD.iterations),
                              "torch": pytest.approx(per_call / LLOYD.iterations)}
     assert speedup.value == pytest.approx(1.0) and speedup.best_baseline == "torch"
