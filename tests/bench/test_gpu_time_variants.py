@@ -119,18 +119,19 @@ def test_the_dry_run_lowers_every_variant_and_times_nvcc(small_schedule: Path, t
     assert rate["nvcc_compiles"] == 1 and not rate["nvcc_failures"]
 
 
-def test_the_real_worker_loads_checks_and_times_a_triton_variant_on_the_cpu(
-        small_schedule: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def real_worker_on_the_cpu(schedule: Path) -> None:
     """`gpu_worker` itself, under Triton's interpreter at tiny shapes with a scripted clock (forked, so the
-    patches reach it): the protocol the GPU run depends on, end to end with a real lowered kernel."""
+    settings below reach it): the protocol the GPU run depends on, end to end with a real lowered kernel. Run
+    in a fresh interpreter by the test: a fork from a pytest worker that has already run torch's thread pools
+    can inherit a held lock and hang (it did, in the full suite)."""
     from scripted_clock import Tick
 
-    monkeypatch.setattr(gtv, "WORKER_DEVICE", "cpu")
-    monkeypatch.setattr(gtv, "_clock", Tick)
-    monkeypatch.setattr(gtv, "DTYPE", "f32")  # the interpreter's bf16 dot is not the GPU's
-    monkeypatch.setattr(gtv, "WARM_DIMS", {"B": 1, "N": 20, "K": 9, "D": 128})
-    monkeypatch.setattr(gtv, "TIMING_DIMS", {"B": 1, "N": 16, "K": 8, "D": 128})
-    plan = gtv.plan([small_schedule], runs=1, seed=0)
+    gtv.WORKER_DEVICE = "cpu"
+    gtv._clock = Tick
+    gtv.DTYPE = "f32"  # the interpreter's bf16 dot is not the GPU's
+    gtv.WARM_DIMS = {"B": 1, "N": 20, "K": 9, "D": 128}
+    gtv.TIMING_DIMS = {"B": 1, "N": 16, "K": 8, "D": 128}
+    plan = gtv.plan([schedule], runs=1, seed=0)
     jobs = [next(j for j in plan.jobs if j.backend == "triton"), next(j for j in plan.jobs if j.backend == "cuda")]
     cfg = gtv.PoolConfig(workers=1, budget_s=120, load_limit_s=120, time_limit_s=120, start_limit_s=60)
     result = gtv.run_pool(jobs, cfg, context="fork")
@@ -138,6 +139,18 @@ def test_the_real_worker_loads_checks_and_times_a_triton_variant_on_the_cpu(
     assert triton.verdict == "timed" and len(triton.times_ms) >= 5, triton
     assert cuda.verdict != "timed"  # a CUDA kernel cannot run on a CPU: a verdict, not a dead pool
     assert result.device == "cpu" and set(result.toolchains) == {"triton", "cuda"}
+
+
+def test_the_real_worker_loads_checks_and_times_a_triton_variant_on_the_cpu(small_schedule: Path) -> None:
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(here), str(here.parents[1] / "scripts"), os.environ.get("PYTHONPATH", "")])
+    code = f"import test_gpu_time_variants as t; from pathlib import Path; t.real_worker_on_the_cpu(Path({str(small_schedule)!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": path, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def stalling_worker(conn: Connection, seed: int) -> None:
