@@ -88,9 +88,9 @@ def run_worker(args: argparse.Namespace) -> int:
     from cake.verifier.registry import get_contract
     from cake.verifier.timing import TimingConfig, Verification, input_set_bytes, make_inputs, pool_size
 
+    from cake.evaluation.bench import load_baselines
     from cake.evaluation.pipeline_bench import (
         CANDIDATE,
-        load_pipeline_baselines,
         load_steps,
         time_shape,
         verify_steps,
@@ -105,7 +105,7 @@ def run_worker(args: argparse.Namespace) -> int:
     verifications = verify_steps(request, on)  # cached by the parent's run: no process times an unverified step
     refused = [f"{op} {d}: {v.detail}" for op, d, v in verifications if not v.passed]
     kernels = load_steps(request.steps) if not refused else {}
-    baselines, missing = load_pipeline_baselines(LLOYD, None)
+    baselines, missing = load_baselines(LLOYD, None)
     contract = get_contract(LLOYD.inputs_from)
     measured, notes = {}, {}
     for shape in request.shapes:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
-    from cake.experiments.workload import OpSpec, Prepared, Shape
+    from cake.experiments.workload import OpSpec, Pipeline, Prepared, Shape
     from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
     from cake.verifier.worker_protocol import KernelRef
 
@@ -100,7 +100,9 @@ class BenchRun:
                 "refused": {d: v.detail for d, v in self.refused}, "shapes": [r.to_json() for r in self.reports]}
 
 
-def load_baselines(spec: OpSpec, names: Sequence[str] | None) -> tuple[list[tuple[str, Prepared]], list[tuple[str, str]]]:
+def load_baselines(spec: OpSpec | Pipeline, names: Sequence[str] | None
+                   ) -> tuple[list[tuple[str, Prepared]], list[tuple[str, str]]]:
+    """The baselines of an op or a pipeline (`names`, or all), loaded; those that cannot load here, with why."""
     from cake.experiments.workload import BaselineUnavailable
 
     chosen = [spec.baseline(n) for n in names] if names else list(spec.baselines)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cake.evaluation.bench import BenchSetupError, verdict_verification
+from cake.evaluation.bench import BenchSetupError, load_baselines, verdict_verification
 
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
@@ -257,20 +257,6 @@ def time_shape(pipeline: Pipeline, shape: Shape, kernels: Mapping[str, Callable[
     return measurements, per_iteration, speedup
 
 
-def load_pipeline_baselines(pipeline: Pipeline, names: Sequence[str] | None
-                            ) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
-    from cake.experiments.workload import BaselineUnavailable
-
-    chosen = [pipeline.baseline(n) for n in names] if names else list(pipeline.baselines)
-    ready, missing = [], []
-    for baseline in chosen:
-        try:
-            ready.append((baseline.name, baseline.load()))
-        except BaselineUnavailable as why:
-            missing.append((baseline.name, str(why)))
-    return ready, missing
-
-
 def bench_pipeline(request: PipelineRequest, device: str) -> PipelineRun:
     """Gates, whole-run check, then (on "cuda") timing, at every shape of `request` (module docstring).
     Raises BenchSetupError when it cannot start (unknown pipeline or device, a kernel that does not load)."""
@@ -307,7 +293,7 @@ def bench_pipeline(request: PipelineRequest, device: str) -> PipelineRun:
     if run.refused:
         return run
     kernels = load_steps(request.steps)
-    baselines, missing = load_pipeline_baselines(pipeline, request.baselines) if clock is not None else ([], [])
+    baselines, missing = load_baselines(pipeline, request.baselines) if clock is not None else ([], [])
     contract = get_contract(pipeline.inputs_from)
     shapes = []
     for shape in request.shapes:

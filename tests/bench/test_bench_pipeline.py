@@ -16,10 +16,9 @@ from scripted_clock import Tick
 
 from cake.arch import DEVICES
 from cake.cli import main
-from cake.evaluation.bench import BenchSetupError
+from cake.evaluation.bench import BenchSetupError, load_baselines
 from cake.evaluation.pipeline_bench import (
     CANDIDATE,
-    load_pipeline_baselines,
     resolve_steps,
     sample_inputs,
     step_ref,
@@ -180,7 +179,7 @@ def test_a_baseline_failing_the_output_check_is_not_timed_and_the_speedup_is_und
 
 
 def test_pipeline_baselines_load_or_say_why() -> None:
-    ready, missing = load_pipeline_baselines(LLOYD, None)
+    ready, missing = load_baselines(LLOYD, None)
     names = [n for n, _ in ready] + [n for n, _ in missing]
     assert sorted(names) == sorted(b.name for b in LLOYD.baselines)
     if not torch.cuda.is_available():
