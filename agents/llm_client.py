@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import openai
-
 Message = Mapping[str, str]
 
 # A reply longer than this is not read further: a schedule is a few KB, and an answer of megabytes is
@@ -93,6 +91,11 @@ class OpenAIChat:
     """`/chat/completions` through the `openai` client."""
 
     def __init__(self, *, base_url: str | None, api_key: str, timeout_s: float, redact: Redactor):
+        # Imported here, not at module level: the offline agent imports this module too, and a GPU host that
+        # runs only the offline search has no `openai` installed (session 5's evolve died on that import).
+        import openai
+
+        self._openai_error: type[Exception] = openai.OpenAIError
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._redact = redact
 
@@ -102,7 +105,7 @@ class OpenAIChat:
             response = self._client.chat.completions.create(
                 model=body["model"], messages=body["messages"], temperature=body["temperature"],
                 max_tokens=body["max_tokens"], seed=body["seed"])
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
+        except (self._openai_error, json.JSONDecodeError) as exc:
             raise LLMError(self._redact(f"{type(exc).__name__}: {exc}")[:2000]) from None
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list) or not choices:

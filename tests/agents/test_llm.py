@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,11 @@ def test_a_missing_key_for_the_public_api_is_a_usage_error(tmp_path: Path, monke
 ])
 def test_extract_schedule(answer: str, expected: str | None) -> None:
     assert extract_schedule(answer) == expected
+
+
+def test_the_offline_search_runs_without_the_openai_package() -> None:
+    # The lent GPU host has no `openai`; session 5's GPU evolve died importing it through cake.agents.llm.
+    blocked = ("import sys; sys.modules['openai'] = None; "
+               "import cake.agents.llm, cake.agents.llm_client, cake.agents.session, cake.cli.evolve")
+    result = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
