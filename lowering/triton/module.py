@@ -106,6 +106,13 @@ def _k_dtype(var, specs, allowed):
     return dtype
 
 
+@triton.jit
+def _k_run_count(key_a, count_a, key_b, count_b):
+    """`rank_equal`'s scan over sorted keys: the length of the run of equal keys ending here (associative on
+    sorted keys: equal ends of two neighbouring segments mean the right one is all that key)."""
+    return key_b, tl.where(key_a == key_b, count_a + count_b, count_b)
+
+
 def _k_expect_dtype(tensor, name, dtype):
     if tensor.dtype != dtype:
         raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
