@@ -186,7 +186,8 @@ RANK_EQUAL_MAX_LANES = 1 << 15
 def _rank_equal(em: ExprEmitter, call: Call) -> Val:
     """Stable rank among equal keys without the [n, n] comparison: sort (key, position) packed into one i64
     (the position in the low log2(n) bits keeps the sort stable), count each run of equal keys with a segmented
-    scan (`_k_run_count`), then sort (position, rank) to bring the ranks back to the keys' order. Padding lanes
+    scan (`_k_run_length`), then sort (position, rank) to bring the ranks back to the keys' order (`_k_sort`,
+    `_k_run_length`: tl.sort and tl.associative_scan on a GPU; module.py says why not under the interpreter). Padding lanes
     sit after the real ones, and a rank counts only earlier lanes, so they never change a real lane's rank."""
     (x,) = em.args(call, 1)
     if len(x.axes) != 1:
@@ -199,11 +200,10 @@ def _rank_equal(em: ExprEmitter, call: Call) -> Val:
     fn = em.fn
     fn.line(f"tl.static_assert({n} <= {RANK_EQUAL_MAX_LANES})")
     keys = em.to(x, DType.I64)
-    packed = fn.assign_temp("rk", f"tl.sort({keys.atom()} * {n} + tl.arange(0, {n}).to(tl.int64), 0)")
+    packed = fn.assign_temp("rk", f"_k_sort({keys.atom()} * {n} + tl.arange(0, {n}).to(tl.int64), {n})")
     position = fn.assign_temp("rkpos", f"{packed} & ({n} - 1)")
-    run = fn.assign_temp("rkrun", f"tl.associative_scan(({packed} - {position}, tl.full([{n}], 1, tl.int32)), 0, "
-                                  "_k_run_count)[1]")
-    back = fn.assign_temp("rkback", f"tl.sort({position}.to(tl.int32) * {n} + {run} - 1, 0)")
+    run = fn.assign_temp("rkrun", f"_k_run_length({packed} - {position}, {n})")
+    back = fn.assign_temp("rkback", f"_k_sort({position}.to(tl.int32) * {n} + {run} - 1, {n})")
     return Val(f"{back} & ({n} - 1)", DType.I32, x.axes, prec=PREC_AND)
 
 

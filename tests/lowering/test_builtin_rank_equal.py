@@ -93,16 +93,41 @@ def test_lowering_for_cuda_stops_at_the_check() -> None:
     assert [(d.code, d.span.line if d.span else None) for d in raised.value.diagnostics] == [("E0615", 14)]
 
 
-@pytest.mark.parametrize(("m", "bn", "low", "high"), [
+CASES = [
     (37, 16, 0, 3),        # a padded tail tile, many repeats
     (128, 64, -5, 5),      # negative keys sort below the positions packed under them
     (300, 128, 0, 300),    # mostly distinct keys
     (128, 128, 7, 8),      # one key everywhere: ranks 0 .. n-1
     (1, 16, -(2**31), 2**31 - 1),  # one lane, an extreme key
-])
-def test_triton_lowering_matches_the_definition(interpreter: None, m: int, bn: int, low: int, high: int) -> None:
-    fn = load(lower(parse(RANK, "rank_keys.cake"), "triton", params={"BN": bn}, filename="rank_keys.cake"))
+]
+
+
+def _keys(m: int, bn: int, low: int, high: int) -> torch.Tensor:
     keys = torch.randint(low, high, (m,), generator=torch.Generator().manual_seed(m + bn), dtype=torch.int32)
     keys[::7] = torch.iinfo(torch.int32).min if low < 0 else low  # the extremes of the key range, repeated
     keys[3::11] = torch.iinfo(torch.int32).max if high > 2**30 else high - 1
+    return keys
+
+
+@pytest.mark.parametrize(("m", "bn", "low", "high"), CASES)
+def test_triton_lowering_matches_the_definition(interpreter: None, m: int, bn: int, low: int, high: int) -> None:
+    fn = load(lower(parse(RANK, "rank_keys.cake"), "triton", params={"BN": bn}, filename="rank_keys.cake"))
+    keys = _keys(m, bn, low, high)
+    assert torch.equal(fn(keys), _expected(keys, bn))
+
+
+@pytest.mark.parametrize(("m", "bn", "low", "high"), [c for c in CASES if c[1] <= 64])
+def test_the_gpu_helpers_give_the_same_ranks_under_the_interpreter(interpreter: None, m: int, bn: int, low: int,
+                                                                   high: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated module sorts with tl.sort and counts runs with tl.associative_scan when compiled, and with
+    whole-tile equivalents under the interpreter (module.py says why): the compiled pair, run here by the
+    interpreter (slowly, so on small tiles), gives the same ranks."""
+    import sys
+
+    fn = load(lower(parse(RANK, "rank_keys.cake"), "triton", params={"BN": bn}, filename="rank_keys.cake"))
+    module = sys.modules[fn.fn.__module__]
+    assert module._k_sort is module._k_sort_network  # the interpreter's pair, by default
+    monkeypatch.setattr(module, "_k_sort", module._k_sort_triton)
+    monkeypatch.setattr(module, "_k_run_length", module._k_run_length_triton)
+    keys = _keys(m, bn, low, high)
     assert torch.equal(fn(keys), _expected(keys, bn))
