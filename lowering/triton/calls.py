@@ -187,8 +187,9 @@ def _rank_equal(em: ExprEmitter, call: Call) -> Val:
     """Stable rank among equal keys without the [n, n] comparison: sort (key, position) packed into one i64
     (the position in the low log2(n) bits keeps the sort stable), count each run of equal keys with a segmented
     scan (`_k_run_length`), then sort (position, rank) to bring the ranks back to the keys' order (`_k_sort`,
-    `_k_run_length`: tl.sort and tl.associative_scan on a GPU; module.py says why not under the interpreter). Padding lanes
-    sit after the real ones, and a rank counts only earlier lanes, so they never change a real lane's rank."""
+    `_k_run_length`: tl.sort and tl.associative_scan on a GPU; module.py says why not under the interpreter).
+    Padding lanes sit after the real ones, and a rank counts only earlier lanes, so they never change a real
+    lane's rank."""
     (x,) = em.args(call, 1)
     if len(x.axes) != 1:
         raise em.error(f"`rank_equal` ranks one vector, got a rank-{len(x.axes)} tile", call)
