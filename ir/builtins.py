@@ -130,6 +130,22 @@ def _scan(t: Typer, call: n.Call, args: list[Type]) -> Type:
     return Type(args[0].elem, None if axis is None else args[0].shape)
 
 
+def _rank_equal(t: Typer, call: n.Call, args: list[Type]) -> Type:
+    """`rank_equal(k, axis=0)`: an i32 vector of k's shape; the keys are one i32 vector (what a backend can
+    sort as one key with the position packed under it)."""
+    keys = args[0]
+    t.same_elem(call.args[0], keys.elem, n.DType.I32, "the keys of `rank_equal`")
+    axis = t.axis(call, keys)
+    if axis is None or keys.shape is None:
+        return Type(n.DType.I32, None)
+    if len(keys.shape) != 1:
+        t.report("E0201", call.args[0], "the keys of `rank_equal`", f"shape {shape_text(keys.shape)}, expected [n]",
+                 help="rank one vector of keys at a time (`k[r, :]` is a row of a rank-2 tile)",
+                 what="the keys of `rank_equal`", got=shape_text(keys.shape), expected="[n]")
+        return Type(n.DType.I32, None)
+    return Type(n.DType.I32, keys.shape)
+
+
 def _length(t: Typer, call: n.Call, arg: Type) -> bool:
     """The length argument is a scalar; else reported (and the result's shape is unknown, so it reports once)."""
     if arg.shape:
@@ -179,6 +195,10 @@ BUILTINS: Mapping[str, Builtin] = _table(
     Builtin("argmin", BuiltinKind.REDUCTION, 1, 1, "first index of the minimum along axis (i32)", _reduction,
             _AXIS, _AXIS, ops=2.0),
     Builtin("cumsum", BuiltinKind.SCAN, 1, 1, "inclusive prefix sum along axis", _scan, _AXIS, _AXIS, ops=2.0),
+    # Two bitonic sorts of the tile (~55 compare-exchange stages each at n = 1024) and one segmented scan.
+    Builtin("rank_equal", BuiltinKind.SCAN, 1, 1,
+            "rank_equal(k, axis=0): i32, how many earlier elements of the vector k hold the same value (a stable "
+            "rank among equal keys)", _rank_equal, _AXIS, _AXIS, ops=110.0),
     Builtin("arange", BuiltinKind.INDEX, 1, 1, "arange(n): i32 vector 0 .. n-1", _arange),
     Builtin("tril", BuiltinKind.INDEX, 1, 1,
             "tril(n, diagonal=d): bool[n, n] mask, true where col <= row + d (d defaults to 0)", _tril,

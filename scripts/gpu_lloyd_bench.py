@@ -9,7 +9,7 @@ per iteration, in >= 3 separate processes with bootstrap intervals.
 What `cake bench --pipeline lloyd_iteration` does once, repeated (cake.evaluation.pipeline_bench):
 
 1. **Gates first**, in the parent: each step's kernel (default: `assign_pingpong.cake@cuda`, the fastest
-   assign that passes every gate on the H200, and `update_sorted.cake@triton`, issue 18's update — when a
+   assign that passes every gate on the H200, and `update_ranked.cake@triton`, issue 18's default update — when a
    default is absent the script says so and stops) runs the contract battery on the GPU in every dtype the
    shapes use. A failure is written to the JSON and nothing is timed (exit 1).
 2. **Timed processes** (one untimed warm-up first). Each process reads the cached verdicts again, then per

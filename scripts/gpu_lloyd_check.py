@@ -11,9 +11,9 @@ assignments up to ties (gap within the assign contract's tolerance plus the exac
 reference re-syncs to the run's tie-breaks), centroids within the update contract's tolerance, the first
 non-tie difference reported and the comparison stopped there. The fp64 reference runs on the GPU.
 
-Runs judged: **ours** (the pipeline's steps: default `assign_pingpong.cake@cuda` + `update_sorted.cake@triton`;
-an absent default stops the script with what to pass), **torch** (torch_mm assign + index_add update: a
-control — if it fails, the check is wrong, not the kernels) and **flash_kmeans** (one `batch_kmeans_Euclid`
+Runs judged: **ours** (the pipeline's steps: default `assign_pingpong.cake@cuda` + `update_ranked.cake@triton`,
+the op's default update; an absent default stops the script with what to pass), **torch** (torch_mm assign +
+index_add update: a control — if it fails, the check is wrong, not the kernels) and **flash_kmeans** (one `batch_kmeans_Euclid`
 iteration per step; reported, not required). No timing here; the gates run in the bench stages. Writes
 OUT/gpu_lloyd_check.json. Exit 0 when ours and the control pass at every shape. Expected runtime on the
 H200: ~1 min (mostly compiling the schedules).

@@ -1,8 +1,10 @@
-"""update_sorted.cake (the deterministic counting-sort update) at one shape: a few param assignments timed
-interleaved with flash-kmeans' update and torch index_add (cold L2, `cake.verifier.timing.measure`), the
-time of each of its five launches (torch.profiler), and the memory floor beside them.
+"""The deterministic counting-sort updates (update_sorted.cake, update_ranked.cake) at one or more shapes: a set
+of (schedule, param assignment) variants timed interleaved with flash-kmeans' update and torch index_add (cold
+L2, `cake.verifier.timing.measure`), the time of each of the first variant's five launches (torch.profiler),
+and the memory floor beside them.
 
-    python3 scripts/gpu_update_sorted.py --out "$RES/update_sorted" [--shape fk_fp16] [--max-seconds 4]
+    python3 scripts/gpu_update_sorted.py --out "$RES/update_sorted" [--shapes fk_fp16] [--max-seconds 4]
+    python3 scripts/gpu_update_sorted.py --out "$RES/ranked" --variants ranked --shapes large_n fk_fp16
     TRITON_INTERPRET=1 python3 scripts/gpu_update_sorted.py --out /tmp/x --dry-run   # CPU: lower, run, check
 
 Each assignment is lowered by the Triton backend and must pass a quick check before it is timed: the
@@ -11,7 +13,8 @@ defaults' full gates are `cake verify` (scripts/gpu/s4_update.sh stage a); the o
 candidates for the search, timed here so the defaults can be chosen from H200 numbers. The floor is the
 bytes the op must move (x, ids and c_old read once, c_new written once) at the measured copy bandwidth.
 
-Writes `update_sorted.json` (every sample, the launch breakdown, the floor) and prints a table.
+Writes `update_SET.json` for the first shape and `update_SET_SHAPE.json` for each further one (every sample,
+the launch breakdown, the floor) and prints a table per shape.
 `--dry-run` runs on the CPU at a tiny fp32 shape under the interpreter: everything but timing and profiling.
 """
 
@@ -25,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from cake.experiments.kmeans.workload import FOLDER, UPDATE
+from cake.experiments.kmeans.workload import FOLDER, UPDATE, UPDATE_RANKED, UPDATE_SORTED
 from cake.experiments.schedules import load_with_params
 from cake.experiments.workload import Shape, parse_shape
+from cake.ir.parser import parse
 from cake.verifier.registry import get_contract
 from cake.verifier.timing import (
     Contestant,
@@ -43,21 +47,33 @@ from triton.runtime.errors import OutOfResources
 
 from cake.arch import DEVICES
 
-SCHEDULE = FOLDER / "update_sorted.cake"
+SORTED = FOLDER / UPDATE_SORTED
+RANKED = FOLDER / UPDATE_RANKED
 DRY_SHAPE = "B=2,N=300,K=7,D=32:fp32"
 LAUNCHES = ("histogram", "scan_tiles", "scan_clusters", "scatter", "reduce")
 BASELINES = ("flash_kmeans", "torch_index_add")
-# (name, params over the file's defaults): the defaults, then the moves the header comment's cost estimate
-# says matter: point tile (hist traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
-VARIANTS: tuple[tuple[str, dict[str, int]], ...] = (
-    ("sorted_default", {}),
-    ("sorted_bn256", {"BN": 256, "SWARPS": 8}),  # the default before the 2026-12-02 sweep
-    ("sorted_bn64", {"BN": 64, "SWARPS": 4}),
-    ("sorted_bn512", {"BN": 512, "SWARPS": 16}),
-    ("sorted_bc16", {"BC": 16}),
-    ("sorted_bc64_rw4", {"BC": 64, "RWARPS": 4}),
-    ("sorted_rw1", {"RWARPS": 1}),
-)
+Variant = tuple[str, Path, dict[str, int]]
+# (name, schedule, params over the file's defaults); the first of a set is profiled launch by launch.
+# "sorted": update_sorted's defaults, then the moves its header's cost estimate says matter: point tile (hist
+# traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
+# "ranked": update_ranked's defaults (the op's default update) and its point tile either side (hist size and the
+# serial scan over tiles vs. the two tile sorts of rank_equal); three, so two shapes fit a short GPU stage.
+VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
+    "sorted": (
+        ("sorted_default", SORTED, {}),
+        ("sorted_bn256", SORTED, {"BN": 256, "SWARPS": 8}),  # the default before the 2026-12-02 sweep
+        ("sorted_bn64", SORTED, {"BN": 64, "SWARPS": 4}),
+        ("sorted_bn512", SORTED, {"BN": 512, "SWARPS": 16}),
+        ("sorted_bc16", SORTED, {"BC": 16}),
+        ("sorted_bc64_rw4", SORTED, {"BC": 64, "RWARPS": 4}),
+        ("sorted_rw1", SORTED, {"RWARPS": 1}),
+    ),
+    "ranked": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bn512", RANKED, {"BN": 512}),
+        ("ranked_bn2048", RANKED, {"BN": 2048, "SWARPS": 8}),
+    ),
+}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -83,8 +99,9 @@ def floor_ms(shape: Shape) -> float:
     return moved / DEVICES["H200"].bandwidth_ceiling_bytes_per_s * 1e3
 
 
-def launch_breakdown(run: Callable[..., Any], inputs: tuple[Any, ...], calls: int = 5) -> dict[str, float]:
-    """Mean GPU time per call of each launch (ms), from the profiler's kernel records."""
+def launch_breakdown(run: Callable[..., Any], inputs: tuple[Any, ...], schedule: str,
+                     calls: int = 5) -> dict[str, float]:
+    """Mean GPU time per call of each launch (ms) of `schedule`, from the profiler's kernel records."""
     from torch.profiler import ProfilerActivity, profile
 
     run(*inputs)
@@ -95,7 +112,7 @@ def launch_breakdown(run: Callable[..., Any], inputs: tuple[Any, ...], calls: in
         torch.cuda.synchronize()
     totals: dict[str, float] = {}
     for event in prof.key_averages():
-        name = next((launch for launch in LAUNCHES if event.key.endswith(f"update_sorted_{launch}")), None)
+        name = next((launch for launch in LAUNCHES if event.key.endswith(f"{schedule}_{launch}")), None)
         key = name or ("fill (scratch zeroing)" if "fill" in event.key.lower() or "zero" in event.key.lower() else None)
         if key is not None:
             device_us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0.0)
@@ -103,16 +120,8 @@ def launch_breakdown(run: Callable[..., Any], inputs: tuple[Any, ...], calls: in
     return totals
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--shape", default="fk_fp16", help="a shape of the workload's domain, or B=..,N=..,K=..,D=..:fp16")
-    ap.add_argument("--max-seconds", type=float, default=4.0, help="timing wall-clock guard")
-    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny fp32 shape, interpreter: no timing")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    out_file = args.out / "update_sorted.json"
-    shape = parse_shape(DRY_SHAPE if args.dry_run else args.shape, UPDATE.gpu_shapes, "fp16")
+def run_shape(args: argparse.Namespace, variants: tuple[Variant, ...], shape: Shape, out_file: Path) -> bool:
+    """Quick-check, time and profile the variants at one shape; write `out_file`. True when any variant passed."""
     device = "cpu" if args.dry_run else "cuda"
     dtype = DTYPES[shape.dtype]
     contract = get_contract(UPDATE.contract)
@@ -121,13 +130,14 @@ def main(argv: list[str] | None = None) -> int:
 
     contestants: list[Contestant] = []
     rows: dict[str, dict[str, Any]] = {}
-    for name, params in VARIANTS:
-        run = load_with_params(SCHEDULE, params, backend="triton")
+    for name, schedule, params in variants:
+        run = load_with_params(schedule, params, backend="triton")
         try:
             verification = quick_check(run, inputs, check)
         except (OutOfResources, CompilationError) as error:  # a tile too big for this GPU: that variant only
             verification = Verification(False, "compile", f"{type(error).__name__}: {error}"[:300])
-        rows[name] = {"params": params, "verified": verification.passed, "detail": verification.detail}
+        rows[name] = {"schedule": schedule.name, "params": params, "verified": verification.passed,
+                      "detail": verification.detail}
         print(f"{name:18s} {'ok' if verification.passed else 'REFUSED'}: {verification.detail}", flush=True)
         if verification.passed:
             contestants.append(Contestant(name, run, verification=verification))
@@ -149,16 +159,38 @@ def main(argv: list[str] | None = None) -> int:
             speedup = f"{fk.median_ms / s.median_ms:.3f}" if fk is not None else "undefined"
             print(f"{s.name:18s} {s.median_ms:10.4f} {s.quantile_ms(0.1):8.4f} {s.quantile_ms(0.9):8.4f} {speedup:>15s}")
         out_file.write_text(json.dumps(result, indent=2))  # the timings are kept if profiling fails
-        default = next((c for c in contestants if c.name == "sorted_default"), None)
-        if default is not None:
-            breakdown = launch_breakdown(default.run, inputs)
+        first_name, first_schedule, _ = variants[0]
+        first = next((c for c in contestants if c.name == first_name), None)
+        if first is not None:
+            schedule_name = parse(first_schedule.read_text(), str(first_schedule)).name
+            breakdown = launch_breakdown(first.run, inputs, schedule_name)
             result["launch_ms"] = breakdown
-            print("\nsorted_default, per launch (profiler, mean of 5 calls):")
+            print(f"\n{first_name}, per launch (profiler, mean of 5 calls):")
             for launch, ms in breakdown.items():
                 print(f"  {launch:22s} {ms:8.4f} ms")
     out_file.write_text(json.dumps(result, indent=2))
-    print(f"\nwrote {out_file}")
-    return 0 if any(r["verified"] for r in rows.values()) else 1
+    print(f"\nwrote {out_file}", flush=True)
+    return any(r["verified"] for r in rows.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--shapes", nargs="+", default=["fk_fp16"],
+                    help="shapes of the workload's domain, or B=..,N=..,K=..,D=..:fp16")
+    ap.add_argument("--variants", choices=sorted(VARIANT_SETS), default="sorted", help="which variant set to time")
+    ap.add_argument("--max-seconds", type=float, default=4.0, help="timing wall-clock guard per shape")
+    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny fp32 shape, interpreter: no timing")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    variants = VARIANT_SETS[args.variants]
+    names = [DRY_SHAPE] if args.dry_run else args.shapes
+    passed = True
+    for index, name in enumerate(names):
+        shape = parse_shape(name, UPDATE.gpu_shapes, "fp16")
+        suffix = "" if index == 0 else f"_{shape.name}"
+        passed = run_shape(args, variants, shape, args.out / f"update_{args.variants}{suffix}.json") and passed
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ adds one directly (a notebook, a test). An op name is unique across workloads.
 from __future__ import annotations
 
 import importlib.metadata
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -60,6 +61,10 @@ class _Registry:
     def __init__(self) -> None:
         self._ops: dict[str, _Entry] = {}
         self._loaded = False
+        # Evaluation threads (`cake evolve`'s local executor) may ask at once: the first loads the entry points
+        # while the others wait, instead of seeing `_loaded` already set and an empty table. Re-entrant, since a
+        # workload module may look contracts up while it loads (on the loading thread).
+        self._lock = threading.RLock()
 
     def register(self, workload: WorkloadContracts) -> None:
         clashes = [f"`{c.name}` (already from workload {self._ops[c.name].workload!r})"
@@ -73,11 +78,12 @@ class _Registry:
             self._ops[contract.name] = _Entry(contract, workload.controls.get(contract.name), workload.name)
 
     def ops(self) -> dict[str, _Entry]:
-        if not self._loaded:
-            self._loaded = True  # set first: a workload module may look contracts up while it loads
-            for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-                self.register(_resolve(entry_point))
-        return self._ops
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True  # set first: a workload module may look contracts up while it loads
+                for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                    self.register(_resolve(entry_point))
+            return self._ops
 
 
 def _resolve(entry_point: importlib.metadata.EntryPoint) -> WorkloadContracts:

@@ -27,6 +27,14 @@ UPDATE_SEED = "update_atomic.cake"
 # Deterministic and memory-bound (a stable counting sort of the ids, then one fp32 sum per cluster in index
 # order): the fast update that is also meant to pass every gate on a GPU. A seed, so the search tunes its tiles.
 UPDATE_SORTED = "update_sorted.cake"
+# The same counting sort over wide point tiles, ranking inside a tile by `rank_equal` (a tile sort) instead of
+# a [BN, BN] comparison: the histogram and the serial scan over tiles shrink by BN/128 (issue 18's large_n and
+# fk_fp16 costs). Triton backend only (E0615).
+UPDATE_RANKED = "update_ranked.cake"
+# The op's default deterministic update: the one the Lloyd pipeline and the GPU update scripts run when none is
+# named. Chosen by the cost reasoning in update_ranked.cake's header; scripts/gpu/s5_upd5.sh measures it
+# beside update_sorted.cake at every shape (switch back here if the H200 says otherwise).
+DEFAULT_UPDATE = UPDATE_RANKED
 # Deterministic and exact (one-hot products, no atomics): the update that passes every gate on a GPU, where
 # the atomic seed fails ORD-02 (bits differ run to run) and EXC-02 (fp32 atomics flush subnormals).
 UPDATE_REFERENCES = ("update_onehot.cake",)
@@ -67,7 +75,7 @@ ASSIGN = OpSpec(
 
 UPDATE = OpSpec(
     contract="kmeans_update",
-    seeds=(UPDATE_SEED, UPDATE_SORTED),
+    seeds=(UPDATE_SEED, UPDATE_SORTED, UPDATE_RANKED),
     references=UPDATE_REFERENCES,
     cpu_shape=shapes.CPU_UPDATE,
     gpu_shapes=shapes.GPU_SHAPES,
@@ -78,9 +86,9 @@ UPDATE = OpSpec(
 
 # The Lloyd pipeline's steps when none is named: the fastest assign that passes every gate on the H200 (the
 # hand-written ping-pong, CUDA backend: RESULTS.md, 1.036x the tuned Triton assign at the cell, PASSED under
-# seeds 0-2 in bf16 and fp16) and the deterministic sorted update of issue 18 (Triton backend).
+# seeds 0-2 in bf16 and fp16) and the op's default deterministic update of issue 18 (Triton backend).
 LLOYD_ASSIGN = "assign_pingpong.cake@cuda"
-LLOYD_UPDATE = "update_sorted.cake@triton"
+LLOYD_UPDATE = f"{DEFAULT_UPDATE}@triton"
 
 LLOYD = Pipeline(
     name="lloyd_iteration",

@@ -254,6 +254,24 @@ def cuda_reduction_rank(ctx: CheckContext) -> Iterable[Finding]:
                               name=row.name, rank=len(shape))
 
 
+@check("E0615", "`rank_equal` the CUDA backend lacks",
+       "the CUDA backend does not lower `rank_equal` (a tile sort) of `{keys}`",
+       examples=[derive(PLAIN, ("  store besti -> ids", "  let r: i32[BN] = rank_equal(besti, axis=0)\n  store r -> ids"),
+                        backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_rank_equal(ctx: CheckContext) -> Iterable[Finding]:
+    """`rank_equal` sorts a tile; the CUDA code generator has no tile sort and refuses it (C0100)."""
+    from cake.ir.printer import expr as print_expr  # the printer imports no check: no cycle
+
+    for launch in ctx.kernel.launches:
+        for role, expr in _role_exprs(launch):
+            if isinstance(expr, n.Call) and expr.func == "rank_equal" and expr.args:
+                yield finding(expr, f"role `{role.name}`", "a tile sort",
+                              help="lower with `--backend triton`, or rank by the quadratic form "
+                                   "`sum(cast(k[:, None] == k[None, :] & tril(n, diagonal=-1), i32), axis=1)`",
+                              keys=print_expr(expr.args[0]))
+
+
 @check("E0614", "mma.sync tile the CUDA backend cannot split over the role's warps",
        "the CUDA backend splits a {rows} x {cols} `{form}` tile over {warps} warps in whole 16 x 16 blocks per warp; "
        "no split exists",

@@ -787,7 +787,15 @@ def _cumsum(g: ExprGen, expr: Call, hint: str | None) -> Value:
     return g.scan(expr, hint)
 
 
+def _rank_equal(g: ExprGen, expr: Call, hint: str | None) -> Value:
+    # The checker refuses it first under `--backend cuda` (E0615); reaching here means it was not run.
+    raise Unlowerable(Code.UNSUPPORTED, "`rank_equal` (a tile sort) is not lowered by the CUDA backend",
+                      help="lower with `--backend triton`, or rank by `sum(cast(k[:, None] == k[None, :] & "
+                           "tril(n, diagonal=-1), i32), axis=1)`")
+
+
 CALL_RULES: dict[str, CallRule] = {
+    "rank_equal": _rank_equal,
     "cdiv": _cdiv, "arange": _arange, "tril": _tril, "cast": _cast, "cumsum": _cumsum,
     **{name: _reduce for name in rules.REDUCTIONS}, **{name: _elementwise for name in rules.ELEMENTWISE},
 }

@@ -16,6 +16,7 @@ from cake.lowering.triton.extremes import Fused, Key
 from cake.lowering.triton.values import (
     INT_LIMITS,
     PREC_ADD,
+    PREC_AND,
     PREC_CMP,
     PREC_MUL,
     PREC_TERNARY,
@@ -178,6 +179,35 @@ def _cumsum(em: ExprEmitter, call: Call) -> Val:
     return Val(f"tl.cumsum({x.code}, axis={axis})", x.dtype, x.axes)
 
 
+# Sorted keys compare as i32 up to this many lanes: (position << log2 n) | rank must stay below 2^31.
+RANK_EQUAL_MAX_LANES = 1 << 15
+
+
+def _rank_equal(em: ExprEmitter, call: Call) -> Val:
+    """Stable rank among equal keys without the [n, n] comparison: sort (key, position) packed into one i64
+    (the position in the low log2(n) bits keeps the sort stable), count each run of equal keys with a segmented
+    scan (`_k_run_length`), then sort (position, rank) to bring the ranks back to the keys' order (`_k_sort`,
+    `_k_run_length`: tl.sort and tl.associative_scan on a GPU; module.py says why not under the interpreter).
+    Padding lanes sit after the real ones, and a rank counts only earlier lanes, so they never change a real
+    lane's rank."""
+    (x,) = em.args(call, 1)
+    if len(x.axes) != 1:
+        raise em.error(f"`rank_equal` ranks one vector, got a rank-{len(x.axes)} tile", call)
+    axis = x.axes[0]
+    if axis.size is not None and axis.size > RANK_EQUAL_MAX_LANES:
+        raise em.error(f"`rank_equal` of {axis.size} lanes: at most {RANK_EQUAL_MAX_LANES} (the position and "
+                       "the rank are packed into one i32 sort key)", call)
+    n = axis.physical
+    fn = em.fn
+    fn.line(f"tl.static_assert({n} <= {RANK_EQUAL_MAX_LANES})")
+    keys = em.to(x, DType.I64)
+    packed = fn.assign_temp("rk", f"_k_sort({keys.atom()} * {n} + tl.arange(0, {n}).to(tl.int64), {n})")
+    position = fn.assign_temp("rkpos", f"{packed} & ({n} - 1)")
+    run = fn.assign_temp("rkrun", f"_k_run_length({packed} - {position}, {n})")
+    back = fn.assign_temp("rkback", f"_k_sort({position}.to(tl.int32) * {n} + {run} - 1, {n})")
+    return Val(f"{back} & ({n} - 1)", DType.I32, x.axes, prec=PREC_AND)
+
+
 def _arange(em: ExprEmitter, call: Call) -> Val:
     if len(call.args) != 1:
         raise em.error("`arange(n)` takes one argument", call)
@@ -214,6 +244,6 @@ CALL_RULES: dict[str, Callable[[ExprEmitter, Call], Val]] = {
     "maximum": _extreme("maximum"), "minimum": _extreme("minimum"), "where": _where, "cast": _cast,
     "sum": _reduction("sum"), "max": _reduction("max"), "min": _reduction("min"),
     "argmin": _reduction("argmin"), "argmax": _reduction("argmax"), "cumsum": _cumsum,
-    "arange": _arange, "tril": _tril, "cdiv": _cdiv,
+    "arange": _arange, "tril": _tril, "cdiv": _cdiv, "rank_equal": _rank_equal,
 }
 register_emitters("triton", CALL_RULES)

@@ -106,6 +106,63 @@ def _k_dtype(var, specs, allowed):
     return dtype
 
 
+# `rank_equal`'s helpers: a sort of distinct keys and the length of the run of equal keys ending at each lane
+# of a sorted vector. On a GPU they are Triton's tl.sort and an associative scan. Under the interpreter both
+# of those call their combine function element by element in Python (about 5 s per 1024-lane sort, which made
+# the CPU gates take hours), so there the same results come from whole-tile operations: a bitonic network
+# (reshape, split, join, minimum, maximum) and a max-scan of run starts by doubling (gather). The keys sorted
+# are distinct (the lane is packed under the key), so every correct sort gives the same output; the tests
+# check each pair against torch under the interpreter, and the GPU pair is compiled for sm_90a by the AOT
+# compile test.
+@triton.jit
+def _k_sort_triton(x, N: tl.constexpr):
+    return tl.sort(x, 0)
+
+
+@triton.jit
+def _k_run_count(key_a, count_a, key_b, count_b):
+    """The run-length scan's combine: associative on sorted keys (equal ends of two neighbouring segments
+    mean the right one holds that key only)."""
+    return key_b, tl.where(key_a == key_b, count_a + count_b, count_b)
+
+
+@triton.jit
+def _k_run_length_triton(keys, N: tl.constexpr):
+    return tl.associative_scan((keys, tl.full([N], 1, tl.int32)), 0, _k_run_count)[1]
+
+
+@triton.jit
+def _k_sort_network(x, N: tl.constexpr):
+    """Ascending bitonic sort of N (a power of two) lanes; each compare-exchange step is a few tile ops."""
+    for s in tl.static_range(1, 31):
+        if (1 << s) <= N:
+            for t in tl.static_range(s):
+                J: tl.constexpr = 1 << (s - 1 - t)
+                M: tl.constexpr = N // (2 * J)
+                a, b = tl.split(tl.permute(tl.reshape(x, [M, 2, J]), [0, 2, 1]))
+                down = ((tl.arange(0, M) * (2 * J)) & (1 << s)) != 0
+                lo, hi = tl.minimum(a, b), tl.maximum(a, b)
+                pairs = tl.join(tl.where(down[:, None], hi, lo), tl.where(down[:, None], lo, hi))
+                x = tl.reshape(tl.permute(pairs, [0, 2, 1]), [N])
+    return x
+
+
+@triton.jit
+def _k_run_length_network(keys, N: tl.constexpr):
+    """Lane - (the start of its run) + 1, the start found by a max-scan of run starts, doubling the reach."""
+    lane = tl.arange(0, N)
+    starts = tl.where((lane == 0) | (keys != tl.gather(keys, tl.maximum(lane - 1, 0), 0)), lane, 0)
+    for t in tl.static_range(31):
+        if (1 << t) < N:
+            starts = tl.maximum(starts, tl.gather(starts, tl.maximum(lane - (1 << t), 0), 0))
+    return lane - starts + 1
+
+
+_K_COMPILED = isinstance(_k_sort_triton, triton.runtime.JITFunction)  # False under TRITON_INTERPRET=1
+_k_sort = _k_sort_triton if _K_COMPILED else _k_sort_network
+_k_run_length = _k_run_length_triton if _K_COMPILED else _k_run_length_network
+
+
 def _k_expect_dtype(tensor, name, dtype):
     if tensor.dtype != dtype:
         raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")

@@ -47,7 +47,7 @@ def test_the_lloyd_pipeline_is_declared_with_its_check_and_defaults() -> None:
     assert workload.name == "flash_kmeans" and pipeline is LLOYD
     assert pipeline.check is not None and pipeline.output_check is not None
     assert dict(pipeline.default_steps) == {"kmeans_assign": "assign_pingpong.cake@cuda",
-                                            "kmeans_update": "update_sorted.cake@triton"}
+                                            "kmeans_update": "update_ranked.cake@triton"}
 
 
 def test_step_sources_name_schedules_with_a_backend_or_callables() -> None:

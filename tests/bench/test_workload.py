@@ -34,7 +34,7 @@ def test_flash_kmeans_ops_seeds_and_references() -> None:
     assert FK.primary is assign and FK.fitness.against == ("triton_assign", "flash_kmeans", "torch_mm")
     assert assign.baseline("plain_sweep_best").reference  # a CAKE reference, not one of the baselines
     assert [p.name for p in assign.seed_paths()] == ["assign_plain.cake"]
-    assert [p.name for p in update.seed_paths()] == ["update_atomic.cake", "update_sorted.cake"]
+    assert [p.name for p in update.seed_paths()] == ["update_atomic.cake", "update_sorted.cake", "update_ranked.cake"]
     refs = {p.name for p in assign.reference_paths()}
     assert refs == {"assign_pingpong.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake", "assign_tcgen05.cake"}
     assert [p.name for p in update.reference_paths()] == ["update_onehot.cake"]

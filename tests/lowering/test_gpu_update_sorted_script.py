@@ -1,5 +1,6 @@
-"""The CPU paths of scripts/gpu_update_sorted.py (the update_sorted sweep on the H200): the quick check that
-gates timing refuses a wrong kernel and one whose bits change between calls, the floor, and a dry run."""
+"""The CPU paths of scripts/gpu_update_sorted.py (the counting-sort updates' sweep on the H200): the quick check
+that gates timing refuses a wrong kernel and one whose bits change between calls, the floor, and a dry run of
+each variant set's first variant (update_sorted's and update_ranked's defaults)."""
 
 from __future__ import annotations
 
@@ -46,9 +47,22 @@ def test_floor_is_the_bytes_moved_at_the_measured_copy_bandwidth() -> None:
     assert 0.14 < sweep.floor_ms(shape) < 0.16
 
 
-def test_dry_run_lowers_runs_and_checks_on_the_cpu(interpreter: None, tmp_path: Path,
+@pytest.mark.parametrize("variant_set", sorted(sweep.VARIANT_SETS))
+def test_dry_run_lowers_runs_and_checks_on_the_cpu(interpreter: None, tmp_path: Path, variant_set: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sweep, "VARIANTS", (("sorted_default", {}),))
-    assert sweep.main(["--out", str(tmp_path), "--dry-run"]) == 0
-    result = json.loads((tmp_path / "update_sorted.json").read_text())
-    assert result["variants"]["sorted_default"]["verified"] and "samples" not in result
+    first = sweep.VARIANT_SETS[variant_set][0]
+    monkeypatch.setitem(sweep.VARIANT_SETS, variant_set, (first,))
+    assert sweep.main(["--out", str(tmp_path), "--dry-run", "--variants", variant_set]) == 0
+    result = json.loads((tmp_path / f"update_{variant_set}.json").read_text())
+    assert result["variants"][first[0]]["verified"] and "samples" not in result
+
+
+def test_every_variant_sets_params_within_its_schedules_domains() -> None:
+    from cake.ir.analysis import domain_values
+    from cake.ir.parser import parse
+
+    for variants in sweep.VARIANT_SETS.values():
+        for name, schedule, params in variants:
+            kernel = parse(schedule.read_text(), str(schedule))
+            for param, value in params.items():
+                assert value in domain_values(kernel, param), f"{name}: {param} = {value}"

@@ -1,5 +1,6 @@
-"""update_sorted.cake, the deterministic kmeans update (a stable counting sort, then one in-order fp32 sum per
-cluster), lowered by the Triton backend and run under the interpreter.
+"""update_sorted.cake and update_ranked.cake, the deterministic kmeans updates (a stable counting sort, then one
+in-order fp32 sum per cluster; the second ranks inside a tile by `rank_equal`, a tile sort), lowered by the
+Triton backend and run under the interpreter. Every test runs on both.
 
 The gates themselves run in test_triton_verify (every shipped schedule the Triton backend accepts). Here: the
 bits are identical on repeat and under a permuted order of the programs of every launch, and the adversarial
@@ -20,6 +21,7 @@ from cake.experiments.schedules import load_with_params
 from lowering_cases import REPO, assert_matches_reference
 
 SORTED = REPO / "experiments" / "kmeans" / "update_sorted.cake"
+RANKED = REPO / "experiments" / "kmeans" / "update_ranked.cake"
 ATOMIC = REPO / "experiments" / "kmeans" / "update_atomic.cake"
 SMALL_TILES = {"BN": 64, "BT": 16, "BK": 16, "BKS": 256, "BC": 8}
 F32 = torch.float32
@@ -27,9 +29,9 @@ F32 = torch.float32
 Kernel = Callable[..., Any]
 
 
-@pytest.fixture(scope="module")
-def update(interpreter: None) -> Kernel:
-    return load_with_params(SORTED, SMALL_TILES, backend="triton")
+@pytest.fixture(scope="module", params=[SORTED, RANKED], ids=lambda path: path.stem)
+def update(interpreter: None, request: pytest.FixtureRequest) -> Kernel:
+    return load_with_params(request.param, SMALL_TILES, backend="triton")
 
 
 def _inputs(b: int, n: int, k: int, d: int, seed: int, clusters: int | None = None) -> list[torch.Tensor]:

@@ -90,3 +90,26 @@ def test_registering_a_workload_again_replaces_its_ops() -> None:
     assert get_contract("scratch_b").name == "scratch_b"
     with pytest.raises(KeyError, match="unknown op `scratch_a`"):
         get_contract("scratch_a")
+
+
+def test_threads_asking_at_once_wait_for_the_entry_points_to_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cake evolve`'s local executor verifies seeds on several threads: one loads the installed workloads and
+    the others must wait for it, not see an empty table (`unknown op ...; known ops: none`)."""
+    import threading
+    import time
+
+    slow_resolve = registry._resolve
+
+    def resolve(entry_point: object) -> WorkloadContracts:
+        time.sleep(0.2)  # a workload module that takes a while to import
+        return slow_resolve(entry_point)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry, "_resolve", resolve)
+    fresh = registry._Registry()
+    seen: list[set[str]] = []
+    threads = [threading.Thread(target=lambda: seen.append(set(fresh.ops()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 3 and all("kmeans_update" in ops for ops in seen), seen

@@ -27,8 +27,9 @@ RETARGETED = (("experiments/kmeans/assign_plain.cake", "sm_80"),)
 # lowers it. A refusal must stay a located diagnostic, never a crash (tested).
 # Shipped schedules the CUDA backend refuses, with the first located code (`cake check --backend cuda` refuses
 # them earlier with E0610/E0611: mma operands computed in registers, f32 `via dot`; E0612/E0613: gathered
-# loads and rank-1 reductions, which the counting-sort update uses).
+# loads and rank-1 reductions, which the counting-sort updates use; E0615: `rank_equal`, update_ranked's rank).
 CUDA_REFUSED = {"experiments/kmeans/update_onehot.cake": "C0101", "experiments/kmeans/update_sorted.cake": "C0100",
+                "experiments/kmeans/update_ranked.cake": "C0100",
                 "experiments/kda/kda_chunk16.cake": "C0102",
                 "experiments/kda/kda_chunk64.cake": "C0101", "experiments/kda/kda_fused_chunk16.cake": "C0102",
                 "experiments/kda/kda_fused_chunkpar.cake": "C0102"}
