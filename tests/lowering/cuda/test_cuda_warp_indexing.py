@@ -99,24 +99,27 @@ def frag_struct(source: str, name: str) -> Frag:
 
 @dataclass(frozen=True)
 class Thread:
+    tid: int  # threadIdx.x
     wq: int  # the kernel's `cake_wq`
     lane: int
 
 
-def role_threads(kernel: str) -> list[Thread]:
-    """Every thread of the kernel's one role, with the warp index its prologue computes."""
-    roles = re.findall(r"// role \w+: .*threads (\d+)\.\.(\d+)", kernel)
-    assert len(roles) == 1, "these kernels have one role"
-    first, last = (int(v) for v in roles[0])
-    rtid = re.search(r"const int cake_rtid = (.*?);", kernel).group(1)
-    rwarp = re.search(r"const int cake_rwarp = (.*?);", kernel).group(1)
-    wq = re.search(r"const int cake_wq = (.*?);", kernel).group(1)
-    assert "cake_lane_id()" in kernel
+def role_threads(kernel: str, role: str = r"\w+") -> list[Thread]:
+    """Every thread of role `role` (the kernel's only role by default), with the warp index its prologue
+    computes."""
+    found = list(re.finditer(rf"// role {role}(?:\[[^\]]*\])?: .*threads (\d+)\.\.(\d+)", kernel))
+    assert len(found) == 1, f"one role `{role}` expected, found {len(found)}"
+    first, last = (int(v) for v in found[0].groups())
+    body = kernel[found[0].end():]
+    rtid = re.search(r"const int cake_rtid = (.*?);", body).group(1)
+    rwarp = re.search(r"const int cake_rwarp = (.*?);", body).group(1)
+    wq = re.search(r"const int cake_wq = (.*?);", body).group(1)
+    assert "const int cake_lane = cake_lane_id();" in body
     out = []
     for tid in range(first, last + 1):
         r = c_int(rtid, tid=tid)
         w = c_int(rwarp, cake_rtid=r)
-        out.append(Thread(c_int(wq, cake_rwarp=w), tid % THREADS_PER_WARP))
+        out.append(Thread(tid, c_int(wq, cake_rwarp=w), tid % THREADS_PER_WARP))
     return out
 
 
@@ -245,3 +248,23 @@ def test_the_check_finds_the_warpgroup_modulo_bug() -> None:
         problems = check_mma_role(broken, (bn, 64))
         assert any(p.startswith(f"store: rows never written [{bn // 2}") for p in problems), problems
         assert any(p.startswith("accumulator: rows never computed") for p in problems), problems
+
+
+TCGEN05 = "experiments/kmeans/assign_tcgen05.cake"
+
+
+@pytest.mark.parametrize("unit", ["warpgroups 1", "warps 4"])
+def test_a_tensor_memory_reader_reads_its_own_lane_quarter(unit: str) -> None:
+    """tcgen05.ld lets a warp reach only the TMEM lanes of its rank in its warpgroup (32 x (warp id % 4)
+    onwards); the generated load addresses quarter `cake_wq`. A `warps 4` reader declared after two 1-warp
+    roles used to start at thread 64 (ranks 2, 3, 0, 1 against cake_wq 0..3): the plan now starts every
+    TMEM reader on a warpgroup boundary."""
+    text = (REPO / TCGEN05).read_text()
+    assert text.count("role consumer[w in 2]: warpgroups 1 {") == 1
+    kernel = parse(text.replace("role consumer[w in 2]: warpgroups 1 {", f"role consumer[w in 2]: {unit} {{"), TCGEN05)
+    source = generate(kernel, "sm_100a", file=TCGEN05).source
+    assign = next(k for k in source.split('extern "C" __global__')[1:] if "cake_tmem_load_32(" in k)
+    assert "(static_cast<uint32_t>(cake_wq * 32) << 16)" in assign
+    threads = role_threads(assign, "consumer")
+    assert len(threads) == 256
+    assert all(t.wq == (t.tid // THREADS_PER_WARP) % 4 for t in threads)
