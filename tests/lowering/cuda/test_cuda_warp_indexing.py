@@ -251,20 +251,28 @@ def test_the_check_finds_the_warpgroup_modulo_bug() -> None:
 
 
 TCGEN05 = "experiments/kmeans/assign_tcgen05.cake"
+TCGEN05_CONSUMER = "role consumer[w in 2]: warpgroups 1 {"
 
 
-@pytest.mark.parametrize("unit", ["warpgroups 1", "warps 4"])
-def test_a_tensor_memory_reader_reads_its_own_lane_quarter(unit: str) -> None:
-    """tcgen05.ld lets a warp reach only the TMEM lanes of its rank in its warpgroup (32 x (warp id % 4)
-    onwards); the generated load addresses quarter `cake_wq`. A `warps 4` reader declared after two 1-warp
-    roles used to start at thread 64 (ranks 2, 3, 0, 1 against cake_wq 0..3): the plan now starts every
-    TMEM reader on a warpgroup boundary."""
-    text = (REPO / TCGEN05).read_text()
-    assert text.count("role consumer[w in 2]: warpgroups 1 {") == 1
-    kernel = parse(text.replace("role consumer[w in 2]: warpgroups 1 {", f"role consumer[w in 2]: {unit} {{"), TCGEN05)
-    source = generate(kernel, "sm_100a", file=TCGEN05).source
-    assign = next(k for k in source.split('extern "C" __global__')[1:] if "cake_tmem_load_32(" in k)
-    assert "(static_cast<uint32_t>(cake_wq * 32) << 16)" in assign
-    threads = role_threads(assign, "consumer")
+@pytest.mark.parametrize(("rel", "arch", "edit"), [
+    ("experiments/kmeans/assign_pingpong.cake", "sm_90a", None),
+    ("experiments/kmeans/assign_pingpong_x2.cake", "sm_90a", None),
+    (TCGEN05, "sm_100a", None),
+    (TCGEN05, "sm_100a", (TCGEN05_CONSUMER, "role consumer[w in 2]: warps 4 {")),
+], ids=["pingpong", "pingpong_x2", "tcgen05", "tcgen05-warps4"])
+def test_a_warpgroup_consumer_sees_its_hardware_warp_rank(rel: str, arch: str, edit: tuple[str, str] | None) -> None:
+    """wgmma is issued by a hardware warpgroup and tcgen05.ld lets a warp reach only the TMEM lanes of its rank
+    in its warpgroup (32 x (warp id % 4) onwards); the generated fragments and TMEM addresses use `cake_wq`.
+    So every consumer thread's cake_wq must be its hardware warp's rank. A `warps 4` TMEM reader declared
+    after two 1-warp roles used to start at thread 64 (ranks 2, 3, 0, 1 against cake_wq 0..3): the plan now
+    starts every TMEM reader on a warpgroup boundary, as it does warpgroup roles."""
+    text = (REPO / rel).read_text()
+    if edit is not None:
+        assert text.count(edit[0]) == 1
+        text = text.replace(*edit)
+    source = generate(parse(text, rel), arch, file=rel).source
+    kernel = next(k for k in source.split('extern "C" __global__')[1:] if "// role consumer" in k)
+    assert "cake_wgmma_" in kernel or "(static_cast<uint32_t>(cake_wq * 32) << 16)" in kernel
+    threads = role_threads(kernel, "consumer")
     assert len(threads) == 256
     assert all(t.wq == (t.tid // THREADS_PER_WARP) % 4 for t in threads)
