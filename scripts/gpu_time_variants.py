@@ -3,18 +3,24 @@ model's fitter reads (issue 17 item 3: calibration per backend, held out by run)
 
     python3 scripts/gpu_time_variants.py --out "$RES/costdata"              # H200: ~4 minutes
     python3 scripts/gpu_time_variants.py --out /tmp/plan --dry-run          # CPU: the plan, and nvcc's rate
+    python3 scripts/gpu_time_variants.py --out DIR --backend cuda \
+        --only "assign_plain:BN=128 BK=64 STAGES=3 WARPS=8" --only ...      # re-time a few named variants
 
 1. Enumerate (CPU, this process): every sm_90a schedule of `kmeans_assign` the repository ships, varied as
    `bench_compile_enumeration.variants` varies it (each param value, each dtype choice, each mma width, one
    change at a time) plus every point of its param grid; for each backend, the variants the static checker
    accepts for that backend at the timing shape and the cost model can price, one per distinct IR text.
+   `--only STEM:LABEL` (repeatable) keeps just the named variants (the schedule's file stem and the label
+   the JSON's `outcomes` record), `--backend` one backend.
 2. Split: per backend, a seeded shuffle dealt round-robin into `--runs` runs (default 3). Each run is its own
    run store (`OUT/runs/<backend>-<i>`), so the fitter can fit on some runs and rank another; the split is by
    enumeration seed, the same criterion as separate evolve runs that sample the same space. The runs are
    interleaved in time (a shared pool), so no run is timed under other conditions than another.
 3. Compile and time (GPU): `--workers` worker processes (spawned, one CUDA context each) lower and load a
    variant and run it once at a warm-up shape with the timing shape's specialization (B=2 N=256, checked
-   against the fp64 reference in full) — compilation on all cores at once; then, one worker at a time (the
+   against the fp64 reference in full, on a second call whose output buffers held a poison value: a kernel
+   that leaves part of its output unwritten must not pass on what an earlier variant left in the same
+   caching-allocator block) — compilation on all cores at once; then, one worker at a time (the
    parent grants the GPU), the timing protocol at the timing shape (default B=8 N=16384 K=1024 D=128 bf16:
    cold L2, two rotated input sets, a few reps, sampled re-check). A worker that crashes or outlives its
    per-variant limit is killed and replaced, and its variant gets that verdict: a crash is a verdict, never a
@@ -34,7 +40,7 @@ import random
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -89,6 +95,7 @@ class Plan:
     jobs: list[Job]
     refused: Counter[str] = field(default_factory=Counter)  # backend: first code -> count
     variants: int = 0
+    named: set[str] = field(default_factory=set)  # the `only` names that matched an enumerated variant
 
 
 def assign_schedules(root: Path = ROOT / "experiments") -> list[Path]:
@@ -112,20 +119,31 @@ def candidate_variants(path: Path) -> list[bce.Variant]:
     return found
 
 
+def variant_key(schedule: str, label: str) -> str:
+    """How `--only` names a variant: the schedule's file stem and the variant's label."""
+    return f"{Path(schedule).stem}:{label}"
+
+
 def plan(paths: Sequence[Path], runs: int, seed: int, limit: int | None = None,
-         dims: Mapping[str, int] = TIMING_DIMS) -> Plan:
-    """Legal, priced, distinct variants per backend, shuffled (seeded) and dealt into `runs` runs."""
+         dims: Mapping[str, int] = TIMING_DIMS, only: Collection[str] | None = None,
+         backends: Sequence[str] = BACKENDS) -> Plan:
+    """Legal, priced, distinct variants per backend, shuffled (seeded) and dealt into `runs` runs; with
+    `only`, just the variants it names (`variant_key`)."""
     out = Plan([])
-    per_backend: dict[str, dict[str, tuple[bce.Variant, str, float]]] = {b: {} for b in BACKENDS}
+    per_backend: dict[str, dict[str, tuple[bce.Variant, str, float]]] = {b: {} for b in backends}
     for path in paths:
         for variant in candidate_variants(path):
+            if only is not None:
+                if variant_key(variant.schedule, variant.label) not in only:
+                    continue
+                out.named.add(variant_key(variant.schedule, variant.label))
             out.variants += 1
             if any(choice != DTYPE for _, choice in variant.dtypes):
                 out.refused["not the timing dtype"] += 1  # it would refuse the timing inputs
                 continue
             kernel = bind_params(variant.kernel(), {}, file=variant.schedule)
             text = print_kernel(kernel)
-            for backend in BACKENDS:
+            for backend in backends:
                 if ir_hash(text) in per_backend[backend]:
                     continue
                 found = errors(check(kernel, arch=ARCH, backend=backend, dims=dict(dims)))
@@ -141,7 +159,7 @@ def plan(paths: Sequence[Path], runs: int, seed: int, limit: int | None = None,
                 per_backend[backend][ir_hash(text)] = (variant, text, predicted)
     rng = random.Random(seed)
     next_id = 0
-    for backend in BACKENDS:
+    for backend in backends:
         items = sorted(per_backend[backend].items())
         rng.shuffle(items)
         for i, (digest, (variant, text, predicted)) in enumerate(items[:limit]):
@@ -212,6 +230,13 @@ def gpu_worker(conn: Connection, seed: int) -> None:
             try:
                 out = fn(*warm)
                 clock.synchronize()
+                # Elements a kernel never writes keep what its fresh output buffers held, which can be an
+                # earlier variant's right answer (same inputs, same caching-allocator block). Poison the
+                # buffers, free them, and check a second call: the same allocation sequence gets them back.
+                poison(out)
+                del out
+                out = fn(*warm)
+                clock.synchronize()
                 reason = full(warm, (out,) if torch.is_tensor(out) else tuple(out))
             except DiagnosticError as failed:  # the backend's compiler rejected the generated code
                 conn.send(("loaded", job.id, ("compile failed", failed.diagnostics[0].message[:300]), False))
@@ -236,6 +261,22 @@ def gpu_worker(conn: Connection, seed: int) -> None:
                            not _context_usable(clock)))
                 continue
             conn.send(("timed", msg[1], samples.times_ms, samples.failure, False))
+
+
+def poison_value(dtype: Any) -> float | int:
+    """A value no correct kernel writes: NaN for floats, the most negative integer otherwise (an index
+    or a count is never negative)."""
+    import torch
+
+    return float("nan") if dtype.is_floating_point else int(torch.iinfo(dtype).min)
+
+
+def poison(out: Any) -> None:
+    """Fill a kernel's output tensor (or tuple of them) with `poison_value`, in place."""
+    import torch
+
+    for tensor in (out,) if torch.is_tensor(out) else tuple(out):
+        tensor.fill_(poison_value(tensor.dtype))
 
 
 def _context_usable(clock: Any) -> bool:
@@ -442,7 +483,7 @@ class Stores:
     def open(self, device: str, toolchains: Mapping[str, str]) -> None:
         if self.stores:
             return
-        for backend in BACKENDS:
+        for backend in [b for b in BACKENDS if any(j.backend == b for j in self.plan.jobs)]:  # planned ones
             for run in range(self.runs):
                 jobs = [j for j in self.plan.jobs if (j.backend, j.run) == (backend, run)]
                 config = {"kind": "variant timing (scripts/gpu_time_variants.py)", "workload": "flash_kmeans",
@@ -545,11 +586,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit-s", type=float, default=15.0, help="per variant: the timing protocol")
     parser.add_argument("--dry-run", action="store_true", help="CPU: plan, lower every variant, time nvcc")
     parser.add_argument("--compile-sample", type=int, default=8, help="--dry-run: CUDA variants to nvcc-compile")
+    parser.add_argument("--only", action="append", metavar="STEM:LABEL",
+                        help="just this variant, e.g. 'assign_plain:BN=128 BK=64 STAGES=3 WARPS=8' (the schedule's "
+                             "file stem and the label the JSON records); repeatable")
+    parser.add_argument("--backend", choices=BACKENDS, action="append", help="just this backend; repeatable")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be >= 1")
     t0 = time.perf_counter()
-    the_plan = plan(assign_schedules(), args.runs, args.seed, args.limit)
+    backends = tuple(b for b in BACKENDS if b in (args.backend or BACKENDS))
+    the_plan = plan(assign_schedules(), args.runs, args.seed, args.limit, only=args.only, backends=backends)
+    unknown = sorted(set(args.only or ()) - the_plan.named)
+    if unknown:
+        parser.error(f"--only names no enumerated variant: {'; '.join(unknown)} (labels are as the JSON's "
+                     "`outcomes` record them, e.g. 'assign_plain:BN=128 BK=64 STAGES=3 WARPS=8')")
     counts = Counter(f"{j.backend}-{j.run}" for j in the_plan.jobs)
     print(f"{the_plan.variants} variants enumerated; legal and distinct: "
           f"{', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; refused: {dict(the_plan.refused)} "
@@ -572,6 +622,12 @@ def main(argv: list[str] | None = None) -> int:
     stores.close()
     summary = summarize(the_plan, result.outcomes)
     print_table(summary)
+    if args.only:  # a handful, named: each one's verdict
+        for job in sorted(the_plan.jobs, key=lambda j: variant_key(j.schedule, j.label)):
+            outcome = result.outcomes[job.id]
+            ms = outcome.measured_ms
+            print(f"{job.backend:6} {variant_key(job.schedule, job.label):48} {outcome.verdict:12} "
+                  f"{'' if ms is None else f'{ms:.3f} ms'} {outcome.detail[:120]}")
     timed = [o for o in result.outcomes.values() if o.verdict == "timed"]
     report.update({"device": result.device, "toolchains": result.toolchains, "pool_s": result.seconds,
                    "worker_restarts": result.worker_restarts, "verdicts": summary, "timed": len(timed),

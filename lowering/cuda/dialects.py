@@ -83,9 +83,6 @@ class Sm80:
 
     # ----------------------------------------------------------------------------------- layouts
 
-    def mma_warp(self, rwarp: str) -> str:
-        return rwarp
-
     def operand_shape(self, gen, expr: Expr) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
         if isinstance(expr, Transpose):
             return tuple(reversed(self.operand_shape(gen, expr.operand)))
@@ -288,9 +285,6 @@ class Sm90a(Sm80):
 
     def init_fence(self) -> str:
         return "cake_mbar_init_fence();"
-
-    def mma_warp(self, rwarp: str) -> str:
-        return f"{rwarp} % 4"
 
     def wgmma_layout(self, gen, cname: str, rows: int, cols: int, form: MmaForm) -> FragLayout:  # type: ignore[no-untyped-def]
         if not self.arch.has(Feature.WGMMA):

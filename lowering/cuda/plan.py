@@ -1,7 +1,8 @@
 """What the CUDA backend derives from a launch before emitting code, and the commitments it checks.
 
-* Threads: roles are laid out in declaration order; a warpgroup role (or any role of a launch that
-  reallocates registers) starts on a warpgroup boundary, so `setmaxnreg` and wgmma see whole warpgroups.
+* Threads: roles are laid out in declaration order; a warpgroup role, a role that reads tensor memory (or
+  any role of a launch that reallocates registers) starts on a warpgroup boundary, so `setmaxnreg` and wgmma
+  see whole warpgroups and warp w of a TMEM reader is the warp tcgen05.ld lets reach lanes 32w..32w+31.
 * Issuers: a role whose body only issues asynchronous work (TMA copies, tcgen05.mma) and synchronizes runs
   on one elected thread; every other role is collective.
 * Barriers: addresses come from the shared-memory layout (`cake.ir.analysis.smem_layout`, the same layout
@@ -28,6 +29,7 @@ from cake.ir.nodes import (
     Kernel,
     Launch,
     Let,
+    Load,
     MbarrierDecl,
     MmaAsync,
     Role,
@@ -36,6 +38,7 @@ from cake.ir.nodes import (
     UnitKind,
     Wait,
 )
+from cake.ir.visit import walk
 from cake.lowering.cuda.errors import CheckerGap, Code, diag
 from cake.lowering.cuda.layouts import SmemTileLayout, declared_layout
 
@@ -187,6 +190,15 @@ def _issuer_stmt(stmt: Stmt) -> bool:
     return False
 
 
+def reads_tmem(role: Role, launch: Launch) -> bool:
+    """True when the role loads a tensor-memory buffer. tcgen05.ld lets a warp reach only the lane quarter
+    of its rank in its warpgroup (hardware warp id % 4), and the generated load addresses quarter
+    `cake_wq`: the two agree only when the role starts on a warpgroup boundary."""
+    names = {t.name for t in launch.tmem}
+    return bool(names) and any(isinstance(node, Load) and an.ref_name(node.source) in names
+                               for node in walk(role.body))
+
+
 def is_issuer(role: Role) -> bool:
     """True when the role only issues async copies / mmas and synchronizes: one thread runs it."""
     body = role.body
@@ -205,7 +217,7 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
     for role in launch.roles:
         replicas = an.role_replicas(role, env)
         warps = an.role_threads_per_instance(role, env) // THREADS_PER_WARP
-        aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg
+        aligned = role.unit is UnitKind.WARPGROUPS or uses_setmaxnreg or reads_tmem(role, launch)
         if aligned and cursor % WARPGROUP_THREADS and roles:
             # Idle warps pad the previous role's region so this one starts on a warpgroup (wgmma, TMEM
             # lane quarters and setmaxnreg all count warps from a warpgroup boundary).

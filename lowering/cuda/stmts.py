@@ -92,7 +92,11 @@ class RoleGen(ExprGen):
             self.scalars[role.replicas.var] = self.inst
         w.line("const int cake_lane = cake_lane_id();")
         w.line(f"const int cake_rwarp = cake_rtid / {THREADS_PER_WARP};")
-        w.line(f"const int cake_wq = {self.dialect.mma_warp('cake_rwarp')};  // warp index inside the mma group")  # type: ignore[attr-defined]
+        # The warp's index in the mma warp grid is its index in the role instance, on every target: an
+        # mma.sync grid spans all the instance's warps (8 warps: 8 x 1, 4 x 2, ... by mma_sync_warp_grid),
+        # and the warpgroup layouts (wgmma, tcgen05.ld) are only built for 4-warp instances. (Reducing it
+        # modulo a warpgroup on sm_90a made warps 4..7 of an 8-warp mma.sync grid redo warps 0..3's rows.)
+        w.line("const int cake_wq = cake_rwarp;  // warp index in the role instance's mma warp grid")
         w.line("(void)cake_rtid; (void)cake_lane; (void)cake_rwarp; (void)cake_wq;")
         for name, fams in self.facts.conflicts.items():
             self.lc.diags.append(diag(Code.LAYOUT, f"vector `{name}` is used both along rows and columns "

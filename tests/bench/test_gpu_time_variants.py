@@ -168,3 +168,44 @@ def test_variants_in_flight_past_the_drain_are_stopped_not_awaited(small_schedul
     assert first.verdict == "not reached" and "stopped in flight" in first.detail
     assert {result.outcomes[j.id].verdict for j in plan.jobs[1:]} == {"not reached"}
     assert result.seconds < 20 and result.worker_restarts == 0
+
+
+def test_only_keeps_the_named_variants_of_one_backend(small_schedule: Path) -> None:
+    names = {"assign_small:BN=64 BK=32 STAGES=2 WARPS=4", "assign_small:BN=128 BK=64 STAGES=1 WARPS=4"}
+    plan = gtv.plan([small_schedule], runs=1, seed=0, only=names, backends=("cuda",))
+    assert plan.named == names and plan.variants == 2
+    assert sorted(gtv.variant_key(j.schedule, j.label) for j in plan.jobs) == sorted(names)
+    assert {j.backend for j in plan.jobs} == {"cuda"}
+
+
+def test_an_only_name_that_matches_nothing_is_a_usage_error(small_schedule: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(gtv, "assign_schedules", lambda: [small_schedule])
+    with pytest.raises(SystemExit) as exit_:
+        gtv.main(["--out", str(tmp_path), "--dry-run", "--only", "assign_small:BN=64 WARPS=3"])
+    assert exit_.value.code == 2 and "assign_small:BN=64 WARPS=3" in capsys.readouterr().err
+
+
+def test_the_warps5_stage_names_cuda_variants_the_checker_accepts() -> None:
+    """scripts/gpu/s5_warps5.sh re-checks named variants: every name must plan (a typo would cost the GPU call)."""
+    import shlex
+
+    stage = (Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "s5_warps5.sh").read_text()
+    words = shlex.split(stage.split("stage warps5_recheck", 1)[1].split("\ncat ", 1)[0], comments=True)
+    names = {words[i + 1] for i, w in enumerate(words) if w == "--only"}
+    assert len(names) == 7 and sum("WARPS=8" in n for n in names) == 5
+    plan = gtv.plan(gtv.assign_schedules(), runs=1, seed=0, only=names, backends=("cuda",))
+    assert plan.named == names and not plan.refused
+    assert sorted(gtv.variant_key(j.schedule, j.label) for j in plan.jobs) == sorted(names)
+
+
+def test_poison_fills_outputs_with_values_no_kernel_writes() -> None:
+    import torch
+
+    ids, dist = torch.zeros(4, dtype=torch.int32), torch.zeros(3)
+    gtv.poison((ids, dist))
+    assert ids.tolist() == [torch.iinfo(torch.int32).min] * 4 and torch.isnan(dist).all()
+    one = torch.ones(2, dtype=torch.int64)
+    gtv.poison(one)
+    assert (one < 0).all()
