@@ -2,7 +2,8 @@
 
 Semantics the rules keep on every device (see lowering/README.md): math on 16-bit floats runs in fp32 and rounds
 back; `sum`/`cumsum` of 16-bit floats accumulate in fp32; reductions never see padding lanes; `argmin`/`argmax`
-never pick a NaN; `min` and `argmin` of one tile (`max`/`argmax`) share one reduction (extremes.py).
+give the first index of the extreme and never pick a NaN, on every device (`_first_extreme`); `min` and `argmin`
+of one tile (`max`/`argmax`) share their reductions (extremes.py).
 """
 
 from __future__ import annotations

@@ -207,3 +207,37 @@ def test_padding_is_zeroed_exactly_where_it_may_not_be_zero(c: int) -> None:
     torch.testing.assert_close(sq, (g * g).sum(1))
     torch.testing.assert_close(ones, g.sum(1))
     torch.testing.assert_close(bumped, (g + 1.0).sum(1))
+
+
+ALONE = """\
+schedule alone implements kmeans_assign
+target sm_90a
+param BN = 16 in {16}
+dims M, static C
+tensor g: in f32[M, C]
+tensor at: out i32[M]
+tensor ah: out i32[C]
+grid tile in cdiv(M, BN)
+role main: warps 4 {
+  let gt: f32[BN, C] = load g[tile*BN : +BN, :] masked other 0
+  store argmin(gt, axis=1) -> at[tile*BN : +BN] masked
+  store argmax(gt, axis=0) -> ah[0 : +C] masked
+}
+"""
+
+
+@pytest.mark.parametrize("c", [8, 5])
+def test_an_unpaired_argmin_is_the_first_index_and_never_nan(c: int) -> None:
+    """An argmin (argmax) with no `min` beside it: the same two reductions, along either axis."""
+    lowered = lower(parse(ALONE, "alone.cake"), "triton", filename="alone.cake")
+    assert "return_indices" not in lowered.source and "tl.argmin(" not in lowered.source
+    g = torch.tensor([[3.0, float("nan"), 1.0, 1.0, 2.0, 0.5, 7.0, 9.0][:c],
+                      [float("nan")] * c,
+                      [float("inf"), 4.0, -0.0, 0.0, float("inf"), -1.0, -1.0, 3.0][:c],
+                      [float("nan"), 4.0, 1.0, 0.0, float("inf"), -1.0, 9.0, 3.0][:c]] + [[0.25] * c] * 12)
+    at, ah = load(lowered)(g)
+    want_at = g.masked_fill(g.isnan(), float("inf")).argmin(dim=1).to(torch.int32)
+    want_at[g.isnan().all(dim=1)] = 0
+    torch.testing.assert_close(at, want_at)
+    # one program per 16 rows: the column argmax of the first 16 rows (the only tile), NaN never the maximum
+    torch.testing.assert_close(ah, g.masked_fill(g.isnan(), float("-inf")).argmax(dim=0).to(torch.int32))
