@@ -9,8 +9,12 @@ specialize a call at the cake cell's strides) and disassembled; the main loop is
 whose body holds the tensor-core instruction (HGMMA), and its SASS is counted by opcode. Per-element CUDA-core
 work in the distance epilogue (the part that bounds this kernel) shows up as FFMA / FMNMX / FSETP / FSEL / SEL
 counts; a per-tile ||c||^2 as FMUL / FADD / SHFL / PRMT. Static counts, not a timing: the loop runs the same
-number of times in every kernel here (cdiv(K, BK)), so the counts compare the work per iteration. Triton here
-is the CPU machine's (3.9), the H200's is 3.6: the GPU stage dumps its own PTX for the same comparison.
+number of times in every kernel here (cdiv(K, BK)), so the counts compare the work per iteration.
+
+The Triton version matters: run it with the H200's (3.6; a side venv with the triton 3.6.0 wheel and CAKE
+installed editable) to count the code the H200 runs. Its counts and registers match the H200's own PTX
+assembled by ptxas (session 4: 1257 / 255 registers lowered_norms, 776 / 220 hand-written), where Triton 3.9's
+differ widely (956 vs 938 for the same two kernels). The JSON records the version.
 """
 
 from __future__ import annotations
@@ -112,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<42} {row['registers']!s:>5} {row['spill_bytes']!s:>5} {row['shared_bytes']!s:>7} "
               f"{row.get('loop_instructions', '-')!s:>5}  {top}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"config": params, "dtype": args.dtype, "shape": SHAPE, "kernels": rows},
-                                   indent=2) + "\n")
+    import triton
+
+    args.out.write_text(json.dumps({"config": params, "dtype": args.dtype, "shape": SHAPE,
+                                    "triton": triton.__version__, "kernels": rows}, indent=2) + "\n")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Semantics the rules keep on every device (see lowering/README.md): math on 16-bit floats runs in fp32 and rounds
 back; `sum`/`cumsum` of 16-bit floats accumulate in fp32; reductions never see padding lanes; `argmin`/`argmax`
-never pick a NaN; `min` and `argmin` of one tile (`max`/`argmax`) share one reduction (extremes.py).
+give the first index of the extreme and never pick a NaN, on every device (`_first_extreme`); `min` and `argmin`
+of one tile (`max`/`argmax`) share their reductions (extremes.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,11 @@ from cake.lowering.triton.values import (
     PREC_AND,
     PREC_CMP,
     PREC_MUL,
-    PREC_TERNARY,
-    Axis,
     Elem,
     Lit,
-    Pad,
     Val,
     broadcast,
+    expand,
     promote,
 )
 
@@ -101,14 +100,12 @@ def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
             x = em.to(x, DType.F32)  # 16-bit sums accumulate in fp32
         identity = _identity(kind, x.dtype)
         if kind.startswith("arg"):
-            x = _nan_guard(em, x, kind, identity)
+            return _first_extreme(em, x, 0 if axis is None else axis, kind.removeprefix("arg")).index
         for i in range(len(x.axes)) if axis is None else (axis,):
             x = em.without_padding(x, i, identity)
         axis_arg = "" if axis is None else f", axis={axis}"
         code = f"tl.{kind}({x.code}{axis_arg})"
         axes = () if axis is None else x.axes[:axis] + x.axes[axis + 1:]
-        if kind.startswith("arg"):
-            return _index_in_range(Val(code, DType.I32, axes), x.axes[axis if axis is not None else 0])
         return Val(code, x.dtype, axes)
 
     return rule
@@ -117,30 +114,44 @@ def _reduction(kind: str) -> Callable[[ExprEmitter, Call], Val]:
 EXTREMES = frozenset({"min", "max", "argmin", "argmax"})
 
 
-def _nan_guard(em: ExprEmitter, x: Val, kind: str, identity: str) -> Val:
-    """NaN is never the extreme. Triton's combine would let a NaN win depending on the reduction order (and
-    the interpreter raises on an all-NaN row), so NaN becomes the identity first: one NaN-ignoring min/max
-    against it (IEEE minNum/maxNum), a single instruction per element. Integer tiles hold no NaN."""
+# The index reduction's "no lane holds the extreme" value: the int32 maximum. Against it `tl.min` of
+# `where(hit, lane, NO_LANE)` compiles to one predicated integer min per element; a smaller sentinel (the
+# extent) costs a select more (sm_90a SASS, lowering/README.md).
+NO_LANE = INT_LIMITS[DType.I32][1]
+
+
+def _first_extreme(em: ExprEmitter, x: Val, axis: int, family: str) -> Fused:
+    """The extreme of `x` along `axis` and the first index holding it, NaN never the extreme: two reductions,
+    both order-independent, so the result is the same on every device and in the interpreter.
+
+    * value: `tl.min`/`tl.max`, whose combine is IEEE minNum/maxNum — a NaN loses to any number;
+    * index: the smallest lane whose value equals it (`tl.min` over `where(x == value, lane, NO_LANE)`).
+
+    Per element that is one float min/max, one compare and one integer min. The alternatives cost more:
+    Triton's `return_indices=True` with the first-index tie-break compares values *and* indices in every
+    step of the reduction, and a NaN guard (`tl.minimum(x, inf)`) before it adds one more instruction per
+    element (together 1.6x the hand-written kernel's loop, lowering/README.md). A row with no number at all
+    (every lane NaN, or only padding) has no hit: index 0 and the identity (+inf for min), as before."""
+    identity = _identity(family, x.dtype)  # the callers refused a scalar `x`
+    x = em.named(em.without_padding(x, axis, identity), "v")
+    rank, lane_axis = len(x.axes), x.axes[axis]
+    value = em.fn.assign_temp(family, f"tl.{family}({x.code}, axis={axis})")
+    lanes = expand(f"tl.arange(0, {lane_axis.physical})", axis, 1, rank)
+    hit = f"{x.code} == {f'tl.expand_dims({value}, {axis})' if rank > 1 else value}"
+    index = em.fn.assign_temp(f"arg{family}", f"tl.min(tl.where({hit}, {lanes}, {NO_LANE}), axis={axis})")
+    # No hit (or, with padding, only a padding lane's identity): index 0, as NaN-free argmin of nothing.
+    em.fn.line(f"{index} = tl.where({index} < {lane_axis.extent}, {index}, 0)")
+    axes = x.axes[:axis] + x.axes[axis + 1:]
     if isinstance(x.dtype, DType) and not x.dtype.is_float:
-        return x
-    extreme = "minimum" if kind in ("min", "argmin") else "maximum"
-    return Val(em.fn.assign_temp("v", f"tl.{extreme}({x.code}, {identity})"), x.dtype, x.axes)
-
-
-def _index_in_range(index: Val, index_axis: Axis) -> Val:
-    """Padding lanes hold the identity; if every real value is NaN the extreme may land on one: keep the
-    index inside the real extent."""
-    if index_axis.pad is Pad.NONE:
-        return index
-    clamp = f"tl.minimum({index.code}, {index_axis.extent} - 1)"
-    if index_axis.pad is Pad.ALWAYS:
-        return Val(clamp, DType.I32, index.axes)
-    return Val(f"{clamp} if {index_axis.padded_if} else {index.code}", DType.I32, index.axes, prec=PREC_TERNARY)
+        return Fused(Val(value, x.dtype, axes), Val(index, DType.I32, axes))
+    # A row of NaN reduces to NaN under minNum; the fused value is the identity there (the CUDA backend's).
+    extreme = "minimum" if family == "min" else "maximum"
+    return Fused(Val(f"tl.{extreme}({value}, {identity})", x.dtype, axes), Val(index, DType.I32, axes))
 
 
 def _fused_extreme(em: ExprEmitter, call: Call, key: Key) -> Fused:
-    """`min`/`argmin` (or `max`/`argmax`) of one tile from one reduction (extremes.py): the value and the
-    first index of the extreme, NaN never the extreme (so an all-NaN row gives the identity and index 0)."""
+    """`min`/`argmin` (or `max`/`argmax`) of one tile (extremes.py): `_first_extreme` once, both results
+    recorded for the second call of the pair."""
     family = key[0]
     (x,) = em.args(call, 1)
     if not x.axes:
@@ -148,13 +159,7 @@ def _fused_extreme(em: ExprEmitter, call: Call, key: Key) -> Fused:
     axis = em.axis_kw(call, len(x.axes))
     if axis is None and len(x.axes) > 1:
         raise em.error(f"`{call.func}` of a rank-{len(x.axes)} tile needs `axis=`", call)
-    axis = 0 if axis is None else axis
-    identity = _identity(family, x.dtype)
-    x = em.without_padding(_nan_guard(em, x, family, identity), axis, identity)
-    value, index = em.fn.temp(family), em.fn.temp(f"arg{family}")
-    em.fn.line(f"{value}, {index} = tl.{family}({x.code}, axis={axis}, return_indices=True)")
-    axes = x.axes[:axis] + x.axes[axis + 1:]
-    fused = Fused(Val(value, x.dtype, axes), _index_in_range(Val(index, DType.I32, axes), x.axes[axis]))
+    fused = _first_extreme(em, x, 0 if axis is None else axis, family)
     em.extremes.done[key] = fused
     return fused
 

@@ -81,6 +81,8 @@ class ExprEmitter:
         self.extremes = ExtremePairs()  # min/argmin pairs of the block being emitted, fused into one reduction
         # Names some `Assign` rebinds in the launch: what a `let` knows of its value (zero padding) may not last.
         self.reassigned: frozenset[str] = frozenset()
+        # The launch's `num_stages` (kernel_fn): its pipelined loops' common stage count, None if they disagree.
+        self.launch_stages: int | None = None
 
     def bind_typevars(self) -> None:
         """Prologue lines binding each dtype variable used to the element type of a tensor argument

@@ -1,19 +1,19 @@
-"""One reduction for `min(x, axis=a)` and `argmin(x, axis=a)` of the same tile (likewise `max`/`argmax`).
+"""One pair of reductions for `min(x, axis=a)` and `argmin(x, axis=a)` of the same tile (likewise `max`/`argmax`).
 
 A schedule that keeps a running argmin writes both (`m = min(dist, axis=1)`, `i = argmin(dist, axis=1)`).
-Emitted one by one they are two reductions over the tile; `tl.min(x, axis, return_indices=True)` gives both
-from one, which is what a hand-written Triton kernel does. The pairing is decided per block, before its
-statements are emitted:
+The argmin already computes the minimum on its way to the index (calls.py `_first_extreme`: the value by
+minNum, then the first lane equal to it), so the `min` of the same tile reuses that value instead of reducing
+the tile again. The pairing is decided per block, before its statements are emitted:
 
 * both calls are in statements of the same block (not in a nested loop: a value computed in an outer block
   must not be reused by an inner one that may see a new `x` on its next iteration), and
 * their operand is the same plain name with the same `axis=`, and that name is never rebound in the block
   or the loops inside it (no `Assign` to it, a single `let`): the second call must see the first one's value.
 
-The first of the pair to be emitted emits the fused reduction and records both results; the second reuses
-them. NaN handling is the argmin's (NaN never the extreme, see calls.py), so the fused `min` of a row whose
-every element is NaN is the identity (+inf), as the CUDA backend's `min` gives, where Triton's unfused
-`tl.min` would give NaN; for every other row the two agree.
+The first of the pair to be emitted emits the reductions and records both results; the second reuses them.
+NaN handling is the argmin's (NaN never the extreme, see calls.py), so the fused `min` of a row whose every
+element is NaN is the identity (+inf), as the CUDA backend's `min` gives, where Triton's unfused `tl.min`
+would give NaN; for every other row the two agree.
 """
 
 from __future__ import annotations

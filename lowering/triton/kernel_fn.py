@@ -8,9 +8,11 @@ integers; static dims, their padded extents and params as `tl.constexpr`.
 Specialization. Triton's JIT compiles one kernel per value class of each integer argument (`== 1`, `% 16 == 0`,
 other) and per pointer alignment. Verification calls a kernel at dozens of shapes and layouts, and each new
 class combination is a compile of seconds (an fp32 `tl.dot` with ieee precision takes 3-10 s on an H200), so
-the runtime dims and every stride are listed in `do_not_specialize`. Losing the dims' hints costs little:
-dims mostly bound masks and loops, so at worst a store's mask is known constant over fewer lanes (an address
-computed from a dim loses its divisibility too; a schedule that needs it can make the dim static). The strides' hints are
+the runtime dims and every stride are listed in `do_not_specialize`. A dim's divisibility is worth keeping,
+though: a tile's tail mask `k*BK + r < K` against a `K` known to be a multiple of 16 is one compare per 16
+rows instead of one per row (with the select and the copy predicate that follow it: a twentieth of the
+kmeans assign's loop on sm_90a), so each runtime dim gets a `DIV16_<dim>` constexpr flag and is rebound
+under it in the kernel (`_dim_hints`), at most two compiles per dim. The strides' hints are
 what vector loads and 16-byte `cp.async` copies need (the address of a row must be provably 16-aligned: with
 the outer strides unhinted, fp32 tiles load one element per instruction and fp16 tiles lose their pipelined
 async copies), so each tensor gets one `tl.constexpr` flag instead: `_k_aligned` on the host (inner stride 1,
@@ -22,6 +24,7 @@ cannot be given from inside the kernel (`tl.multiple_of` on an argument is ignor
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cake.ir.analysis import Unbound, value
@@ -31,7 +34,7 @@ from cake.lowering.lowered import LaunchInfo
 from cake.lowering.triton.exprs import ExprEmitter
 from cake.lowering.triton.fn import FnBuilder, Scope, Var
 from cake.lowering.triton.stmts import StmtEmitter
-from cake.lowering.triton.symbols import Symbols
+from cake.lowering.triton.symbols import DimSym, Symbols
 
 from cake.arch import WARPS_PER_WARPGROUP
 from cake.diagnostics import Span
@@ -69,6 +72,7 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
     body_level = _grid(launch, em)
     fn.span = None
     fn.level = body_level
+    em.launch_stages = _stages(role.body, symbols)
     StmtEmitter(em).body(role.body)
     em.bind_typevars()
     name = symbols.namer.claim(f"{kernel.name}_{launch.name}")
@@ -78,8 +82,8 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
         (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1),
         persistent=launch.grid.kind is GridKind.PERSISTENT,
         max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span),
-        num_stages=_stages(role.body, symbols))
-    fn.prologue[:0] = [(1, text, None) for text in _stride_hints(symbols, em)]
+        num_stages=em.launch_stages)
+    fn.prologue[:0] = [(1, text, None) for text in _stride_hints(symbols, em) + _dim_hints(symbols, em)]
     params = [f"{a.name}: tl.constexpr" if a.constexpr else a.name for a in args]
     header = [*_decorator(args), f"def {name}(", *(f"    {p}," for p in params), "):"]
     return LaunchCode(info, tuple(args), tuple(axis.extent for axis in launch.grid.axes), header, fn)
@@ -114,6 +118,21 @@ def _stride_hints(symbols: Symbols, em: ExprEmitter) -> list[str]:
         lines += [f"{s} = {s} // {ROW_ALIGN} * {ROW_ALIGN} if {tensor.aligned} else {s}" for s in outer]
         lines.append(f"{inner} = 1 if {tensor.aligned} else {inner}")
     return lines
+
+
+def _hinted_dims(symbols: Symbols, em: ExprEmitter) -> list[DimSym]:
+    """The runtime dims the body reads (a dim the launch only passes along gets no flag: no extra compile)."""
+    text = "\n".join(line for _, line, _ in em.fn.lines)
+    return [d for d in (symbols.dims[k.name] for k in symbols.kernel.dims if k.name in em.used_dims)
+            if d.divisible is not None and re.search(rf"\b{re.escape(d.code)}\b", text)]
+
+
+def _dim_hints(symbols: Symbols, em: ExprEmitter) -> list[str]:
+    """Rebind each read runtime dim under its DIV16 flag, as the strides under ALIGNED: `K // 16 * 16` is `K`
+    when the host saw a multiple of 16, in a form Triton's analysis reads (a tail mask `k*BK + r < K` is then
+    one compare per 16 rows of a tile instead of one per row)."""
+    return [f"{d.code} = {d.code} // {ROW_ALIGN} * {ROW_ALIGN} if {d.divisible} else {d.code}"
+            for d in _hinted_dims(symbols, em)]
 
 
 def _check_expressible(launch: Launch, fn: FnBuilder) -> None:
@@ -191,16 +210,21 @@ def _arguments(kernel: Kernel, symbols: Symbols, em: ExprEmitter) -> list[Kernel
             args += [KernelArg(d.code, d.code, True), KernelArg(d.p2, f"_k_pad({d.code})", True)]
     args += [KernelArg(t.aligned, f"_k_aligned({t.host})", True)
              for name, t in symbols.tensors.items() if name in em.used_tensors and t.strides]
+    args += [KernelArg(d.divisible, f"{d.code} % {ROW_ALIGN} == 0", True) for d in _hinted_dims(symbols, em)
+             if d.divisible is not None]
     args += [KernelArg(p.code, p.code, True) for p in symbols.params.values() if p.name in em.used_params]
     return args
 
 
 def _stages(body: tuple[Stmt, ...], symbols: Symbols) -> int | None:
     """The launch's `num_stages`: the stage count of its pipelined loops when they agree (the hand-written
-    kernel's launch option; the loops also carry it on `tl.range`). None, Triton's default, when there are none
-    or they differ; the stmt emitter has already refused a count that is not a compile-time integer."""
-    counts = {value(s.pipeline.stages, symbols.env) for s in walk_stmts(body)
-              if isinstance(s, For) and s.pipeline is not None}
+    kernel's launch option; such loops are then plain `range`s, stmts.py). None, Triton's default, when there
+    are none or they differ, or one is not a compile-time integer (the stmt emitter refuses that one)."""
+    try:
+        counts = {value(s.pipeline.stages, symbols.env) for s in walk_stmts(body)
+                  if isinstance(s, For) and s.pipeline is not None}
+    except Unbound:
+        return None
     return counts.pop() if len(counts) == 1 else None
 
 

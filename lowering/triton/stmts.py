@@ -1,5 +1,5 @@
-"""Statements to Triton: lets and rebinds, stores and atomics, loops (software-pipelined ones through
-`tl.range(..., num_stages=)`), and block barriers. Everything that needs warp roles, mbarriers, tensor memory
+"""Statements to Triton: lets and rebinds, stores and atomics, loops (software-pipelined ones at the launch's
+`num_stages`, or through `tl.range(..., num_stages=)` when the launch's loops disagree), and block barriers. Everything that needs warp roles, mbarriers, tensor memory
 or asynchronous mma is refused here with a located diagnostic (the checker refuses it first)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from cake.ir.nodes import (
     TypeVar,
     Wait,
 )
-from cake.ir.visit import mentions
+from cake.ir.visit import mentions, walk_stmts
 from cake.lowering.triton import access
 from cake.lowering.triton.exprs import ExprEmitter
 from cake.lowering.triton.fn import Scope, Var
@@ -134,7 +134,14 @@ def _for(st: StmtEmitter, s: For) -> None:
         if stages.lit is not Lit.INT:
             raise em.error("the stage count of a pipelined loop must be a compile-time integer", s.pipeline)
         # Triton owns shared memory and software-pipelines this loop over `stages` buffers itself.
-        header = f"for {var} in tl.range({start.code}, {stop.code}, num_stages={stages.code}):"
+        if em.launch_stages is not None and not _has_loop(s.body):
+            # The launch passes this count (kernel_fn): a plain `range` is pipelined at it, as in a hand-written
+            # kernel, and Triton picks which loads pay for a buffer. A loop's own `num_stages` makes it pipeline
+            # every load, small ones too, through shared memory (on sm_90a: 56 registers and a fifth more
+            # instructions in the assign's loop, for a [BK] vector of norms; lowering/README.md).
+            header = f"for {var} in range({start.code}, {stop.code}):  # pipelined: the launch's num_stages"
+        else:
+            header = f"for {var} in tl.range({start.code}, {stop.code}, num_stages={stages.code}):"
     fn.line(header)
     outer = em.scope
     em.scope = Scope(outer)
@@ -167,6 +174,10 @@ def _refusal(stmt: Any) -> tuple[str, Any]:
         NamedBarrierSync: "a named barrier", MmaAsync: "an asynchronous mma into tensor memory",
     }.get(type(stmt), f"`{type(stmt).__name__}`")
     return f"the Triton backend cannot express {what}", getattr(stmt, "span", None)
+
+
+def _has_loop(body: tuple[Stmt, ...]) -> bool:
+    return any(isinstance(stmt, For) for stmt in walk_stmts(body))
 
 
 def _mentions(node: Any, name: str) -> bool:

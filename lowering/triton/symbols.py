@@ -30,6 +30,7 @@ class DimSym:
     code: str
     static: bool  # a tl.constexpr; `p2` is its padded power-of-two extent (also a constexpr)
     p2: str | None = None
+    divisible: str | None = None  # a runtime dim's constexpr flag: its value is a multiple of 16 (kernel_fn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,8 @@ class Symbols:
             self.namer.user(ident)
         self.params = {p.name: ParamSym(p.name, self.namer.user(p.name), p.default) for p in kernel.params}
         self.dims = {d.name: DimSym(d.name, self.namer.user(d.name), d.static,
-                                    self.namer.claim(f"{d.name}_P2") if d.static else None)
+                                    self.namer.claim(f"{d.name}_P2") if d.static else None,
+                                    None if d.static else self.namer.claim(f"DIV16_{d.name}"))
                      for d in kernel.dims}
         self.tensors: dict[str, TensorSym] = {}
         for decl in kernel.tensors:

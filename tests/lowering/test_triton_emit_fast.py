@@ -27,7 +27,7 @@ def _source(name: str, params: dict[str, int] | None = None) -> str:
 def _loop_body(source: str, kernel: str) -> str:
     """The lines of the first `for` loop of the jit function `kernel` (indented deeper than its header)."""
     fn = source[source.index(f"def {kernel}("):]
-    header = re.search(r"^( *)for .*:\n", fn, re.M)
+    header = re.search(r"^( *)for .*:(  #.*)?\n", fn, re.M)
     assert header is not None, f"{kernel} has no loop"
     indent = len(header.group(1))
     body = []
@@ -39,12 +39,16 @@ def _loop_body(source: str, kernel: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["assign_plain", "assign_plain_norms"])
-def test_min_and_argmin_of_the_distance_tile_are_one_reduction(name: str) -> None:
+def test_min_and_argmin_of_the_distance_tile_share_their_reductions(name: str) -> None:
     launch = "assign_plain_main" if name == "assign_plain" else "assign_plain_norms_assign"
     body = _loop_body(_source(name), launch)
-    assert body.count("tl.min(") == 1 and "return_indices=True" in body
-    assert "tl.argmin(" not in body
-    assert body.count("tl.minimum(dist, float(\"inf\"))") == 1  # the NaN guard, once per element
+    # one value reduction (minNum: no NaN guard per element) and one index reduction, shared by the pair
+    assert re.search(r"min\d+ = tl\.min\(dist, axis=1\)", body)
+    assert re.search(r"argmin\d+ = tl\.min\(tl\.where\(dist == tl\.expand_dims\(min\d+, 1\), "
+                     r"tl\.arange\(0, BK\)\[None, :\], 2147483647\), axis=1\)", body)
+    assert body.count("tl.min(") == 2
+    assert "return_indices" not in body and "tl.argmin(" not in body
+    assert "tl.minimum(dist" not in body  # no NaN guard over the tile
 
 
 def test_the_norms_schedule_streams_the_norms_instead_of_recomputing_them() -> None:
@@ -111,21 +115,25 @@ def test_a_rebound_operand_or_a_nested_loop_is_never_paired() -> None:
 @pytest.mark.parametrize("c", [8, 5])  # a power of two, and a padded static dim (8 lanes, 5 real)
 def test_the_fused_reduction_never_picks_nan_and_keeps_the_first_index(c: int) -> None:
     lowered = lower(parse(PAIRS, "pairs.cake"), "triton", filename="pairs.cake")
-    assert lowered.source.count("return_indices=True") == 2
+    assert lowered.source.count("tl.expand_dims(") == 2  # one index reduction per pair
     g = torch.tensor([[3.0, float("nan"), 1.0, 1.0, 2.0, 0.5, 7.0, 9.0][:c],
                       [float("nan")] * c,  # no number at all: the identity, index 0
-                      [2.0, 2.0, float("nan"), 2.0, 2.0, 2.0, 2.0, 2.0][:c]] * 6)
+                      [2.0, 2.0, float("nan"), 2.0, 2.0, 2.0, 2.0, 2.0][:c],
+                      [float("nan"), 4.0, -0.0, 0.0, float("inf"), -1.0, -1.0, 3.0][:c],  # ties, -0 == +0
+                      [float("inf"), float("nan"), float("inf"), float("nan"), float("inf"), 5.0, 5.0, 5.0][:c]]
+                     * 6)
     lo, at, hi, ah = load(lowered)(g)
-    finite = torch.nan_to_num(g, nan=float("inf"))
+    finite = g.masked_fill(g.isnan(), float("inf"))  # (nan_to_num would also clip the infinities)
+    below = g.masked_fill(g.isnan(), float("-inf"))
     want_at = finite.argmin(dim=1).to(torch.int32)
-    want_ah = torch.nan_to_num(g, nan=float("-inf")).argmax(dim=1).to(torch.int32)
+    want_ah = below.argmax(dim=1).to(torch.int32)
     all_nan = g.isnan().all(dim=1)
     want_at[all_nan] = 0
     want_ah[all_nan] = 0
     torch.testing.assert_close(at, want_at)
     torch.testing.assert_close(ah, want_ah)
     torch.testing.assert_close(lo, finite.min(dim=1).values)
-    torch.testing.assert_close(hi, torch.nan_to_num(g, nan=float("-inf")).max(dim=1).values)
+    torch.testing.assert_close(hi, below.max(dim=1).values)
 
 
 def test_the_launch_passes_the_pipelined_loops_stage_count() -> None:
@@ -199,3 +207,37 @@ def test_padding_is_zeroed_exactly_where_it_may_not_be_zero(c: int) -> None:
     torch.testing.assert_close(sq, (g * g).sum(1))
     torch.testing.assert_close(ones, g.sum(1))
     torch.testing.assert_close(bumped, (g + 1.0).sum(1))
+
+
+ALONE = """\
+schedule alone implements kmeans_assign
+target sm_90a
+param BN = 16 in {16}
+dims M, static C
+tensor g: in f32[M, C]
+tensor at: out i32[M]
+tensor ah: out i32[C]
+grid tile in cdiv(M, BN)
+role main: warps 4 {
+  let gt: f32[BN, C] = load g[tile*BN : +BN, :] masked other 0
+  store argmin(gt, axis=1) -> at[tile*BN : +BN] masked
+  store argmax(gt, axis=0) -> ah[0 : +C] masked
+}
+"""
+
+
+@pytest.mark.parametrize("c", [8, 5])
+def test_an_unpaired_argmin_is_the_first_index_and_never_nan(c: int) -> None:
+    """An argmin (argmax) with no `min` beside it: the same two reductions, along either axis."""
+    lowered = lower(parse(ALONE, "alone.cake"), "triton", filename="alone.cake")
+    assert "return_indices" not in lowered.source and "tl.argmin(" not in lowered.source
+    g = torch.tensor([[3.0, float("nan"), 1.0, 1.0, 2.0, 0.5, 7.0, 9.0][:c],
+                      [float("nan")] * c,
+                      [float("inf"), 4.0, -0.0, 0.0, float("inf"), -1.0, -1.0, 3.0][:c],
+                      [float("nan"), 4.0, 1.0, 0.0, float("inf"), -1.0, 9.0, 3.0][:c]] + [[0.25] * c] * 12)
+    at, ah = load(lowered)(g)
+    want_at = g.masked_fill(g.isnan(), float("inf")).argmin(dim=1).to(torch.int32)
+    want_at[g.isnan().all(dim=1)] = 0
+    torch.testing.assert_close(at, want_at)
+    # one program per 16 rows: the column argmax of the first 16 rows (the only tile), NaN never the maximum
+    torch.testing.assert_close(ah, g.masked_fill(g.isnan(), float("-inf")).argmax(dim=0).to(torch.int32))

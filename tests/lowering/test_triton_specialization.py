@@ -1,7 +1,8 @@
 """What the generated kernels let Triton specialize on. Runtime dims and strides are in the decorator's
 `do_not_specialize` (verification runs a kernel at dozens of shapes; each new value class of an int argument
 would be a fresh compile); each tensor's `ALIGNED_*` constexpr stands for its strides' alignment, so the
-aligned case still compiles to vector loads.
+aligned case still compiles to vector loads, and each runtime dim the body reads has a `DIV16_*` constexpr
+for its divisibility by 16 (tail masks per 16 rows): the flags are the only specialization classes.
 
 The interpreter never compiles, so no test here counts compiles. `aot._specialize` reproduces Triton's launcher
 rules (checked against Triton's own specializer below); the key tests count the distinct specializations those
@@ -109,21 +110,34 @@ SHAPES = [(1, 1, 1), (2, 7, 3), (3, 16, 17), (2, 31, 64), (1, 129, 65), (4, 4096
 ALIGNED_N = [(1, 16, 1), (2, 32, 3), (3, 48, 17), (1, 4096, 65), (4, 160, 256)]  # N % 16 == 0, B and K vary
 
 
-def test_varying_runtime_dims_needs_one_specialization(assign: LoadedKernel) -> None:
+def _flag_classes(calls: list[aot.RecordedCall]) -> set[tuple[tuple[str, Any], ...]]:
+    """The distinct values of the alignment and divisibility flags over `calls`."""
+    return {tuple(sorted((k, v) for k, v in c.kwargs.items() if k.startswith(("ALIGNED_", "DIV16_")))) for c in calls}
+
+
+def test_varying_runtime_dims_costs_only_their_divisibility_class(assign: LoadedKernel) -> None:
     calls = _launches(assign, [_pair(*shape) for shape in ALIGNED_N])
     assert len(calls) == len(ALIGNED_N)
-    assert len(_keys(calls)) == 1
+    assert {c.kwargs["DIV16_K"] for c in calls} == {True, False} and {c.kwargs["DIV16_N"] for c in calls} == {True}
+    assert "DIV16_B" not in calls[0].kwargs  # B only sizes the grid: no flag, no extra compile
+    assert len(_keys(calls)) == len(_flag_classes(calls)) == 2
     # the same launches with every int specialized (Triton's default) fall into several classes
     assert len(_keys_if_all_specialized(calls)) >= 3
 
 
+def test_a_runtime_dim_is_rebound_under_its_divisibility_flag(assign: LoadedKernel) -> None:
+    source = assign.lowered.source
+    assert "K = K // 16 * 16 if DIV16_K else K" in source and "DIV16_K=K % 16 == 0," in source
+
+
 def test_an_odd_n_misaligns_only_the_output_rows(assign: LoadedKernel) -> None:
     """`ids` is allocated [B, N]: its batch stride is N, so an N off the multiples of 16 turns its flag off
-    (its rows really are misaligned); the inputs' flags stay on. Two specializations over every shape."""
+    (its rows really are misaligned); the inputs' flags stay on. With N's and K's divisibility flags: four
+    specializations over every shape, one per flag class."""
     calls = _launches(assign, [_pair(*shape) for shape in SHAPES])
     assert {c.kwargs["ALIGNED_ids"] for c in calls} == {True, False}
     assert {c.kwargs["ALIGNED_x"] for c in calls} == {c.kwargs["ALIGNED_c"] for c in calls} == {True}
-    assert len(_keys(calls)) == 2
+    assert len(_keys(calls)) == len(_flag_classes(calls)) == 4
     assert len(_keys_if_all_specialized(calls)) >= 6
 
 
@@ -132,15 +146,15 @@ def test_a_layout_change_costs_one_more_specialization(assign: LoadedKernel) -> 
         return torch.randn(b, n, 35)[..., 1:33], torch.randn(b, k, 35)[..., 1:33]
 
     calls = _launches(assign, [_pair(*s) for s in ALIGNED_N] + [sliced(*s) for s in ALIGNED_N])
-    assert len(_keys(calls)) == 2
+    assert len(_keys(calls)) == len(_flag_classes(calls)) == 2 * 2  # x2 for the layout, x2 for K's class
 
 
 def test_rows_off_the_alignment_are_one_specialization(assign: LoadedKernel) -> None:
     """D = 40: rows of 40 elements are not 16-divisible, so the inputs' flags are off; still one compile over
-    every N, K and B."""
+    every N and B, two over K's divisibility."""
     calls = _launches(assign, [_pair(*s, d=40) for s in ALIGNED_N])
     assert {c.kwargs["ALIGNED_x"] for c in calls} == {False}
-    assert len(_keys(calls)) == 1
+    assert len(_keys(calls)) == len(_flag_classes(calls)) == 2
 
 
 VALUES: list[Any] = [1, 7, 32, 48, 2**33, 2**33 + 1, True]
