@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lowering_cases import FIXTURES
-
-from cake.diagnostics import DiagnosticError
 from cake.ir.dot_forms import dot_precision, is_dot
 from cake.ir.parser import parse
 from cake.lowering.runtime import load, lower
+from lowering_cases import FIXTURES
+
+from cake.diagnostics import DiagnosticError
 
 MATMUL = (FIXTURES / "matmul_cp_async.cake").read_text()
 SPLIT = MATMUL.replace("acc = mma(at, bs[s], acc) via dot", "acc = mma(at, bs[s], acc) via dot.tf32x3")
