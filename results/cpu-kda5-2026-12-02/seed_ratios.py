@@ -1,11 +1,19 @@
-import sys, torch
-from cake.verifier import calibrate as cal
+"""Each correct kda_forward control's worst bf16 case per seed, in model units (calibrate.ratios), against the
+committed seed-0 table's coefficient: `python seed_ratios.py > seed_ratios.log` (CPU, TRITON_INTERPRET unset)."""
+
+import torch
+from cake.verifier import calibrate
 from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.tolerance import load_table
-op = "kda_forward"; c = get_contract(op); ctl = get_controls(op).named()
-coef = load_table(c.tolerance.table).coefficient(op, torch.bfloat16)
+
+OP = "kda_forward"
+contract = get_contract(OP)
+controls = get_controls(OP).named()
+coefficient = load_table(contract.tolerance.table).coefficient(OP, torch.bfloat16)
 for seed in range(4):
     for name in ("torch", "sequential"):
-        rs = cal.ratios(c, ctl[name], torch.bfloat16, False, "cpu", name, seed)
-        w = max(rs, key=lambda r: r.ratio)
-        print(f"seed {seed} {name:10} cases {len(rs)} max ratio {w.ratio:8.1f} = {w.ratio/coef:.2f}x the table's bf16 coefficient {coef}  worst {w.case.gate_id} {w.case.describe()[:70]}", flush=True)
+        found = calibrate.ratios(contract, controls[name], torch.bfloat16, False, "cpu", name, seed)
+        worst = max(found, key=lambda r: r.ratio)
+        print(f"seed {seed} {name:10} cases {len(found)} max ratio {worst.ratio:8.1f} = "
+              f"{worst.ratio / coefficient:.2f}x the table's bf16 coefficient {coefficient}  worst "
+              f"{worst.case.gate_id} {worst.case.describe()[:70]}", flush=True)
