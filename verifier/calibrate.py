@@ -102,8 +102,8 @@ def worst_ratio(contract: Contract, case: Case, inputs: tuple[Tensor | None, ...
 
 
 def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype, interpreter: bool,
-           device: str = "cpu", control: str = "torch") -> list[CaseRatio]:
-    ctx = make_context(contract, kernel, device=device, dtypes=[dtype], interpreter=interpreter)
+           device: str = "cpu", control: str = "torch", seed: int = 0) -> list[CaseRatio]:
+    ctx = make_context(contract, kernel, device=device, dtypes=[dtype], interpreter=interpreter, seed=seed)
     found = []
     for gate_id in CALIBRATION_GATES:
         gate = get_gate(gate_id)
@@ -118,8 +118,10 @@ def ratios(contract: Contract, kernel: Callable[..., object], dtype: torch.dtype
     return found
 
 
-def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu") -> dict[str, object]:
-    """The table entry of one op: per dtype, the coefficient and the ratios it came from."""
+def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu",
+                 seeds: Sequence[int] = (0,)) -> dict[str, object]:
+    """The table entry of one op: per dtype, the coefficient and the ratios it came from, over the cases of
+    every seed in `seeds` (one seed's draw can miss the inputs a correct control errs most on)."""
     gpu = device.startswith("cuda")
     controls = get_controls(contract.name)
     # On a GPU only the torch control: the sequential one emulates a GPU loop with CPU tensors inside.
@@ -135,7 +137,8 @@ def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu") 
         for source, kernel, interpreted in kernels:
             if interpreted and dtype == torch.bfloat16:
                 continue  # the interpreter computes bf16 as integers: not a control there
-            found += ratios(contract, kernel, dtype, interpreted, device, source)
+            for seed in seeds:
+                found += ratios(contract, kernel, dtype, interpreted, device, source, seed)
             sources.append(source)
         entry[dtype_name(dtype)] = dtype_entry(contract.name, found, sources)
     return entry
@@ -162,13 +165,17 @@ def dtype_entry(op: str, found: list[CaseRatio], sources: list[str]) -> dict[str
             "cases": len(found), "controls": sources, "worst": worst.describe(op) if worst is not None else None}
 
 
-def table_json(ops: dict[str, object], device: str = "cpu") -> dict[str, object]:
+def table_json(ops: dict[str, object], device: str = "cpu", seeds: Sequence[int] = (0,)) -> dict[str, object]:
     return {
         "method": f"coefficient = max({P95_MARGIN} x p95, {MAX_MARGIN} x max, {MIN_COEFFICIENT}) of error / model unit over correct "
-                  f"controls on {_where(device)}; gates {', '.join(CALIBRATION_GATES)}; seed 0",
+                  f"controls on {_where(device)}; gates {', '.join(CALIBRATION_GATES)}; {_seeds_text(seeds)}",
         "default_coefficient": DEFAULT_COEFFICIENT, "min_coefficient": MIN_COEFFICIENT,
         "max_coefficient": MAX_COEFFICIENT, "ops": ops,
     }
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(str(s) for s in seeds)}"
 
 
 def _where(device: str) -> str:
@@ -177,7 +184,8 @@ def _where(device: str) -> str:
     return "the CPU"
 
 
-def write_tables(entries: dict[str, dict[str, object]], out: Path | None, device: str = "cpu") -> list[Path]:
+def write_tables(entries: dict[str, dict[str, object]], out: Path | None, device: str = "cpu",
+                 seeds: Sequence[int] = (0,)) -> list[Path]:
     """Each op's entry into its contract's table (merged with the ops already there), or all into `out`;
     with a GPU `device`, into the GPU table beside the contract's table."""
     by_path: dict[Path, dict[str, object]] = {}
@@ -192,7 +200,7 @@ def write_tables(entries: dict[str, dict[str, object]], out: Path | None, device
             by_path[path] = json.loads(path.read_text())["ops"] if path.is_file() and out is None else {}
         by_path[path][op] = entry
     for path, ops in by_path.items():
-        path.write_text(json.dumps(table_json(dict(sorted(ops.items())), device), indent=2, sort_keys=True) + "\n")
+        path.write_text(json.dumps(table_json(dict(sorted(ops.items())), device, seeds), indent=2, sort_keys=True) + "\n")
     load_table.cache_clear()
     return sorted(by_path)
 
@@ -204,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-triton", action="store_true", help="calibrate on the eager controls only")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the controls run (cuda: GPU shapes, compiled Triton, the GPU table)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="calibrate over the gates' cases under each of these seeds (default: 0)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here")
@@ -216,10 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused: list[str] = []
     for name in names:
         try:
-            entries[name] = calibrate_op(get_contract(name), include_triton, args.device)
+            entries[name] = calibrate_op(get_contract(name), include_triton, args.device, args.seeds)
         except CalibrationError as exc:  # the other ops still calibrate; this one keeps its table as it was
             refused.append(str(exc))
-    for path in write_tables(entries, args.out, args.device) if entries else []:
+    for path in write_tables(entries, args.out, args.device, args.seeds) if entries else []:
         print(f"wrote {path}")
     for message in refused:
         print(f"calibration refused: {message}", file=sys.stderr)

@@ -16,19 +16,24 @@
 # such factors may overflow to inf (or inf - inf = NaN in the sum); `where` discards exactly those entries.
 # Precision: everything that feeds the state recurrence — Tm, beta k e^gc, beta v, the WY terms w and u, the decayed
 # keys kl, the corrected values vn and the state S itself — stays fp32 from the inputs to `state` (ws, us, kls are
-# fp32 scratch, and recur's two products are fp32 `dot`s), so final_state carries no rounding to the input dtype.
-# Rounding any of them to bf16 costs a bf16 ulp of |beta v| per token in the state, more than the kda_forward
-# bf16 tolerance allows at small T (seed 1's STREAM case, T = 1, K = 17, failed at 2.3x the tolerance with u
-# rounded; the contract's chunked control, which rounds u and vn, fails that case too). Only the output's
-# operands are staged in the input dtype, as fla stages them: qd, P, vn (a copy in vns) and the state entering
-# each chunk (hs), which o's final rounding to the input dtype dominates. The fp32 scratch doubles intra -> recur
-# traffic for w, u, kl, and recur's fp32 products run on CUDA cores instead of tensor cores.
+# fp32 scratch), so final_state carries no rounding to the input dtype. Rounding any of them to bf16 costs a bf16
+# ulp of |beta v| per token in the state, more than the kda_forward bf16 tolerance allowed at small T (seed 1's
+# STREAM case, T = 1, K = 17, failed at 2.3x the tolerance with u rounded; the contract's chunked control, which
+# rounds u and vn as fla does, fails that case too). The products of fp32 operands are `via dot.tf32x3`: three
+# TF32 tensor-core products per product (about 2^-21 relative: 2^12 below a bf16 rounding, 2^3 above fp32's),
+# not IEEE fp32 FMA dots: those ran on the CUDA cores and spilled 4.3 KB a thread inside recur's serial loop
+# (60.6 of 67.4 ms at h96_fixed on the H200, session 5) and 1.7 KB in intra. Plain TF32 (2^-11) would round
+# about as coarsely as the bf16 staging that failed. Only the output's operands are staged in the input dtype, as
+# fla stages them: qd, P, vn (a copy in vns) and the state entering each chunk (hs), which o's final rounding to
+# the input dtype dominates; their products are plain `via dot` on 16-bit operands.
+# BV = 16 by default: 8 V tiles x H x B programs share each head's w and kl through L2, and at K = 128 it spills
+# least in recur (32 bytes, against 300 at BV = 32, Triton 3.9 for sm_90a); the H200 has not ranked BV yet.
 schedule kda_fused_chunkpar implements kda_forward
 target sm_90a
 
 dtype E in {f32, f16, bf16}
 param C = 32 in {16, 32}
-param BV = 32 in {16, 32, 64, 128}
+param BV = 16 in {16, 32, 64, 128}
 param BVO = 64 in {16, 32, 64, 128}
 # intra holds about ten [C, K] fp32 tiles at once: 8 warps keep them in registers at C = 32, K = 128
 param WARPS_INTRA = 8 in {1, 2, 4, 8}
@@ -79,8 +84,8 @@ launch intra {
     let gr: f32[K] = sum(where(row[:, None] == C // 2 - 1, gc, 0.0), axis=0)
     let kup: f32[C, K] = kc * exp(gc - gr[None, :])
     let kdn: f32[C, K] = kc * exp(gr[None, :] - gc)
-    let A: f32[C, C] = where(row[:, None] > row[None, :], bc[:, None] * mma(kup, kdn.T) via dot, 0.0)
-    let P: f32[C, C] = where(row[:, None] >= row[None, :], mma(qc * exp(gc - gr[None, :]), kdn.T) via dot, 0.0)
+    let A: f32[C, C] = where(row[:, None] > row[None, :], bc[:, None] * mma(kup, kdn.T) via dot.tf32x3, 0.0)
+    let P: f32[C, C] = where(row[:, None] >= row[None, :], mma(qc * exp(gc - gr[None, :]), kdn.T) via dot.tf32x3, 0.0)
     # Tm = (I + A)^-1 by recursive doubling over diagonal blocks (all rows at once, not row by row): with Tm the
     # inverse of (I + A)'s diagonal blocks of `width`, the blocks of 2 width are [[D1, 0], [L, D2]], whose
     # inverse is Tm - Tm L Tm (L: A's entries below the diagonal blocks of `width` inside those of 2 width).
@@ -90,11 +95,11 @@ launch intra {
     for level in 0 .. 5 {
       let pair: bool[C, C] = row[:, None] // (2 * width) == row[None, :] // (2 * width)
       let L: f32[C, C] = where(pair & (row[:, None] // width > row[None, :] // width), A, 0.0)
-      Tm = Tm - mma(mma(Tm, L) via dot, Tm) via dot
+      Tm = Tm - mma(mma(Tm, L) via dot.tf32x3, Tm) via dot.tf32x3
       width = width * 2
     }
-    store mma(Tm, bc[:, None] * kc * exp(gc)) via dot -> ws[b, t*C : +C, h, :] masked
-    store mma(Tm, bc[:, None] * vc) via dot -> us[b, t*C : +C, h, :] masked
+    store mma(Tm, bc[:, None] * kc * exp(gc)) via dot.tf32x3 -> ws[b, t*C : +C, h, :] masked
+    store mma(Tm, bc[:, None] * vc) via dot.tf32x3 -> us[b, t*C : +C, h, :] masked
     store kc * exp(glast[None, :] - gc) -> kls[b, t*C : +C, h, :] masked
     store cast(qc * exp(gc), E) -> qds[b, t*C : +C, h, :] masked
     store cast(P, E) -> ps[b, t*C : +C, h, :] masked
@@ -111,12 +116,12 @@ launch recur {
       store cast(S, E) -> hs[b, h, t, :, vt*BV : +BV] masked
       let w: f32[C, K] = load ws[b, t*C : +C, h, :] masked other 0
       let u: f32[C, BV] = load us[b, t*C : +C, h, vt*BV : +BV] masked other 0
-      let vn: f32[C, BV] = u - mma(w, S) via dot
+      let vn: f32[C, BV] = u - mma(w, S) via dot.tf32x3
       store cast(vn, E) -> vns[b, t*C : +C, h, vt*BV : +BV] masked
       # rows past T read kl = 0: they add nothing to the state
       let kl: f32[C, K] = load kls[b, t*C : +C, h, :] masked other 0
       let decay: f32[K] = load gls[b, t, h, :]
-      S = decay[:, None] * S + mma(kl.T, vn) via dot
+      S = decay[:, None] * S + mma(kl.T, vn) via dot.tf32x3
     }
     store S -> state[b, h, :, vt*BV : +BV] masked
   }

@@ -20,6 +20,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PLAIN, derive
 from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, check, finding, register
+from cake.ir.dot_forms import is_dot
 
 from cake.arch import MmaFamily
 from cake.diagnostics import Severity
@@ -80,7 +81,7 @@ def _tma(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
 
 def _forms(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
     for info in ctx.typing.mmas:
-        if info.launch is launch and info.form != "dot":
+        if info.launch is launch and not is_dot(info.form):
             yield info.node, f"`via {info.form}`"
 
 
@@ -184,7 +185,7 @@ def cuda_dot_dtype(ctx: CheckContext) -> Iterable[Finding]:
     row = next((f for f in ctx.arch.mma_forms if f.family is CUDA_DOT_FAMILY), None)
     allowed = row.operand_dtypes if row is not None else ()
     for info in ctx.typing.mmas:
-        if info.form != "dot":
+        if not is_dot(info.form):
             continue
         elem = info.a_elem
         elems = {elem} if isinstance(elem, n.DType) else \
@@ -285,7 +286,7 @@ def cuda_mma_sync_split(ctx: CheckContext) -> Iterable[Finding]:
     from cake.arch import mma_sync_warp_grid
 
     for info in ctx.typing.mmas:
-        if not isinstance(info.node, n.Mma) or not (info.form == "dot" or info.form.startswith("mma_sync.")):
+        if not isinstance(info.node, n.Mma) or not (is_dot(info.form) or info.form.startswith("mma_sync.")):
             continue
         rows, cols = an.try_value(info.m, ctx.env), an.try_value(info.n_, ctx.env)
         warps = an.try_value_of(lambda env, role=info.role: an.role_threads_per_instance(role, env), ctx.env)

@@ -17,6 +17,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import CP_ASYNC, PINGPONG, PLAIN, TCGEN05, derive
 from cake.ir.checks.registry import Finding, check, finding
+from cake.ir.dot_forms import dot_forms_help, dot_precision, is_dot
 from cake.ir.types import Elem
 from cake.ir.typing import Kind, MmaInfo
 
@@ -38,7 +39,9 @@ class Form:
 
 def parse_form(form: str) -> Form | str:
     """The form's family and shape, or why it is not a form (`dot` has no shape: Form('dot', 0, 0, 0))."""
-    if form == "dot":
+    if is_dot(form):
+        if dot_precision(form) is None:
+            return f"`{form}` is no dot form (known: {dot_forms_help()})"
         return Form("dot", 0, 0, 0)
     family, _, shape = form.partition(".")
     if family not in _FAMILIES:
@@ -142,7 +145,8 @@ def warpgroup_role(ctx: CheckContext) -> Iterable[Finding]:
 
 
 @check("E0503", "invalid mma instruction form", "invalid mma form `{form}`: {why}",
-       examples=[derive(PINGPONG, ("wgmma.m64n128k16", "wgmma.m64n100k16"))])
+       examples=[derive(PINGPONG, ("wgmma.m64n128k16", "wgmma.m64n100k16")),
+                 derive(PLAIN, ("via dot", "via dot.tf16x5"))])
 def form_shape(ctx: CheckContext) -> Iterable[Finding]:
     for info in ctx.typing.mmas:
         form = parse_form(info.form)

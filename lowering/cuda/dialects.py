@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from cake.ir import analysis as an
+from cake.ir.dot_forms import is_dot
 from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
 from cake.lowering.cuda.cnames import ident
 from cake.lowering.cuda.errors import Code, Unlowerable
@@ -34,7 +35,7 @@ DOT_FAMILY = MmaFamily.MMA_SYNC
 def parse_form(arch: ArchSpec, form: str) -> MmaForm:
     """The target's row for an mma form (`dot`: its warp-level form). The checker refuses a form the target
     lacks (E0501, E0503) before codegen runs; here that is a C0101 for direct callers of `generate`."""
-    if form == "dot":
+    if is_dot(form):  # the precision suffix is moot here: this form takes 16-bit operands only (E0611)
         row = next((f for f in arch.mma_forms if f.family is DOT_FAMILY), None)
         if row is None:
             raise Unlowerable(Code.MMA_FORM, f"{arch.name} has no {DOT_FAMILY.value} form for `via dot`")

@@ -187,7 +187,9 @@ def disassemble(cubin: bytes) -> str | None:
 
 
 def _cubin_usage(cubin: bytes | None) -> tuple[int | None, int | None]:
-    """(registers per thread, local-memory bytes) from `cuobjdump --dump-resource-usage`, when available."""
+    """(registers per thread, spill bytes) from `cuobjdump --dump-resource-usage`, when available. ptxas puts
+    spilled registers in the thread's stack frame (`STACK`), not in `LOCAL` (which counts local arrays, and is
+    0 for a spilling Triton kernel): a Triton kernel declares no local arrays, so its stack frame is its spills."""
     tool = _cuobjdump()
     if cubin is None or tool is None:
         return None, None
@@ -197,5 +199,5 @@ def _cubin_usage(cubin: bytes | None) -> tuple[int | None, int | None]:
         out = subprocess.run([tool, "--dump-resource-usage", str(path)], capture_output=True, text=True,
                              check=False).stdout
     registers = re.search(r"REG:(\d+)", out)
-    local = re.search(r"LOCAL:(\d+)", out)
-    return (int(registers.group(1)) if registers else None, int(local.group(1)) if local else None)
+    frame = [int(m.group(1)) for m in (re.search(rf"{field}:(\d+)", out) for field in ("STACK", "LOCAL")) if m]
+    return (int(registers.group(1)) if registers else None, sum(frame) if frame else None)

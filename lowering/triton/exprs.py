@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cake.ir.analysis import Unbound, value
+from cake.ir.dot_forms import dot_precision
 from cake.ir.nodes import (
     BinOp,
     BinOpKind,
@@ -63,7 +64,10 @@ _PREC = {
     BinOpKind.MUL: PREC_MUL, BinOpKind.DIV: PREC_MUL, BinOpKind.FLOORDIV: PREC_MUL, BinOpKind.MOD: PREC_MUL,
     BinOpKind.AND: PREC_AND, BinOpKind.OR: PREC_OR,
 }
-DOT_FORM = "dot"  # the one mma form this backend emits (as tl.dot; Triton picks the instruction)
+# The mma forms this backend emits (as tl.dot; Triton picks the instruction): each `via dot` precision suffix
+# (cake.ir.dot_forms) -> tl.dot's input_precision for fp32 operands. `ieee`: full fp32 products (CUDA cores);
+# `tf32x3`: Triton's three-TF32-product split on the tensor cores. fp16/bf16 operands ignore the option.
+TRITON_DOT_PRECISION = {"": "ieee", "tf32x3": "tf32x3"}
 
 
 class ExprEmitter:
@@ -303,9 +307,10 @@ def _load(em: ExprEmitter, e: Load) -> Val:
 
 
 def _mma(em: ExprEmitter, e: Mma) -> Val:
-    if e.form != DOT_FORM:
+    precision = dot_precision(e.form)
+    if precision is None or precision not in TRITON_DOT_PRECISION:
         raise em.error(f"mma form `{e.form}` is an instruction commitment the Triton backend cannot keep "
-                       "(Triton chooses the instruction)", e, help="write `via dot`, or lower with --backend cuda")
+                       "(Triton chooses the instruction)", e, help="write `via dot` (or `via dot.tf32x3`), or lower with --backend cuda")
     a, b = em.emit(e.a), em.emit(e.b)
     if len(a.axes) != 2 or len(b.axes) != 2:
         raise em.error(f"mma operands must be 2-D tiles, got ranks {len(a.axes)} and {len(b.axes)}", e)
@@ -324,8 +329,9 @@ def _mma(em: ExprEmitter, e: Mma) -> Val:
     acc = ""
     if e.acc is not None:
         acc = f", acc={em.to(em.emit(e.acc), DType.F32).code}"
-    # fp32 operands multiply at full precision (TF32 would break the contract); fp16/bf16 ignore the option.
-    code = f'tl.dot({a.code}, {b.code}{acc}, input_precision="ieee")'
+    # fp32 operands multiply at full precision unless the form asks for the split (plain TF32 would break the
+    # contract); fp16/bf16 ignore the option.
+    code = f'tl.dot({a.code}, {b.code}{acc}, input_precision="{TRITON_DOT_PRECISION[precision]}")'
     return Val(code, DType.F32, (a.axes[0], b.axes[1]))
 
 

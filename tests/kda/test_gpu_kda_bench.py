@@ -4,6 +4,7 @@ interleaved timing with a scripted clock, spot checks refusing a wrong kernel, a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,32 @@ def test_params_outside_the_schedule_domain_fail_before_any_timing(tmp_path: Pat
 
     with pytest.raises(DiagnosticError, match="48 not in"):
         bench.main(["--json", str(tmp_path / "x.json"), "--dry-run", "--params", '{"C": 48}'])
+
+
+def test_the_spot_check_judges_one_sequence_and_catches_its_wrong_final_state() -> None:
+    inputs = bench.shape_inputs(shapes.CPU_VARLEN, "cpu", 0)
+    o, state = kda_forward_recurrent(*inputs)
+    check = bench.sequence_spot_check(bench.get_contract("kda_forward"), torch.float32, heads=1, seed=0)
+    assert check(inputs, (o, state)) is None
+    why = check(inputs, (o, state + 1e-2))
+    assert why is not None and "final_state" in why and "sequence" in why and "heads" in why
+    assert check(inputs, (o + 1e-2, state)) is not None
+
+
+def test_a_shape_past_its_guard_is_cut_and_the_next_shape_still_runs(tmp_path: Path) -> None:
+    clock = StepClock()
+
+    def slow_on_fixed(*inputs: Any) -> Any:
+        if inputs[8] is None:  # CPU_SHAPE (fixed); CPU_VARLEN passes cu_seqlens
+            time.sleep(2.0)
+        return kda_forward_chunked(*inputs)
+
+    contestants = [Contestant("fla_stand_in", costs(clock, 2.0, kda_forward_recurrent), candidate=False),
+                   Contestant("seed", costs(clock, 1.0, slow_on_fixed), verification=PASSED)]
+    written: list[int] = []
+    reports = bench.run_shapes([shapes.CPU_SHAPE, shapes.CPU_VARLEN], contestants, clock, "cpu", config=CONFIG,
+                               max_seconds=5.0, on_shape=lambda so_far: written.append(len(so_far)))
+    assert "cut at its 5 s guard" in reports[0]["cut"] and reports[0]["measurements"] == []
+    assert {m["name"] for m in reports[1]["measurements"]} == {"fla_stand_in", "seed"}
+    assert written == [1, 2]  # the caller saw every shape as it finished
+    assert bench.geomean_speedup(reports, "seed") is None  # a cut shape leaves no geomean
