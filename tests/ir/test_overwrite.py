@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from cake.ir.overwrite import overwritten_scratch
 from cake.ir.parser import parse
 
