@@ -14,7 +14,9 @@ assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launc
   any call through `torch.ops` from Python.
 `--keep-fills` sets every scratch buffer on every call, as before the export proved some fills dead
 (`cake.ir.overwrite`): the previous host work, for comparison in the same session. The ids of seeded inputs
-at the tiny and the graph shape are saved (`ids_NAME.pt`) so that `--summarize` can check that runs agree.
+at the tiny and the graph shape are saved (`ids_NAME.pt`) so that `--summarize` can check that runs agree;
+before each, blocks of every scratch buffer's size are filled with 0xFF bytes (NaN as f32) and freed, so that the
+caching allocator hands one back as the scratch: a buffer no launch overwrote would change the ids.
 Then: the op's ids equal the Python path's (`<op>_route` where the launcher runs the op, else the dispatcher),
 a `torch.cuda.CUDAGraph` capture replays the eager ids before and after the inputs change in place, the
 launcher's counters (calls it ran / sent to Python / plans), and a cProfile of 200 calls (`host_profile_NAME.txt`).
@@ -46,6 +48,19 @@ def keep_fills(pkg: Any) -> None:
             for variant in variants:
                 if getattr(variant, "backend", "") == "cuda":
                     variant.scratch = [(*entry[:4], None) for entry in variant.scratch]
+
+
+def poison_scratch(pkg: Any, op: Any, inputs: tuple[Any, ...]) -> int:
+    """Fill and free blocks of the size of each scratch buffer of `inputs`' call plan (the allocator reuses them
+    for the next allocation of that size on this stream); the number of scratch buffers poisoned."""
+    import torch
+
+    plans = getattr(op.routes.get(pkg._ops.signature(inputs)), "scratch", [])
+    for plan in plans:
+        blocks = [torch.empty(plan.alloc, dtype=plan.dtype, device=inputs[0].device).view(torch.uint8).fill_(255)
+                  for _ in range(4)]
+        del blocks
+    return len(plans)
 
 
 def measure(package: Path, label: str, device: str, out: Path, fills: bool = False) -> dict[str, Any]:
@@ -82,12 +97,14 @@ def measure(package: Path, label: str, device: str, out: Path, fills: bool = Fal
     launcher = getattr(torch.ops, "cake_launcher_v1", None)
     if launcher is not None and hasattr(launcher, "plan_format"):
         result["host_us"]["op_call_floor"] = host_time_us(launcher.plan_format, (), sync, **batches)
-    saved = {}
+    saved, poisoned = {}, {}
     for name, dims in ({"tiny": TINY} | ({"graph": GRAPH} if device == "cuda" else {})).items():
         inputs = kmeans_inputs(dims, device)
         exported(*inputs)  # a new shape's first call runs in Python and installs the launcher's plan
+        poisoned[name] = poison_scratch(pkg, dispatcher, inputs)
         saved[name] = exported(*inputs).cpu()
     torch.save(saved, out / f"ids_{label}.pt")
+    result["poisoned_scratch_buffers"] = poisoned
     if device == "cuda":
         result["graph"] = graph_check(exported, GRAPH)
         profiler = cProfile.Profile()

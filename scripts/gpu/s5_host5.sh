@@ -2,7 +2,8 @@
 # (a) the dead scratch fill is dropped (the norms launch overwrites ||c||^2 whole: `cake.ir.overwrite`; no
 # cuMemsetD32Async per call) and (b) the C++ launcher allocates straight from the CUDA caching allocator; the
 # same package with every fill kept (the previous host work) beside it in the same session; graph capture and
-# replay (torch.cuda.graph: its own non-default stream) on both; ids of seeded inputs equal across the two;
+# replay (torch.cuda.graph: its own non-default stream) on both; ids of seeded inputs equal across the two
+# (the scratch's allocator blocks poisoned with NaN first, so an unwritten ||c||^2 would show);
 # a one-launch CUDA assign (assign_cp_async, sm_90 SASS) through the same C++ path: what the host path costs
 # when the schedule has no norms launch; `cake certify` bf16 of the ping-pong through the C++ path.
 # Expected ~60 s: exports ~7 s and ~9 s, launcher build ~19 s, each host run ~5 s, summary ~1 s, certify ~6 s

@@ -73,6 +73,16 @@ def test_keep_fills_restores_every_scratch_fill() -> None:
     assert variant.scratch == [("csq_g", [], "f32", 0.0, None)]
 
 
+def test_poison_scratch_fills_blocks_of_each_scratch_size() -> None:
+    x = torch.zeros(2, 3)
+    plan = type("Plan", (), {"alloc": (2, 8), "dtype": torch.float32})()
+    op = type("Op", (), {"routes": {("sig",): type("Call", (), {"scratch": [plan, plan]})()}})()
+    pkg = type("Pkg", (), {"_ops": type("Ops", (), {"signature": staticmethod(lambda inputs: ("sig",))})})()
+    assert gpu_host_overhead.poison_scratch(pkg, op, (x,)) == 2
+    op.routes.clear()  # a signature with no call plan (the reference): nothing to poison
+    assert gpu_host_overhead.poison_scratch(pkg, op, (x,)) == 0
+
+
 @pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh"])
 def test_stage_file_runs_existing_scripts(name: str) -> None:
     stage = ROOT / "scripts" / "gpu" / name
