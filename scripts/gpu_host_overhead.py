@@ -1,6 +1,6 @@
 """Host time per call of an exported kmeans_assign, per host path, and CUDA-graph replay (issue 15 item 2).
 
-    python3 scripts/gpu_host_overhead.py --package EXPORT_DIR --label NAME --out RES [--device cpu]
+    python3 scripts/gpu_host_overhead.py --package EXPORT_DIR --label NAME --out RES [--device cpu] [--keep-fills]
     python3 scripts/gpu_host_overhead.py --summarize RES/host_A.json RES/host_B.json ... --out RES
 
 A package's host path (the C++ launcher or ctypes) is chosen when it is imported (`CAKE_EXPORT_HOST_PATH`), so
@@ -9,7 +9,14 @@ assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launc
 2,000 calls in batches of 100 with a synchronization between batches only, CPU clock (`gpu_export.host_time_us`):
 - `torch.ops.<ns>.kmeans_assign` (the packet, as a user calls it) and its `.default` overload;
 - the package's Python dispatcher called directly (`ExportedOp.__call__`: the route cache, the ctypes plan);
-- `torch.empty` of the output alone: the floor any op returning a fresh tensor pays.
+- `torch.empty` of the output alone: the floor any op returning a fresh tensor pays;
+- with the C++ launcher, `torch.ops.cake_launcher_v1.plan_format()`: a C++ op with no tensors, the floor of
+  any call through `torch.ops` from Python.
+`--keep-fills` sets every scratch buffer on every call, as before the export proved some fills dead
+(`cake.ir.overwrite`): the previous host work, for comparison in the same session. The ids of seeded inputs
+at the tiny and the graph shape are saved (`ids_NAME.pt`) so that `--summarize` can check that runs agree;
+before each, blocks of every scratch buffer's size are filled with 0xFF bytes (NaN as f32) and freed, so that the
+caching allocator hands one back as the scratch: a buffer no launch overwrote would change the ids.
 Then: the op's ids equal the Python path's (`<op>_route` where the launcher runs the op, else the dispatcher),
 a `torch.cuda.CUDAGraph` capture replays the eager ids before and after the inputs change in place, the
 launcher's counters (calls it ran / sent to Python / plans), and a cProfile of 200 calls (`host_profile_NAME.txt`).
@@ -31,15 +38,39 @@ from gpu_export import GRAPH, graph_check, host_time_us, kmeans_inputs
 
 TINY = {"B": 1, "N": 256, "K": 128, "D": 128}
 PROFILED_CALLS = 200
-COLUMNS = ("torch_ops", "torch_ops_default", "dispatcher", "empty_floor")
+COLUMNS = ("torch_ops", "torch_ops_default", "dispatcher", "empty_floor", "op_call_floor")
 
 
-def measure(package: Path, label: str, device: str, out: Path) -> dict[str, Any]:
+def keep_fills(pkg: Any) -> None:
+    """Every scratch buffer of the package's CUDA variants set on every call (before any call plan is built)."""
+    for op in pkg.PACKAGE.ops.values():
+        for _, _, variants in op.buckets:
+            for variant in variants:
+                if getattr(variant, "backend", "") == "cuda":
+                    variant.scratch = [(*entry[:4], None) for entry in variant.scratch]
+
+
+def poison_scratch(pkg: Any, op: Any, inputs: tuple[Any, ...]) -> int:
+    """Fill and free blocks of the size of each scratch buffer of `inputs`' call plan (the allocator reuses them
+    for the next allocation of that size on this stream); the number of scratch buffers poisoned."""
+    import torch
+
+    plans = getattr(op.routes.get(pkg._ops.signature(inputs)), "scratch", [])
+    for plan in plans:
+        blocks = [torch.empty(plan.alloc, dtype=plan.dtype, device=inputs[0].device).view(torch.uint8).fill_(255)
+                  for _ in range(4)]
+        del blocks
+    return len(plans)
+
+
+def measure(package: Path, label: str, device: str, out: Path, fills: bool = False) -> dict[str, Any]:
     import torch
 
     from cake.export.certify import import_package
 
     pkg = import_package(package)
+    if fills:
+        keep_fills(pkg)
     ops = getattr(torch.ops, pkg.namespace)
     exported, dispatcher = ops.kmeans_assign, pkg.PACKAGE.ops["kmeans_assign"]
     route = getattr(ops, "kmeans_assign_route", None) if device == "cuda" else None  # the route is CUDA-only
@@ -61,7 +92,19 @@ def measure(package: Path, label: str, device: str, out: Path) -> dict[str, Any]
             "dispatcher": host_time_us(dispatcher, (x, c), sync, **batches),
             "empty_floor": host_time_us(lambda: torch.empty(shape, dtype=dtype, device=device), (), sync, **batches),
         },
+        "scratch_fills": "every call" if fills else "where live",
     }
+    launcher = getattr(torch.ops, "cake_launcher_v1", None)
+    if launcher is not None and hasattr(launcher, "plan_format"):
+        result["host_us"]["op_call_floor"] = host_time_us(launcher.plan_format, (), sync, **batches)
+    saved, poisoned = {}, {}
+    for name, dims in ({"tiny": TINY} | ({"graph": GRAPH} if device == "cuda" else {})).items():
+        inputs = kmeans_inputs(dims, device)
+        exported(*inputs)  # a new shape's first call runs in Python and installs the launcher's plan
+        poisoned[name] = poison_scratch(pkg, dispatcher, inputs)
+        saved[name] = exported(*inputs).cpu()
+    torch.save(saved, out / f"ids_{label}.pt")
+    result["poisoned_scratch_buffers"] = poisoned
     if device == "cuda":
         result["graph"] = graph_check(exported, GRAPH)
         profiler = cProfile.Profile()
@@ -78,17 +121,38 @@ def measure(package: Path, label: str, device: str, out: Path) -> dict[str, Any]
     return result
 
 
+def same_ids(paths: list[Path]) -> dict[str, bool]:
+    """Per run after the first, whether its saved ids (`ids_NAME.pt` beside `host_NAME.json`) equal the first's."""
+    import torch
+
+    saved = {p: p.with_name(p.name.replace("host_", "ids_", 1).replace(".json", ".pt")) for p in paths}
+    present = [p for p in paths if saved[p].is_file()]
+    if len(present) < 2:
+        return {}
+    first = torch.load(saved[present[0]])
+    out = {}
+    for p in present[1:]:
+        ids = torch.load(saved[p])
+        out[json.loads(p.read_text())["label"]] = ids.keys() == first.keys() and all(
+            torch.equal(ids[k], first[k]) for k in first)
+    return out
+
+
 def summarize(paths: list[Path]) -> dict[str, Any]:
     runs = [json.loads(p.read_text()) for p in paths]
     print(f"{'run':<14} {'host path':<8} " + " ".join(f"{c:>18}" for c in COLUMNS) + "  graph  ids  launcher")
     for run in runs:
-        us = " ".join(f"{run['host_us'][c]['median_us']:15.1f} us" for c in COLUMNS)
+        us = " ".join(f"{run['host_us'][c]['median_us']:15.1f} us" if c in run["host_us"] else f"{'-':>18}"
+                      for c in COLUMNS)
         graph = run.get("graph", {})
         graph_ok = "-" if not graph else str(graph["replay_equals_eager"] and graph["after_inputs_change"])
         stats = run["launcher_stats"].get("kmeans_assign", {})
         print(f"{run['label']:<14} {run['host_path']['kind']:<8} {us}  {graph_ok:<5}  {run['ids_equal_python_path']!s:<4} "
               f"{stats or '-'}")
-    return {"runs": runs, "goal_us": 10.0,
+    agree = same_ids(paths)
+    if agree:
+        print(f"ids equal to {runs[0]['label']}'s (seeded inputs, tiny and graph shapes): {agree}")
+    return {"runs": runs, "goal_us": 10.0, "ids_equal_first_run": agree,
             "met": {run["label"]: run["host_us"]["torch_ops"]["median_us"] <= 10.0 for run in runs}}
 
 
@@ -99,6 +163,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--summarize", type=Path, nargs="+", help="host_*.json files of earlier runs")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keep-fills", action="store_true", help="set every scratch buffer on every call")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
@@ -107,7 +172,7 @@ def main() -> None:
         return
     if args.package is None:
         parser.error("--package or --summarize is required")
-    result = measure(args.package, args.label, args.device, args.out)
+    result = measure(args.package, args.label, args.device, args.out, fills=args.keep_fills)
     (args.out / f"host_{args.label}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

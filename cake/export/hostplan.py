@@ -72,6 +72,7 @@ def _elem(elem: Any) -> str:
 def host_plan(kernel: Kernel) -> dict[str, Any]:
     """The dims-only part of the host plan (the same for every specialization of the variant)."""
     from cake.ir.nodes import Direction, GridKind
+    from cake.ir.overwrite import overwriting_launch
 
     return {
         "dims": [d.name for d in kernel.dims],
@@ -83,8 +84,11 @@ def host_plan(kernel: Kernel) -> dict[str, Any]:
                         for e in t.type.shape] for t in kernel.tensors if t.direction is not Direction.OUT],
         "outputs": [{"name": t.name, "shape": [py_expr(e, kernel) for e in t.type.shape], "dtype": _elem(t.type.elem)}
                     for t in kernel.tensors if t.direction is Direction.OUT],
+        # `overwritten_by`: the launch that writes the whole declared shape before any read (None: keep the
+        # init fill); the runtime skips the fill where the allocation is not padded beyond that shape
         "scratch": [{"name": s.name, "shape": [py_expr(e, kernel) for e in s.type.shape], "dtype": _elem(s.type.elem),
-                     "init": init_value(s.init, kernel)} for s in kernel.scratch],
+                     "init": init_value(s.init, kernel), "overwritten_by": overwriting_launch(kernel, s)}
+                    for s in kernel.scratch],
         "launches": [{"launch": launch.name, "axes": [py_expr(a.extent, kernel) for a in launch.grid.axes],
                       "persistent": launch.grid.kind is GridKind.PERSISTENT} for launch in kernel.launches],
     }

@@ -364,10 +364,15 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     assert field(launched[-1][5], stride_x0) == 300 * 64
 
 
-def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("k", "memsets"), [
+    (128, 0),  # the norms launch overwrites csq_g [B, K] whole before the assign reads it, no padding: no memset
+    (130, 1),  # K=130 f32 rows padded to 132 (16 bytes): the padding is never written, so it is zeroed
+])
+def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch, k: int,
+                                                 memsets: int) -> None:
     """Per steady-state call, counted at the ctypes boundary (scripts/bench_export_host_cpu.py's driver): one
-    cuLaunchKernel per kernel, one memset for the scratch (no fill kernel), no tensor-map encoding (cached), and
-    no torch allocation but the output and the scratch buffer."""
+    cuLaunchKernel per kernel, one memset for the scratch only where its init is live (no fill kernel), no
+    tensor-map encoding (cached), and no torch allocation but the output and the scratch buffer."""
     import bench_export_host_cpu as bench
 
     driver = bench.CountingDriver()
@@ -379,8 +384,9 @@ def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypat
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     spec = variant.specs["T=bf16;D=64"]
     monkeypatch.setattr(variant, "module", lambda spec, device: (_fake_module(spec), "sm_90a"))
-    x, c = _kmeans_inputs(torch.bfloat16, n=256, k=128, d=64)
+    x, c = _kmeans_inputs(torch.bfloat16, n=256, k=k, d=64)
     call = variant.route((x, c), "bf16")
+    assert variant.meta["cuda"]["scratch"][0]["overwritten_by"] == "centroid_norms"
     # torch.empty hands out the same two buffers (a caching allocator's steady state), counted; the other
     # factories count and allocate
     out = torch.empty(1, 256, dtype=torch.int32)
@@ -399,11 +405,18 @@ def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypat
     allocations.clear()
     for _ in range(5):
         call(x, c)
-    assert dict(driver.calls) == {"cuLaunchKernel": 5 * len(spec["codes"]), "cuMemsetD32Async": 5}
+    expected = {"cuLaunchKernel": 5 * len(spec["codes"])} | ({"cuMemsetD32Async": 5 * memsets} if memsets else {})
+    assert dict(driver.calls) == expected
     assert dict(allocations) == {"empty": 5 * 2}  # ids and the scratch; no full/zeros: no fill kernel
     csq = call.scratch[0]
-    assert driver.memsets[-1] == ("cuMemsetD32Async", scratch.data_ptr(), 0, csq.count, 77)
-    assert csq.count == scratch.numel()  # the whole allocation, padding included, is zeroed
+    assert csq.initialize == bool(memsets)
+    if memsets:
+        assert driver.memsets[-1] == ("cuMemsetD32Async", scratch.data_ptr(), 0, csq.count, 77)
+        assert csq.count == scratch.numel()  # the whole allocation, padding included, is zeroed
+    plan = call.plan_values()  # the C++ launcher's plan says the same: memset width 0 for a buffer not set
+    assert plan is not None
+    width_at = 9 + len(csq.alloc)  # format; output count, dtype, rank, 2 dims; scratch count, dtype, rank, dims
+    assert plan[width_at] == (4 if memsets else 0)
 
 
 @pytest.mark.parametrize(("dtype", "init", "memset", "bits", "per_element"), [

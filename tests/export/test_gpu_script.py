@@ -1,5 +1,5 @@
-"""The CPU paths of the H200 scripts of `cake export` (scripts/gpu_export.py, scripts/gpu_host_overhead.py and
-scripts/gpu/s4_launcher.sh): the host-time loop, the inputs, the summary table, the stage file."""
+"""The CPU paths of the H200 scripts of `cake export` (scripts/gpu_export.py, scripts/gpu_host_overhead.py,
+scripts/gpu/s4_launcher.sh and s5_host5.sh): the host-time loop, the inputs, the summary table, the stage file."""
 
 from __future__ import annotations
 
@@ -53,8 +53,39 @@ def test_host_overhead_summary_marks_the_goal(tmp_path: Path, capsys: pytest.Cap
     assert "cuda_cpp" in table and "7.5 us" in table and "'launched': 4000" in table
 
 
-def test_stage_file_runs_existing_scripts() -> None:
-    stage = ROOT / "scripts" / "gpu" / "s4_launcher.sh"
+def test_summary_compares_the_saved_ids_of_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = {"tiny": torch.arange(6, dtype=torch.int32)}
+    paths = []
+    for label, saved in (("cpp", ids), ("cpp_fills", ids), ("broken", {"tiny": torch.zeros(6, dtype=torch.int32)})):
+        paths.append(tmp_path / f"host_{label}.json")
+        paths[-1].write_text(json.dumps(_run(label, "cpp", 9.0, {})))
+        torch.save(saved, tmp_path / f"ids_{label}.pt")
+    summary = gpu_host_overhead.summarize(paths)
+    assert summary["ids_equal_first_run"] == {"cpp_fills": True, "broken": False}
+    assert "ids equal to cpp's" in capsys.readouterr().out
+
+
+def test_keep_fills_restores_every_scratch_fill() -> None:
+    variant = type("V", (), {"backend": "cuda", "scratch": [("csq_g", [], "f32", 0.0, "centroid_norms")]})()
+    op = type("Op", (), {"buckets": [("b0", {}, [variant])]})()
+    pkg = type("Pkg", (), {"PACKAGE": type("P", (), {"ops": {"kmeans_assign": op}})()})()
+    gpu_host_overhead.keep_fills(pkg)
+    assert variant.scratch == [("csq_g", [], "f32", 0.0, None)]
+
+
+def test_poison_scratch_fills_blocks_of_each_scratch_size() -> None:
+    x = torch.zeros(2, 3)
+    plan = type("Plan", (), {"alloc": (2, 8), "dtype": torch.float32})()
+    op = type("Op", (), {"routes": {("sig",): type("Call", (), {"scratch": [plan, plan]})()}})()
+    pkg = type("Pkg", (), {"_ops": type("Ops", (), {"signature": staticmethod(lambda inputs: ("sig",))})})()
+    assert gpu_host_overhead.poison_scratch(pkg, op, (x,)) == 2
+    op.routes.clear()  # a signature with no call plan (the reference): nothing to poison
+    assert gpu_host_overhead.poison_scratch(pkg, op, (x,)) == 0
+
+
+@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh"])
+def test_stage_file_runs_existing_scripts(name: str) -> None:
+    stage = ROOT / "scripts" / "gpu" / name
     assert subprocess.run(["bash", "-n", str(stage)], check=False).returncode == 0
     text = stage.read_text()
     assert text.count("source scripts/gpu/lib.sh") == 1

@@ -110,7 +110,7 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 1}}
     assert result["refusals"] == ["cake launcher: 1 values after the plan",
                                   f"cake launcher: plan ends early ({result['plan_len'] - 1} values)",
-                                  "cake launcher: plan format differs from 1 (the package's _launcher.py and "
+                                  "cake launcher: plan format differs from 2 (the package's _launcher.py and "
                                   "_launcher.cpp disagree)"]
     built = list((tmp_path / "cache").glob("cake_launcher_*.so"))
     assert len(built) == 1

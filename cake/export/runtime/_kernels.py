@@ -111,8 +111,9 @@ class CudaVariant:
         self.specs = {spec["key"]: spec for spec in cuda["specs"]}
         self.outputs = [(o["name"], [compile_expr(e, self.dim_names) for e in o["shape"]], o["dtype"])
                         for o in cuda["outputs"]]
-        self.scratch = [(s["name"], [compile_expr(e, self.dim_names) for e in s["shape"]], s["dtype"], float(s["init"]))
-                        for s in cuda["scratch"]]
+        # (name, shape, dtype, init, the launch that overwrites the declared shape before any read or None)
+        self.scratch = [(s["name"], [compile_expr(e, self.dim_names) for e in s["shape"]], s["dtype"], float(s["init"]),
+                         s.get("overwritten_by")) for s in cuda["scratch"]]
         self.grids = {g["launch"]: ([compile_expr(e, self.dim_names) for e in g["axes"]], bool(g["persistent"]))
                       for g in cuda["launches"]}
         self.modules: dict[tuple[str, int], _cuda.Module] = {}
@@ -176,8 +177,8 @@ class CudaCall:
     Strides and dims are fixed by the signature: they are written into each launch's argument block once, at
     the first call. Per call only pointers and the tensor maps over them (cached per pointer) are patched in.
     A signature whose inputs the kernel takes as they are (contiguous, TMA-addressable) runs `_fast`: no dicts,
-    no views, one `torch.empty` per output and scratch buffer, one memset per scratch buffer, one
-    `cuLaunchKernel` per launch. Other signatures (and a TMA input whose base pointer is not 16-byte aligned)
+    no views, one `torch.empty` per output and scratch buffer, one memset per scratch buffer that needs its
+    init, one `cuLaunchKernel` per launch. Other signatures (and a TMA input whose base pointer is not 16-byte aligned)
     run `_prepared`, which copies or pads first and then launches the same way."""
 
     def __init__(self, variant: CudaVariant, spec: Mapping[str, Any], module: _cuda.Module,
@@ -195,7 +196,8 @@ class CudaCall:
                     for name, shape, dt in zip(variant.inputs, shapes, variant.input_dtypes, strict=True)
                     if name in self.extents}
         self.scratch = [ScratchPlan(name, tuple(f(*values) for f in shape), self.extents.get(name),
-                                    _torch_dtype(dt, dtypes), init) for name, shape, dt, init in variant.scratch]
+                                    _torch_dtype(dt, dtypes), init, overwritten)
+                        for name, shape, dt, init, overwritten in variant.scratch]
         # Every tensor a launch names, by position: the inputs, then the outputs, then the scratch buffers.
         self.names = (*variant.inputs, *(name for name, _, _ in self.outputs), *(p.name for p in self.scratch))
         self.source = {name: i for i, name in enumerate(self.names)}
@@ -203,7 +205,7 @@ class CudaCall:
         self.tma_inputs = tuple(i for i, name in enumerate(variant.inputs) if name in self.extents)
         # (driver entry point, value, units, source, scratch name) per scratch buffer a memset initializes
         self.memsets = tuple((plan.memset, plan.bits, plan.count, n_in + n_out + i, plan.name)
-                             for i, plan in enumerate(self.scratch) if plan.memset is not None)
+                             for i, plan in enumerate(self.scratch) if plan.initialize and plan.memset is not None)
         self.launches: list[LaunchPlan] = []
         for code in spec["codes"]:
             axes, persistent = variant.grids[code["launch"]]
@@ -279,16 +281,15 @@ class CudaCall:
     def plan_values(self) -> list[int] | None:
         """This signature's plan for the C++ launcher (`_launcher.cpp`'s format), or None when only this path
         runs it (inputs copied or padded, a scratch init no driver memset takes, not called yet)."""
-        if not (self.fast and self.written) or len(self.memsets) != len(self.scratch):
+        if not (self.fast and self.written) or any(p.initialize and p.memset is None for p in self.scratch):
             return None
         values = [_launcher.PLAN_FORMAT, len(self.outputs)]
         for _, shape, dtype in self.outputs:
             values += [_launcher.DTYPE_CODES[dtype], len(shape), *shape]
         values.append(len(self.scratch))
-        for plan in self.scratch:
-            assert plan.memset is not None
+        for plan in self.scratch:  # memset width 0: a buffer the kernels overwrite, not set
             values += [_launcher.DTYPE_CODES[plan.dtype], len(plan.alloc), *plan.alloc,
-                       plan.unit_bytes, plan.bits, plan.count]
+                       plan.unit_bytes if plan.initialize else 0, plan.bits, plan.count]
         values += [len(self.tma_inputs), *self.tma_inputs, len(self.launches)]
         for launch in self.launches:
             values += [launch.function, *launch.grid, launch.threads, launch.smem, len(launch.block)]
@@ -317,7 +318,7 @@ class CudaCall:
             if code:
                 _cuda.check(code, f"{fn} of scratch `{name}` ({count} units)")
         for i, plan in enumerate(self.scratch):
-            if not plan.memset:
+            if plan.initialize and not plan.memset:
                 buffers[i].fill_(plan.init)
         with self.lock:  # one argument block per launch, reused: the driver copies it before returning
             for launch in self.launches:
@@ -401,16 +402,21 @@ class TensorMapSlot:
 class ScratchPlan:
     """A scratch buffer covering whole TMA boxes with rows padded to 16 bytes (as the CUDA backend allocates
     it), set to its init value on every call by one driver memset on the launch stream (`memset` names the entry
-    point; None for an 8-byte init whose halves differ, which `fill_` sets); the kernel indexes its logical part."""
+    point; None for an 8-byte init whose halves differ, which `fill_` sets); the kernel indexes its logical part.
+
+    Not set at all (`initialize` False) when a launch overwrites the declared shape before any read
+    (`overwritten_by`, proven at export by `cake.ir.overwrite`) and the allocation is exactly that shape: a
+    padded allocation keeps its fill, since TMA boxes read the padding the kernels never write."""
 
     def __init__(self, name: str, shape: tuple[int, ...], box_extents: Sequence[int] | None, dtype: torch.dtype,
-                 init: float):
+                 init: float, overwritten_by: str | None = None):
         self.name, self.dtype, self.init = name, dtype, init
         full = [max(n, b) for n, b in zip(shape, box_extents or [1] * len(shape), strict=True)]
         per = max(1, _cuda.TMA_ALIGN_BYTES // dtype.itemsize)
         self.alloc = (*full[:-1], -(-full[-1] // per) * per)
         self.inner = full[-1] if self.alloc[-1] != full[-1] else None
         self.logical = tuple(slice(0, n) for n in shape) if tuple(full) != shape else None
+        self.initialize = overwritten_by is None or self.alloc != tuple(shape)
         size = dtype.itemsize
         pattern = torch.full((1,), init, dtype=dtype).view(torch.uint8).tolist()  # little-endian bytes
         unit = 4 if size == 8 else size

@@ -1,7 +1,8 @@
 // The C++ host path of exported CUDA ops: a boxed CUDA kernel per op that looks the call signature up among the
-// plans Python installed, allocates the outputs and scratch with at::empty (torch's caching allocator), sets
-// each scratch buffer with one cuMemsetD*Async, patches pointers and tensor maps into the argument block and
-// calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
+// plans Python installed, allocates the outputs and scratch from torch's CUDA caching allocator (straight from
+// the allocator, not through at::empty's dispatch), sets each scratch buffer that needs its init with one
+// cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
+// block and calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
 // 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
 //
 // Part of an exported package (copied verbatim by `cake export`, built by `_launcher.py` on first import where a
@@ -9,12 +10,15 @@
 // The plan format is written by `_launcher.encode_plan`; PLAN_FORMAT here and there must agree.
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/util/SmallVector.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda.h>
 #include <dlfcn.h>
 #include <torch/library.h>
 #if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)  // a CUDA torch's headers (a CPU wheel lacks this one)
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #define CAKE_LAUNCHER_C10_CUDA 1
 #endif
@@ -29,7 +33,7 @@
 
 namespace cake_launcher {
 
-constexpr int64_t PLAN_FORMAT = 1;
+constexpr int64_t PLAN_FORMAT = 2;
 constexpr size_t TMAP_BYTES = 128;
 constexpr size_t TMAP_CACHE_MAX = 512;  // per slot; cleared when full (as the Python path's cache)
 
@@ -105,6 +109,8 @@ CUstream current_stream(const at::Device& device) {
 
 // ---------------------------------------------------------------------------------------------- plans
 
+constexpr int64_t MOST = 1 << 20;  // a bound on every count in a plan: a corrupt plan is refused, not followed
+
 // The dtype codes of the plan format (`_launcher.DTYPE_CODES`).
 at::ScalarType scalar_type(int64_t code) {
   switch (code) {
@@ -135,10 +141,31 @@ struct Reader {
 struct Buffer {  // an output or a scratch buffer
   at::ScalarType dtype;
   std::vector<int64_t> sizes;
-  int64_t memset_width = 0;  // 0: an output (not set); 1, 2, 4: the cuMemsetD*Async to set it with
+  int64_t memset_width = 0;  // 1, 2, 4: the cuMemsetD*Async that sets it; 0: not set (an output, or a scratch
+                             // buffer a launch overwrites whole before any read)
   uint32_t bits = 0;
   size_t units = 0;
+  size_t bytes = 0;
 };
+
+// torch's CUDA caching allocator, called directly: at::empty would go through the dispatcher for the same
+// allocation. A CPU torch's headers (the CPU tests' build, which runs no CUDA call) keep at::empty.
+at::Tensor allocate_output(const Buffer& b, const at::Device& device) {
+#ifdef CAKE_LAUNCHER_C10_CUDA
+  return at::Tensor(at::detail::empty_generic(b.sizes, c10::cuda::CUDACachingAllocator::get(),
+                                              c10::DispatchKeySet(c10::DispatchKey::CUDA), b.dtype, std::nullopt));
+#else
+  return at::empty(b.sizes, at::TensorOptions().device(device).dtype(b.dtype));
+#endif
+}
+
+c10::DataPtr allocate_scratch(const Buffer& b, const at::Device& device) {
+#ifdef CAKE_LAUNCHER_C10_CUDA
+  return c10::cuda::CUDACachingAllocator::get()->allocate(b.bytes);
+#else
+  return c10::GetAllocator(device.type())->allocate(b.bytes);
+#endif
+}
 
 struct TensorMapSlot {
   size_t offset;
@@ -186,7 +213,6 @@ struct Plan {
   std::vector<Launch> launches;
 };
 
-constexpr int64_t MOST = 1 << 20;  // a bound on every count in a plan: a corrupt plan is refused, not followed
 
 std::unique_ptr<Plan> parse(const std::vector<int64_t>& data, int64_t n_inputs) {
   Reader r{data};
@@ -200,11 +226,17 @@ std::unique_ptr<Plan> parse(const std::vector<int64_t>& data, int64_t n_inputs) 
       for (int64_t d = 0, rank = r.count(8); d < rank; ++d) b.sizes.push_back(r.next());
       if (scratch) {
         b.memset_width = r.next();
-        TORCH_CHECK(b.memset_width == 1 || b.memset_width == 2 || b.memset_width == 4,
+        TORCH_CHECK(b.memset_width == 0 || b.memset_width == 1 || b.memset_width == 2 || b.memset_width == 4,
                     "cake launcher: memset width ", b.memset_width);
         b.bits = static_cast<uint32_t>(r.next());
         b.units = static_cast<size_t>(r.next());
       }
+      int64_t numel = 1;
+      for (int64_t s : b.sizes) {
+        TORCH_CHECK(s >= 0 && s <= MOST * MOST, "cake launcher: a buffer dim ", s);
+        numel *= s;
+      }
+      b.bytes = size_t(numel) * c10::elementSize(b.dtype);
       out.push_back(std::move(b));
     }
   };
@@ -331,25 +363,28 @@ class LaunchKernel final : public c10::OperatorKernel {
     const at::Tensor& lead = (*stack)[first].toTensor();
     const int device = lead.device().index();
     c10::DeviceGuard guard(lead.device());
-    const at::TensorOptions options = at::TensorOptions().device(lead.device());
-    std::vector<uint64_t> ptrs;
-    ptrs.reserve(size_t(n_inputs_) + plan.outputs.size() + plan.scratch.size());
+    c10::SmallVector<uint64_t, 16> ptrs;
     for (int64_t i = 0; i < n_inputs_; ++i) {
       ptrs.push_back(reinterpret_cast<uint64_t>((*stack)[first + size_t(i)].toTensor().data_ptr()));
     }
-    std::vector<at::Tensor> outs, scratch;
+    // Scratch memory lives until this returns: freed with work still queued is safe, since the caching
+    // allocator hands a block back out only to later work on the same stream (or, while a graph is captured,
+    // keeps it in the graph's private pool).
+    c10::SmallVector<at::Tensor, 4> outs;
+    c10::SmallVector<c10::DataPtr, 4> scratch;
     for (const Buffer& b : plan.outputs) {
-      outs.push_back(at::empty(b.sizes, options.dtype(b.dtype)));
+      outs.push_back(allocate_output(b, lead.device()));
       ptrs.push_back(reinterpret_cast<uint64_t>(outs.back().data_ptr()));
     }
     for (const Buffer& b : plan.scratch) {
-      scratch.push_back(at::empty(b.sizes, options.dtype(b.dtype)));
-      ptrs.push_back(reinterpret_cast<uint64_t>(scratch.back().data_ptr()));
+      scratch.push_back(allocate_scratch(b, lead.device()));
+      ptrs.push_back(reinterpret_cast<uint64_t>(scratch.back().get()));
     }
     CUstream stream = current_stream(lead.device());
     size_t index = size_t(n_inputs_) + plan.outputs.size();
     for (const Buffer& b : plan.scratch) {
       CUdeviceptr at = static_cast<CUdeviceptr>(ptrs[index++]);
+      if (b.memset_width == 0) continue;  // overwritten by a launch before any read
       retrying(device, "cuMemsetD*Async of a scratch buffer", [&] {
         switch (b.memset_width) {
           case 4: return driver().memset32(at, b.bits, b.units, stream);

@@ -34,7 +34,7 @@ HOST_PATH_ENV = "CAKE_EXPORT_HOST_PATH"
 CACHE_ENV = "CAKE_EXPORT_CACHE"
 CHOICES = ("auto", "cpp", "ctypes")
 NAMESPACE = "cake_launcher_v1"  # bump with PLAN_FORMAT when the ops' schemas change
-PLAN_FORMAT = 1  # `_launcher.cpp`'s PLAN_FORMAT
+PLAN_FORMAT = 2  # `_launcher.cpp`'s PLAN_FORMAT
 # The plan format's dtype codes (`_launcher.cpp`'s scalar_type).
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.int64: 4,
                torch.bool: 5}
