@@ -39,7 +39,7 @@ from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.printer import expr as expr_text
 from cake.ir.typing import Typing, type_kernel
 
-from cake.arch import DEVICES, ArchSpec, DeviceSpec, arch, device_for, mma_sync_warp_grid
+from cake.arch import DEVICES, ArchSpec, DeviceSpec, arch, device_for
 
 
 class Bound(enum.Enum):
@@ -79,11 +79,6 @@ class Work:
     iterations: float = 0.0  # innermost-loop iterations per tile (each one a dependent chain)
     acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
 
-    def thread_ops_per_iteration(self, threads: int) -> float:
-        """One thread's share of the CUDA-core ops of one loop iteration (all of the tile's ops when it has no
-        loop): the serial stream a thread issues per iteration."""
-        return self.cuda_ops / max(1.0, self.iterations) / max(1, threads)
-
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
 
@@ -94,7 +89,6 @@ class _Tile:
     elem_bytes: int
     space: str  # "reg" | "smem" | "global" | "tmem"
     stages: int = 1
-    trips: float = 1.0  # loop trips enclosing its definition (an operand defined at fewer trips is loop-invariant)
 
 
 @dataclass(slots=True)
@@ -118,8 +112,6 @@ class _Counter:
     reg_tiles: list[tuple[int, float]] = field(default_factory=list)  # (rank, bytes) of computed register tiles
     acc_bytes: float = 0.0  # the largest mma result (fp32), live in registers
     acc_touches: float = 1.0
-    held_regs: float = 0.0  # per thread: loop-invariant mma.sync A operands the backend keeps as fragments
-    plain_loop_loads: float = 0.0  # global bytes `let = load` brought in (not `copy`), for the loop's staging
     iterations: float = 0.0
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
     in_mma_operand: bool = False  # reading an mma's operands: the tensor cores read shared memory themselves
@@ -246,31 +238,11 @@ class _Counter:
         if m_ * n_ * 4 > self.acc_bytes:
             self.acc_bytes = m_ * n_ * 4.0
             self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
-        if self.form_family(form, m_) == "mma_sync":
-            self.held_regs = max(self.held_regs, self._held_operand_regs(a, (m_, k_), n_, mult))
-        # Register operands of a backend `dot` are staged through shared memory by the backend; one that
-        # copies them through registers spends CUDA-core ops on it once per definition of the operand.
+        # Register operands of a backend `dot` are staged through shared memory by the backend.
         for operand, shape, nbytes in ((a, sa, ea), (b, sb, eb)):
             if not self._from_smem(operand):
                 self.smem_bytes += mult * math.prod(shape) * nbytes
-                tile = self.scope.get(an.ref_name(operand) or "")
-                staged = min(mult, tile.trips) if tile is not None and tile.space == "reg" else mult
-                self.cuda_ops += staged * math.prod(shape) * nbytes / 16.0 * self.consts.staging_ops_per_16_bytes
         return (m_, n_), 4
-
-    def _held_operand_regs(self, a: n.Expr, a_shape: tuple[int, int], cols: int, mult: float) -> float:
-        """Registers per thread a backend spends keeping `a` (an mma.sync A operand loaded outside the loop
-        that issues the mma) as fragments for the whole loop: k-steps x 16-row blocks of one warp x 4, when
-        that fits its `held_operand_regs_max` (else it reloads them from shared memory every k-step)."""
-        tile = self.scope.get(an.ref_name(a) or "")
-        if self.consts.held_operand_regs_max <= 0 or tile is None or tile.space != "reg" or tile.trips >= mult:
-            return 0.0
-        rows, k = a_shape
-        grid = mma_sync_warp_grid(rows, cols, self.threads // an.THREADS_PER_WARP)
-        if grid is None:
-            return 0.0  # no warp split exists; the checker refuses this tile (E0614)
-        held = math.ceil(k / self.consts.mma_sync_k_step) * (rows // grid[0] // self.consts.rows_per_warp) * 4
-        return float(held) if held <= self.consts.held_operand_regs_max else 0.0
 
     def _from_smem(self, e: n.Expr) -> bool:
         while isinstance(e, n.Transpose):
@@ -331,16 +303,12 @@ class _Counter:
             shape = self.shape(s)
             if s.type is not None:
                 eb = an.elem_bytes(s.type.elem, self.env)
-            self.scope[s.name] = _Tile(shape, eb, "reg", trips=mult)
+            self.scope[s.name] = _Tile(shape, eb, "reg")
             row = BUILTINS.get(s.value.func) if isinstance(s.value, n.Call) else None
             if row is not None and row.kind in _ALONG_AXIS and len(shape) == 1:
                 self.reduced.add(s.name)
-            if self.global_bytes > before:
-                self.plain_loop_loads += self.global_bytes - before
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
-                # a backend that does not pipeline register loads stages them through one buffer
-                buffers = pipelined if self.consts.pipelines_register_loads else 1
-                self.staged_smem += buffers * math.prod(shape) * eb
+                self.staged_smem += pipelined * math.prod(shape) * eb
             elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
                 self.staged_smem += math.prod(shape) * eb  # an mma operand loaded once still lands in smem
             if not isinstance(s.value, n.Load):  # loaded operands stream through shared memory
@@ -374,13 +342,11 @@ class _Counter:
         elif isinstance(s, n.For):
             trips = self.trips(s)
             stages = self.val(s.pipeline.stages) if s.pipeline is not None else 1
-            before, plain_before = self.global_bytes, self.plain_loop_loads
+            before = self.global_bytes
             if not any(isinstance(inner, n.For) for inner in s.body):
                 self.iterations += mult * trips
             self.body(s.body, mult * trips, max(pipelined, stages) if s.pipeline is not None else pipelined)
             moved = self.global_bytes - before
-            if self.plain_loop_loads > plain_before and not self.consts.pipelines_register_loads:
-                stages = 1  # its loads are synchronous each iteration: nothing is in flight ahead
             if trips and moved:
                 self.loop_bytes.append((moved / (mult * trips), stages))
         elif isinstance(s, (n.Wait, n.Arrive, n.ExpectTx, n.Sync, n.NamedBarrierSync)):
@@ -394,7 +360,6 @@ class LaunchWork:
     staged_smem_bytes: int
     acc_bytes: float  # the largest mma result of one CTA, live in registers
     vector_bytes: float  # 1-D register tiles of one CTA
-    held_regs: float = 0.0  # per thread: mma.sync A operands held as fragments across the loop
 
 
 def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants,
@@ -432,7 +397,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
                 stages, reads, c.iterations, c.acc_touches)
-    return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors, c.held_regs)
+    return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
 # ------------------------------------------------------------------------------------------- occupancy
@@ -464,7 +429,7 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     if any(r.declared for r in budget):
         regs = max(1, sum(r.total for r in budget) // max(1, threads))
     else:
-        need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts) + lw.held_regs
+        need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts)
         spilled = cp.spilled_registers(need, spec.registers_per_thread_max)
         g = spec.register_allocation_granularity
         regs = min(spec.registers_per_thread_max, int(-(-need // g) * g))
@@ -547,8 +512,7 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
         overhead_s=consts.launch_overhead_s,
         spill_s=cp.spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.resident_ctas, clock_hz,
                                  consts),
-        chain_s=cp.chain_seconds(tile_iterations, work.thread_ops_per_iteration(occ.threads_per_cta),
-                                 occ.resident_ctas, clock_hz, consts),
+        chain_s=cp.chain_seconds(tile_iterations, occ.resident_ctas, clock_hz, consts),
         compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
         memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
     )

@@ -53,19 +53,6 @@ class CostConstants:
     # Issue slots per element of a shared-memory tile read into registers for CUDA-core math (not as an
     # mma operand, which the tensor cores read themselves): swizzled addressing and bank conflicts.
     smem_elementwise_ops_per_element: float
-    # Whether the backend software-pipelines a `let = load` in a `pipelined` loop (Triton: num_stages buffers
-    # filled ahead). When it does not (the CUDA backend pipelines only `copy ... via cp_async`), such a load is
-    # a synchronous round trip every iteration, staged through one buffer.
-    pipelines_register_loads: bool
-    # Registers per thread a backend may spend keeping a loop-invariant mma.sync A operand as fragments (0: it
-    # never does). They count toward the thread's registers, hence occupancy.
-    held_operand_regs_max: int
-    # Cycles one dependent CUDA-core op of a thread's serial stream takes: an iteration's share of ops per
-    # thread is a chain that only other resident CTAs overlap (the `chain` term).
-    dependent_op_cycles: float
-    # CUDA-core ops every thread issues per 16 bytes of a register-tile mma operand the backend stages into
-    # shared memory through registers (0: the backend loads operands straight into shared memory).
-    staging_ops_per_16_bytes: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str

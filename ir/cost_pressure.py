@@ -79,13 +79,9 @@ def spill_seconds(spilled: float, touches_per_iteration: float, tile_iterations:
     return trips * consts.local_memory_latency_cycles / clock_hz / max(1, resident_ctas)
 
 
-def chain_seconds(tile_iterations: float, thread_ops: float, resident_ctas: int, clock_hz: float,
-                  consts: CostConstants) -> float:
-    """The dependent chain of each loop iteration (a fixed latency, plus one thread's `thread_ops` CUDA-core
-    ops of the iteration issued one after another), overlapped only across resident CTAs. Fewer threads per
-    CTA make each thread's stream longer; only more resident CTAs hide it."""
-    cycles = consts.iteration_latency_cycles + thread_ops * consts.dependent_op_cycles
-    return tile_iterations * cycles / clock_hz / max(1, resident_ctas)
+def chain_seconds(tile_iterations: float, resident_ctas: int, clock_hz: float, consts: CostConstants) -> float:
+    """The dependent chain of each loop iteration, overlapped only across resident CTAs."""
+    return tile_iterations * consts.iteration_latency_cycles / clock_hz / max(1, resident_ctas)
 
 
 def mma_touches(family: str, k: int, consts: CostConstants) -> float:
