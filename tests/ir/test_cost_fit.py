@@ -30,16 +30,16 @@ def _text(params: dict[str, int]) -> str:
     return print_kernel(bind_params(parse(PLAIN), params))
 
 
-def _measured_ms(text: str) -> float:
-    prior = predict(parse(text), dims=DIMS, dtype=DType.BF16, backend="triton", factors=Factors())
+def _measured_ms(text: str, dims: dict[str, int]) -> float:
+    prior = predict(parse(text), dims=dims, dtype=DType.BF16, backend="triton", factors=Factors())
     return prior.retimed(PLANTED) * 1e3
 
 
 def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool = False,
-             device: str | None = "H200") -> Path:
+             device: str | None = "H200", dims: dict[str, int] | None = None) -> Path:
     """A run store of the Triton backend whose candidates were 'measured' at the planted factors."""
     config: dict[str, Any] = {"workload": "flash_kmeans", "op": "kmeans_assign", "eval": {"backend": "triton"},
-                              "dims": DIMS, "dtype": "bf16", "toolchain": TOOLCHAIN}
+                              "dims": dims or DIMS, "dtype": "bf16", "toolchain": TOOLCHAIN}
     if device is not None:
         config["device"] = device
     if evolve:
@@ -50,7 +50,7 @@ def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool 
                                                  CandidateStatus.QUEUED) for t, p in zip(texts, assignments,
                                                                                          strict=True)], tokens=0)
         for cid, text in zip(ids, texts, strict=True):
-            ms = _measured_ms(text)
+            ms = _measured_ms(text, dims or DIMS)
             store.record_evaluation(cid, Evaluation(CandidateStatus.PASSED, None, (), {}, ms, 1.0, 1.0 / ms,
                                                     FitnessKind.MEASURED, None, "cuda:0", 1.0))
     return root
@@ -112,21 +112,59 @@ def test_a_run_without_device_needs_a_stated_assumption(tmp_path: Path, capsys: 
     assert key["key"] == f"triton/H200/{TOOLCHAIN}" and key["held_out_by_run"]["pooled"]["n"] == len(RUN_A) + len(RUN_B)
 
 
-@pytest.mark.slow  # ~20 s on two shared cores: every committed candidate is re-predicted
-def test_the_fitter_on_the_committed_runs_reports_rho_per_backend(capsys: pytest.CaptureFixture[str]) -> None:
-    assert fcm.main([]) == 0
+# What RESULTS.md reports for the committed data ("The cost model per backend, held out by run, session 5"):
+# held-out-by-run figures within one timing shape, as (n, rho at least, top-5 recall at least).
+REPORTED = {
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 113, 0.55, 0.2),
+    "triton/H200/triton-3.6.0+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 171, 0.68, 0.2),
+}
+
+
+@pytest.mark.slow  # ~60 s on two shared cores: every committed candidate (391) is re-predicted
+def test_the_fitter_on_the_committed_runs_reports_what_results_md_says(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "fit.json"
+    assert fcm.main(["--out", str(out_json)]) == 0
     out = capsys.readouterr().out
-    assert "== cuda/H200/nvcc-unrecorded+torch-2.11.0" in out and "HELD OUT BY RUN (pooled)" in out
-    assert "== triton/H200/triton-3.6.0+torch-2.11.0" in out and "no held-out-by-run figure" in out
     assert "kept out of every fit (reported win)" in out and "worst ranked" in out
+    report = json.loads(out_json.read_text())
+    keys = {k["key"]: k for k in report["keys"]}
+    for key, (shape, n, rho, top5) in REPORTED.items():
+        group = keys[key]["held_out_by_run"]["by_shape"][shape]["held_out"]
+        assert group["n"] == n and group["spearman"] >= rho and group["top5_recall"] >= top5, (key, group)
+        assert not keys[key]["held_out_by_run"]["goal_met"]  # issue 17's goal is not met on either backend
+    # The measurements rank themselves (split-half reps) far better than the model does: the model is the limit.
+    ceiling = report["measurement_ceiling"]
+    assert min(fig["spearman"] for fig in ceiling.values()) > 0.95
+
+
+def test_held_out_figures_are_judged_within_one_timing_shape(tmp_path: Path) -> None:
+    small = {"B": 2, "N": 4096, "K": 256, "D": 128}
+    a, b = make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)
+    c = make_run(tmp_path / "c", [{"BN": 128, "BK": bk, "STAGES": 4, "WARPS": 4} for bk in (32, 64, 128)], dims=small)
+    loaded = fcm.load_sources([a, b, c])
+    summary = fcm.fit_key(loaded.samples[0].key, loaded.samples)
+    shapes = summary["held_out_by_run"]["by_shape"]
+    assert {g["held_out"]["n"] for g in shapes.values()} == {len(RUN_A) + len(RUN_B), 3}
+    assert sorted(len(g["runs"]) for g in shapes.values()) == [1, 2]
+    assert summary["held_out_by_run"]["pooled"]["n"] == len(RUN_A) + len(RUN_B) + 3
+    assert not summary["held_out_by_run"]["goal_met"]  # n < 50 at every shape
 
 
 def test_a_fit_is_stored_only_when_it_ranks_held_out_runs_at_least_as_well_as_the_priors() -> None:
     def summary(fitted: float, prior: float) -> dict[str, Any]:
         return {"held_out_by_run": {"pooled": {"spearman": fitted}, "prior_pooled": {"spearman": prior}}}
 
+    def shapes(*pairs: tuple[float, float]) -> dict[str, Any]:
+        groups = {f"shape{i}": {"held_out": {"spearman": f}, "prior": {"spearman": p}} for i, (f, p) in enumerate(pairs)}
+        return {"held_out_by_run": {"pooled": {"spearman": 0.99}, "prior_pooled": {"spearman": 0.0},
+                                    "by_shape": groups}}
+
     assert fcm.keep_decision(summary(0.9, 0.8), False)[0]
     keep, why = fcm.keep_decision(summary(-0.3, 0.03), False)
     assert not keep and "rank unseen runs worse" in why
+    assert fcm.keep_decision(shapes((0.9, 0.8), (0.7, 0.6)), False)[0]
+    keep, why = fcm.keep_decision(shapes((0.9, 0.8), (0.68, 0.70)), False)  # a better pool does not hide it
+    assert not keep and "(shape1)" in why
     assert not fcm.keep_decision({"held_out_by_run": None}, False)[0]
     assert fcm.keep_decision({"held_out_by_run": None}, True)[0]
