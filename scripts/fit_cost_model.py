@@ -143,6 +143,16 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, devic
         return None
 
 
+def retracted_timings(run_dir: Path) -> frozenset[str]:
+    """IR hashes of this run whose timings a later finding voided (e.g. the kernel computed half its rows):
+    listed per run, with the reason, in `retracted.json` of the costdata folder that holds `runs/<run>/`. Per
+    run, because one IR hash is timed on both backends and only one backend's kernel may have been wrong."""
+    path = run_dir.parent.parent / "retracted.json"
+    if not path.is_file():
+        return frozenset()
+    return frozenset(json.loads(path.read_text())["runs"].get(run_dir.name, {}))
+
+
 def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
              toolchains: Mapping[str, str] | None = None) -> None:
     """Every candidate of a run store with a measured time, one per IR hash (the first evaluation)."""
@@ -177,11 +187,15 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
     is_evolve = "loop" in config
     win = max((r for r in rows if r.fitness is not None), key=lambda r: r.fitness or 0.0, default=None) \
         if is_evolve else None
+    retracted = retracted_timings(run_dir)
     seen: set[str] = set()
     for row in rows:
         if row.ir_hash in seen:
             continue
         seen.add(row.ir_hash)
+        if row.ir_hash in retracted:
+            loaded.skip("retracted timing (costdata/retracted.json)")
+            continue
         prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, None, loaded)
         if prediction is None:
             continue
