@@ -168,3 +168,14 @@ def test_a_fit_is_stored_only_when_it_ranks_held_out_runs_at_least_as_well_as_th
     assert not keep and "(shape1)" in why
     assert not fcm.keep_decision({"held_out_by_run": None}, False)[0]
     assert fcm.keep_decision({"held_out_by_run": None}, True)[0]
+
+
+def test_retracted_timings_are_read_per_run(tmp_path: Path) -> None:
+    # One IR hash is timed on both backends; a retraction names the run whose kernel was wrong, not the IR.
+    costdata = tmp_path / "costdata"
+    for run in ("cuda-0", "triton-0"):
+        (costdata / "runs" / run).mkdir(parents=True)
+    (costdata / "retracted.json").write_text(json.dumps({"why": "half the rows", "runs": {"cuda-0": {"abc": "x"}}}))
+    assert fcm.retracted_timings(costdata / "runs" / "cuda-0") == {"abc"}
+    assert fcm.retracted_timings(costdata / "runs" / "triton-0") == frozenset()
+    assert fcm.retracted_timings(tmp_path / "elsewhere" / "runs" / "cuda-0") == frozenset()
