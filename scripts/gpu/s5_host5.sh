@@ -24,15 +24,15 @@ stage host5_export_one 15 cake export experiments/kmeans/assign_cp_async.cake --
   --static D=128 --name cake_s5_host5_one -o $ONE
 stage host5_build_launcher 35 python3 -c "import time; t = time.time(); from cake.export.runtime import _launcher; \
 print(_launcher.build(), f'{time.time() - t:.1f} s')"
-stage host5_cpp 12 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $EXP \
+stage host5_cpp 25 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $EXP \
   --label cpp --out $RES/host5
-stage host5_cpp_fills 12 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $EXP \
+stage host5_cpp_fills 25 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $EXP \
   --label cpp_fills --keep-fills --out $RES/host5
-stage host5_one_launch 10 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $ONE \
+stage host5_one_launch 15 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $ONE \
   --label one_launch --out $RES/host5
 stage host5_summary 6 python3 scripts/gpu_host_overhead.py --summarize $RES/host5/host_cpp.json \
   $RES/host5/host_cpp_fills.json --out $RES/host5
-stage host5_certify 10 env CAKE_EXPORT_HOST_PATH=cpp cake certify $EXP --device cuda --dtypes bf16
+stage host5_certify 45 env CAKE_EXPORT_HOST_PATH=cpp cake certify $EXP --device cuda --dtypes bf16
 cp $EXP/cake_s5_host5/certificate.json $RES/host5/certificate.json
 pack
 cat $RES/stages.txt

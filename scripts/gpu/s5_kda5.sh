@@ -12,7 +12,7 @@
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 SCHED=experiments/kda/kda_fused_chunkpar.cake
-stage kda5_verify 100 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
+stage kda5_verify 120 cake verify --device cuda --timeout 110 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
   --json $RES/verify_kda5.json
 stage kda5_bench 110 python3 scripts/gpu_kda_bench.py --json $RES/kda5_bench.json --schedule $SCHED \
   --seed-verdict $RES/verify_kda5.json --max-seconds 15
