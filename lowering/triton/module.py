@@ -27,6 +27,7 @@ from cake.ir.nodes import (
     UnaryOp,
     UnaryOpKind,
 )
+from cake.ir.visit import walk
 from cake.lowering import codes
 from cake.lowering.lowered import EmitResult, SourceMap
 from cake.lowering.triton.kernel_fn import ROW_ALIGN, LaunchCode, emit_launch
@@ -106,6 +107,14 @@ def _k_dtype(var, specs, allowed):
     return dtype
 
 
+def _k_expect_dtype(tensor, name, dtype):
+    if tensor.dtype != dtype:
+        raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
+'''
+
+# Emitted only into modules whose kernels call `rank_equal`: the other modules stay as they were.
+RANK_EQUAL_PRELUDE = '''
+
 # `rank_equal`'s helpers: a sort of distinct keys and the length of the run of equal keys ending at each lane
 # of a sorted vector. On a GPU they are Triton's tl.sort and an associative scan. Under the interpreter both
 # of those call their combine function element by element in Python (about 5 s per 1024-lane sort, which made
@@ -161,11 +170,6 @@ def _k_run_length_network(keys, N: tl.constexpr):
 _K_COMPILED = isinstance(_k_sort_triton, triton.runtime.JITFunction)  # False under TRITON_INTERPRET=1
 _k_sort = _k_sort_triton if _K_COMPILED else _k_sort_network
 _k_run_length = _k_run_length_triton if _K_COMPILED else _k_run_length_network
-
-
-def _k_expect_dtype(tensor, name, dtype):
-    if tensor.dtype != dtype:
-        raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
 '''
 
 
@@ -224,6 +228,8 @@ def emit_module(kernel: Kernel, arch: str, filename: str) -> EmitResult:
         lines.append("# params, bound at lowering (passed to every kernel as tl.constexpr)")
         lines += [f"{p.code} = {p.value}" for p in symbols.params.values()]
     lines += PRELUDE.rstrip("\n").split("\n")
+    if any(isinstance(node, Call) and node.func == "rank_equal" for node in walk(kernel)):
+        lines += RANK_EQUAL_PRELUDE.rstrip("\n").split("\n")
     for code in launches:
         lines += ["", "", *code.header]
         body, body_spans = code.body.render(len(lines) + 1)

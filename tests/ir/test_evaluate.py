@@ -52,7 +52,7 @@ def test_default_bindings_and_barrier_bytes() -> None:
 
 def test_builtin_table() -> None:
     assert of_kind(BuiltinKind.REDUCTION) == {"sum", "max", "min", "argmin", "argmax"}
-    assert of_kind(BuiltinKind.SCAN) == {"cumsum"} and of_kind(BuiltinKind.SCALAR) == {"cdiv"}
+    assert of_kind(BuiltinKind.SCAN) == {"cumsum", "rank_equal"} and of_kind(BuiltinKind.SCALAR) == {"cdiv"}
     assert builtin("mma") is None and builtin("sizeof") is None  # syntax, not calls
     assert all(b.required_keywords <= b.keywords for b in BUILTINS.values())
 
