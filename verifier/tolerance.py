@@ -2,7 +2,7 @@
 
 For one output element with fp64 reference value r, the allowed absolute error is
 
-    tol = coefficient(op, dtype) * (eps_out * |r| + eps_acc * sqrt(N) * scale + tiny_out)
+    tol = coefficient(op, dtype) * (eps_out * |r| + eps_acc * sqrt(N) * scale + eps_in * rounding + tiny_out)
 
 - eps_out: machine epsilon of the output dtype — rounding the exact result once into the output;
 - eps_acc: epsilon of the accumulator the contract promises (fp32 for every starter op), times sqrt(N)
@@ -11,6 +11,10 @@ For one output element with fp64 reference value r, the allowed absolute error i
   k-means update averages each cluster's own points, so its N is the cluster size, not the point count);
 - scale: the op's magnitude of the summed terms (references.py), so cancellation is judged against the
   size of what was summed, not the tiny result;
+- rounding (optional, `ToleranceModel.input_rounding`): for an op whose correct kernels round operands to the
+  input dtype inside the computation (KDA's kernels feed the normalized keys and queries, the decayed queries and
+  the chunk states to tensor cores in q's dtype), the magnitude that rounding perturbs in each output, from the op's
+  error analysis; eps_in is the input dtype's epsilon. Absent: no such term (the op rounds only into its output);
 - tiny_out: the smallest subnormal of the output dtype (of the input dtype for index outputs), so exact
   zeros and subnormal results compare sanely.
 
@@ -116,13 +120,17 @@ class ToleranceModel:
     `lengths`, when given, replaces `reduction(dims)` per output element: from the fp64 inputs, one tensor
     per output broadcastable to it, holding the number of terms that element sums (0 for an element that
     sums nothing, e.g. an empty cluster keeping its old centroid). `reduction` still names the longest
-    reduction of the case (the gradient gate's bound)."""
+    reduction of the case (the gradient gate's bound).
+
+    `input_rounding`, when given, maps the fp64 inputs to one tensor per output broadcastable to it: the magnitude
+    that rounding operands to the input dtype perturbs there (scaled by eps(input dtype) in the unit)."""
 
     reduction: Callable[[Mapping[str, int]], int]
     scale: Callable[..., tuple[Tensor, ...]]
     accumulator: torch.dtype = torch.float32
     table: Path | None = None
     lengths: Callable[..., tuple[Tensor, ...]] | None = None
+    input_rounding: Callable[..., tuple[Tensor, ...]] | None = None
 
     def coefficient(self, op: str, dtype: torch.dtype) -> float:
         return load_table(self.table).coefficient(op, dtype)
@@ -133,15 +141,22 @@ class ToleranceModel:
         `worst_case` grows error with N instead of sqrt(N): the deterministic bound that adversarial
         summation orders (ORD-03) can reach even with a correct fp32 accumulator."""
         units = []
-        for ref, scale, n, out_dtype in zip(refs, self.scale(*inputs64), self._lengths(dims, inputs64, len(refs)),
-                                            out_dtypes, strict=True):
+        rounding = self._rounding(inputs64, len(refs))
+        for ref, scale, n, out_dtype, staged in zip(refs, self.scale(*inputs64), self._lengths(dims, inputs64, len(refs)),
+                                                    out_dtypes, rounding, strict=True):
             acc = eps(self.accumulator) * (n if worst_case else n.sqrt())
             # Integer outputs (argmin ids) are judged on the scores they select, rounded at the input dtype.
             e_out = eps(out_dtype) if out_dtype.is_floating_point else eps(in_dtype)
             magnitude = ref.abs().nan_to_num(0.0, 0.0, 0.0) if ref.is_floating_point() else 0.0
             floor = tiny(out_dtype if out_dtype.is_floating_point else in_dtype)
-            units.append(e_out * magnitude + acc * scale.to(torch.float64) + floor)
+            units.append(e_out * magnitude + acc * scale.to(torch.float64) + eps(in_dtype) * staged + floor)
         return tuple(units)
+
+    def _rounding(self, inputs64: list[Tensor | None], outputs: int) -> tuple[Tensor, ...]:
+        """Per output, the magnitude perturbed by rounding operands to the input dtype (0 without the term)."""
+        if self.input_rounding is None:
+            return (torch.zeros((), dtype=torch.float64),) * outputs
+        return tuple(m.to(torch.float64) for m in self.input_rounding(*inputs64))
 
     def _lengths(self, dims: Mapping[str, int], inputs64: list[Tensor | None], outputs: int) -> tuple[Tensor, ...]:
         """Per output, the reduction length of each element (fp64, >= 1: an element summing nothing has a

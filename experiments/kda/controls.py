@@ -75,7 +75,7 @@ def chunk_step(qc: Tensor, kc: Tensor, vc: Tensor, gc_raw: Tensor, bc: Tensor, s
     s_in = _stage(s, dtype)
     vn = _stage(u - w @ s_in, dtype)
     p = torch.einsum("hik,hjk,hijk->hij", qc, kc, decay)
-    o = (qc * gc.exp()) @ s_in + _stage(p, dtype) @ vn
+    o = _stage(qc * gc.exp(), dtype) @ s_in + _stage(p, dtype) @ vn  # decayed queries in q's dtype, as fla's qg
     glast = gc[:, -1, :]
     kl = kc * (glast[:, None, :] - gc).exp()
     s = glast.exp()[:, :, None] * s + kl.transpose(1, 2) @ vn

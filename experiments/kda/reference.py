@@ -71,6 +71,38 @@ def kda_core_scale(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, ini
     return o_scale, state_scale
 
 
+def kda_core_rounding(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial_state: Tensor | None,
+                      cu_seqlens: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The magnitude that rounding the operands to the input dtype perturbs (the tolerance model's `rounding`, times
+    eps(input dtype)). Correct kernels feed the tensor cores in q's dtype: the normalized q and k, the decayed
+    queries and keys, and the chunk state. Rounding k_t (unit norm, entries ~ K^-1/2) by a relative eps moves the
+    rank-1 update beta_t k_t (v_t - S^T k_t)^T by ~ eps K^-1/2 |v|, and rounding q_t or the state moves
+    o_t = K^-1/2 S^T q_t by ~ eps K^-1/2 |S|, with |S| ~ the running magnitude of kda_core_scale. Each product has
+    two rounded operands (q_t or the state, and k_t): a factor 2.
+
+    The recurrence carries a perturbation of row k from token s to token t scaled by exp(G_t,k - G_s,k) (G the
+    cumulative log-decay; I - beta k k^T is a contraction), and independent roundings add in quadrature, so after t
+    tokens row k holds sqrt(n_t,k) of them with n_t = exp(2 g_t) n_{t-1} + 1: t without decay, ~1 under FlashKDA's
+    typical decays. final_state row k gets 2 scale K^-1/2 sqrt(n_k) at its sequence's end; o[t] mixes every row with
+    weights q_k^2 (unit q), so it gets 2 scale[t] K^-1/2 sqrt(mean_k n_t,k)."""
+    batch, total, heads, dk = q.shape
+    o_scale, state_scale = kda_core_scale(q, k, v, g, beta, initial_state, cu_seqlens)
+    o_tokens = torch.zeros(batch, total, heads, 1, dtype=o_scale.dtype, device=o_scale.device)
+    state_tokens = []
+    carry = (2.0 * g).exp()  # [B, T, H, K]: how much of a row's squared perturbation survives each token
+    for b, bos, eos in segments(batch, total, cu_seqlens):
+        n = torch.zeros(heads, dk, dtype=o_scale.dtype, device=o_scale.device)
+        for t in range(bos, eos):
+            n = carry[b, t] * n + 1.0
+            o_tokens[b, t, :, 0] = n.mean(dim=-1)
+        state_tokens.append(n)
+    n_final = (torch.stack(state_tokens)[..., None] if state_tokens
+               else torch.zeros(0, heads, dk, 1, dtype=state_scale.dtype, device=state_scale.device))
+    operands = 2.0
+    return (operands * o_scale * o_tokens.sqrt() * dk ** -0.5,
+            operands * state_scale * n_final.sqrt() * dk ** -0.5)
+
+
 def l2norm(x: Tensor) -> Tensor:
     return x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) + L2NORM_EPS)
 
@@ -95,3 +127,9 @@ def kda_forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, a_log:
 def kda_forward_scale(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, a_log: Tensor, dt_bias: Tensor,
                       initial_state: Tensor | None, cu_seqlens: Tensor | None) -> tuple[Tensor, Tensor]:
     return kda_core_scale(q, k, v, g, beta, initial_state, cu_seqlens)
+
+
+def kda_forward_rounding(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, a_log: Tensor, dt_bias: Tensor,
+                         initial_state: Tensor | None, cu_seqlens: Tensor | None) -> tuple[Tensor, Tensor]:
+    qn, kn, gate, b = preactivate(q, k, g, beta, a_log, dt_bias)
+    return kda_core_rounding(qn, kn, v, gate, b, initial_state, cu_seqlens)

@@ -18,7 +18,7 @@ CHUNK = 64
 def _chunked(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Tensor | None, cu: Tensor | None, *,
              reset_per_sequence: bool = True, use_h0: bool = True, drop_tail: bool = False,
              beta_in_w: bool = True, decay_state_read: bool = True, state_dtype: torch.dtype = torch.float32,
-             ) -> tuple[Tensor, Tensor]:
+             gate_dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
     batch, total, heads, dk = q.shape
     dv = v.shape[-1]
     o = torch.zeros(batch, total, heads, dv)
@@ -34,7 +34,7 @@ def _chunked(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Tenso
             end = min(start + CHUNK, eos)
             qc, kc, vc, gc, bc = (x[b, start:end].float().transpose(0, 1) for x in (q, k, v, g, beta))
             c = end - start
-            gc = gc.cumsum(dim=1)
+            gc = gc.cumsum(dim=1).to(gate_dtype).float()
             lower = torch.ones(c, c, dtype=torch.bool).tril()
             strict = lower & ~torch.eye(c, dtype=torch.bool)
             decay = torch.where(lower[None, :, :, None], (gc[:, :, None] - gc[:, None, :]).clamp(max=0).exp(),
@@ -92,5 +92,13 @@ def kda_assumes_contiguous(q, k, v, g, beta, h0, cu):  # type: ignore[no-untyped
     return _chunked(flat, k, v, g, beta, h0, cu)
 
 
+def kda_gate_cumsum_in_input_dtype(q, k, v, g, beta, h0, cu):  # type: ignore[no-untyped-def]
+    """the chunk's cumulative log-decays are stored in q's dtype: exp(gc_i - gc_j) then differences two rounded
+    sums of up to 64 decays (fla keeps them in fp32). Invisible in fp32; a precision bug at bf16 and fp16."""
+    return _chunked(q, k, v, g, beta, h0, cu, gate_dtype=q.dtype)
+
+
 BUGS = (kda_state_not_reset, kda_ignores_initial_state, kda_drops_tail_chunk, kda_fp16_state,
         kda_beta_missing_from_w, kda_state_read_before_decay, kda_assumes_contiguous)
+# Precision bugs: they pass in fp32 and must fail the value gates at the low-precision input dtypes.
+LOW_PRECISION_BUGS = (kda_gate_cumsum_in_input_dtype,)
