@@ -57,7 +57,7 @@ Variant = tuple[str, Path, dict[str, int]]
 # "sorted": update_sorted's defaults, then the moves its header's cost estimate says matter: point tile (hist
 # traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
 # "ranked": update_ranked's defaults (the op's default update) and its point tile either side (hist size and the
-# serial scan over tiles vs. the two tile sorts of rank_equal); three, so two shapes fit a short GPU stage.
+# serial scan over tiles vs. the two tile sorts of rank_equal).
 VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "sorted": (
         ("sorted_default", SORTED, {}),
@@ -71,6 +71,7 @@ VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "ranked": (
         ("ranked_default", RANKED, {}),
         ("ranked_bn512", RANKED, {"BN": 512}),
+        ("ranked_bn256", RANKED, {"BN": 256}),
         ("ranked_bn2048", RANKED, {"BN": 2048, "SWARPS": 8}),
     ),
 }
