@@ -56,8 +56,8 @@ Variant = tuple[str, Path, dict[str, int]]
 # (name, schedule, params over the file's defaults); the first of a set is profiled launch by launch.
 # "sorted": update_sorted's defaults, then the moves its header's cost estimate says matter: point tile (hist
 # traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
-# "ranked": update_ranked's defaults (the op's default update) and its point tile either side (hist size and the
-# serial scan over tiles vs. the two tile sorts of rank_equal).
+# "ranked": update_ranked's defaults (BN 256 since session 6) and wider point tiles (hist size and the serial
+# scan over tiles vs. the two tile sorts of rank_equal).
 VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "sorted": (
         ("sorted_default", SORTED, {}),
@@ -71,8 +71,23 @@ VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "ranked": (
         ("ranked_default", RANKED, {}),
         ("ranked_bn512", RANKED, {"BN": 512}),
-        ("ranked_bn256", RANKED, {"BN": 256}),
+        ("ranked_bn1024", RANKED, {"BN": 1024}),
         ("ranked_bn2048", RANKED, {"BN": 2048, "SWARPS": 8}),
+    ),
+    # Issue 18, session 6: the default point tile (BN 256) against the next one at the small-cluster shapes
+    # (cake_cell, fk_fp16 were never measured at BN 256) ...
+    "upd6_small": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bn512", RANKED, {"BN": 512}),
+    ),
+    # ... and the reduce's tiles at the large-cluster shapes (large_n, k128: 512+ points per cluster, 16+ steps
+    # of BC = 32 rows per program): more rows and warps per step, a deeper software pipeline.
+    "upd6_large": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bc64_rw4", RANKED, {"BC": 64, "RWARPS": 4}),
+        ("ranked_bc64_rw4_rs4", RANKED, {"BC": 64, "RWARPS": 4, "RSTAGES": 4}),
+        ("ranked_bc128_rw4", RANKED, {"BC": 128, "RWARPS": 4}),
+        ("ranked_bc128_rw8", RANKED, {"BC": 128, "RWARPS": 8}),
     ),
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -29,7 +29,7 @@ schedule update_ranked implements kmeans_update
 target sm_90a
 
 dtype T in {f32, f16, bf16}
-param BN = 1024 in {64, 128, 256, 512, 1024, 2048}
+param BN = 256 in {64, 128, 256, 512, 1024, 2048}
 param BT = 128 in {16, 32, 64, 128, 256}
 param BK = 16 in {16, 32, 64}
 param BKS = 1024 in {256, 512, 1024, 2048}
@@ -37,6 +37,9 @@ param BC = 32 in {8, 16, 32, 64, 128}
 param WARPS = 4 in {1, 2, 4, 8}
 param SWARPS = 4 in {4, 8, 16}
 param RWARPS = 2 in {1, 2, 4, 8}
+# Software-pipeline depth of the reduce's walk over its cluster (Triton num_stages). 3 is Triton's own default, what
+# every launch without a pipelined loop gets, so the reduce measured before this param existed ran at 3.
+param RSTAGES = 3 in {1, 2, 3, 4}
 dims B, N, K, static D
 
 tensor x: in T[B, N, D]
@@ -114,7 +117,7 @@ launch reduce {
     let acc: f32[D] = 0.0
     # A data-dependent trip count: the cluster's own size, BC points per step, in index order. `expect` is
     # the mean the cost model prices (N/K points per cluster); the kernel runs the true count.
-    for c in 0 .. cdiv(cnt, BC) expect cdiv(N, K * BC) {
+    for c in 0 .. cdiv(cnt, BC) pipelined RSTAGES as stage expect cdiv(N, K * BC) {
       let p: i32[BC] = c * BC + arange(BC)
       let slot: i32[BC] = where(p < cnt, first + p, N)
       let idx: i32[BC] = load perm[b, slot] masked other N
