@@ -106,10 +106,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="the chosen table (JSON)")
     args = ap.parse_args(argv)
     template = load_table(args.template)
-    measured = [read_measured(p) for p in args.measured]
+    # A measuring stage that ran out of time leaves fewer files (or an unexpanded shell glob): judge what exists.
+    found = [p for p in args.measured if p.is_file()]
+    for p in sorted(set(args.measured) - set(found)):
+        print(f"gpu_update_choose: {p} does not exist; skipped", file=sys.stderr)
+    if not found:
+        print("gpu_update_choose: no measurement to choose from; no table written", file=sys.stderr)
+        return 2
+    measured = [read_measured(p) for p in found]
     table, lines, complete = choose(template, measured)
     data = table_json(table)
-    data["evidence"] = "chosen by scripts/gpu_update_choose.py from " + ", ".join(str(p) for p in args.measured) \
+    data["evidence"] = "chosen by scripts/gpu_update_choose.py from " + ", ".join(p.name for p in found) \
         + ": " + " | ".join(lines)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")

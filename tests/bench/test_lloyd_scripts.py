@@ -88,3 +88,22 @@ def test_lloyd_check_dry_run_with_the_controls(tmp_path: Path) -> None:
     assert data["passed"] is True and data["dry_run"] is True
     (row,) = data["shapes"]
     assert row["runs"]["ours"]["ok"] and row["runs"]["torch"]["ok"] and "flash_kmeans" in row["unavailable"]
+
+
+def test_update_bench_gates_each_table_configuration_a_shape_runs(tmp_path: Path) -> None:
+    from cake.experiments.kmeans.update_choice import RULE
+    from cake.experiments.kmeans.workload import UPDATE, UPDATE_TABLE
+
+    assert gpu_update_bench.parse_args(["--out", str(tmp_path)]).table == UPDATE_TABLE  # the op's default
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"rule": RULE, "buckets": [
+        {"name": "small", "at_least": 0, "schedule": "update_ranked.cake", "params": {}},
+        {"name": "large", "at_least": 512, "schedule": "update_ranked.cake", "params": {"BC": 64, "RWARPS": 4}}]}))
+    args = gpu_update_bench.parse_args(["--out", str(tmp_path), "--table", str(table)])
+    cell, large_n = UPDATE.shape("cake_cell"), UPDATE.shape("large_n")
+    assert list(gpu_update_bench.gate_refs(args, [cell])) == ["update_ranked.cake (defaults)"]
+    refs = gpu_update_bench.gate_refs(args, [cell, large_n])
+    assert list(refs) == ["update_ranked.cake (defaults)", "update_ranked.cake (BC=64 RWARPS=4)"]
+    assert dict(refs["update_ranked.cake (BC=64 RWARPS=4)"].options)["params"] == '{"BC": 64, "RWARPS": 4}'
+    assert gpu_update_bench.shape_gate(args, large_n) == "update_ranked.cake (BC=64 RWARPS=4)"
+    assert "--table" in gpu_update_bench.worker_command(args, 0, tmp_path / "p.json", None)
