@@ -85,9 +85,8 @@ VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "upd6_large": (
         ("ranked_default", RANKED, {}),
         ("ranked_bc64_rw4", RANKED, {"BC": 64, "RWARPS": 4}),
-        ("ranked_bc64_rw4_rs4", RANKED, {"BC": 64, "RWARPS": 4, "RSTAGES": 4}),
-        ("ranked_bc128_rw4", RANKED, {"BC": 128, "RWARPS": 4}),
         ("ranked_bc128_rw8", RANKED, {"BC": 128, "RWARPS": 8}),
+        ("ranked_bc128_rw8_rs4", RANKED, {"BC": 128, "RWARPS": 8, "RSTAGES": 4}),
         # BN 256 doubles scan_tiles' serial walk over the tiles at B=1 (4096 tiles, 64 programs): half as many steps.
         ("ranked_bc128_rw8_bt256", RANKED, {"BC": 128, "RWARPS": 8, "BT": 256}),
     ),
