@@ -60,7 +60,9 @@ def test_update_bench_dry_run_end_to_end(tmp_path: Path) -> None:
     # One process: the headline speedup is undefined (it needs 3; flash-kmeans is missing here) -> exit 1.
     assert gpu_update_bench.main(["--out", str(tmp_path), "--dry-run", "--update", str(update), *QUICK]) == 1
     data = json.loads((tmp_path / "gpu_update_bench.json").read_text())
-    assert data["dry_run"] is True and data["gates"]["float32"]["passed"] is True
+    # Gates by configuration, then dtype (a bucket table has one configuration per bucket).
+    assert data["dry_run"] is True and data["gates"]["update_onehot.cake"]["float32"]["passed"] is True
+    assert data["runs"] == {"cpu_tiny": "update_onehot.cake"}
     row = data["headlines"]["kmeans_update"]["cpu_tiny"]
     assert row["time_ms"]["ours"] is not None and row["time_ms"]["torch_index_add"] is not None
     assert row["speedup"]["ours"]["value"] is None and "process" in row["speedup"]["ours"]["undefined"]
