@@ -5,6 +5,7 @@ and the memory floor beside them.
 
     python3 scripts/gpu_update_sorted.py --out "$RES/update_sorted" [--shapes fk_fp16] [--max-seconds 4]
     python3 scripts/gpu_update_sorted.py --out "$RES/ranked" --variants ranked --shapes large_n fk_fp16
+    python3 scripts/gpu_update_sorted.py --out "$RES/large" --variants upd6_large --shapes large_n k128  # a bucket
     TRITON_INTERPRET=1 python3 scripts/gpu_update_sorted.py --out /tmp/x --dry-run   # CPU: lower, run, check
 
 Each assignment is lowered by the Triton backend and must pass a quick check before it is timed: the
@@ -16,6 +17,7 @@ bytes the op must move (x, ids and c_old read once, c_new written once) at the m
 Writes `update_SET.json` for the first shape and `update_SET_SHAPE.json` for each further one (every sample,
 the launch breakdown, the floor) and prints a table per shape.
 `--dry-run` runs on the CPU at a tiny fp32 shape under the interpreter: everything but timing and profiling.
+scripts/gpu_update_choose.py reads these files to choose each bucket's configuration of the op's update table.
 """
 
 from __future__ import annotations
