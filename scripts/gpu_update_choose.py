@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table, lines, complete = choose(template, measured)
     data = table_json(table)
     data["evidence"] = "chosen by scripts/gpu_update_choose.py from " + ", ".join(p.name for p in found) \
-        + ": " + " | ".join(lines)
+        + ": " + " | ".join(lines) + f" || the template's evidence ({args.template.name}): {template.evidence}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     parse_table(data, args.out)  # the written table loads

@@ -54,6 +54,7 @@ def test_each_measured_bucket_gets_the_variant_with_the_best_worst_case(tmp_path
     table = uc.load_table(out)
     assert [(b.name, dict(b.params)) for b in table.buckets] == [("small", {}), ("large", {}), ("huge", {"BC": 8})]
     assert "huge: not measured here" in table.evidence and "large (measured at large_n, k128): default" in table.evidence
+    assert "the template's evidence (template.json): template" in table.evidence
 
 
 def test_a_variant_timed_at_only_some_shapes_of_a_bucket_cannot_win(tmp_path: Path) -> None:
