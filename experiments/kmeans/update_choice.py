@@ -12,7 +12,8 @@ with the evidence that chose them.
     table.choose({"B": 1, "N": 1 << 20, "K": 1024, "D": 128}).name   # the bucket a shape runs in
     update = load_bucketed(str(DEFAULT_TABLE), backend="triton")      # a callable with the op's signature
 
-`load_bucketed` is also a verifier loader (`KernelRef.loader(BUCKETED_LOADER, table_path, {...})`). The
+`cake export TABLE.json` exports each configuration and routes each declared GPU shape's bucket to its
+configuration first (`export_configs`, the op's `choice_loader`). `load_bucketed` is also a verifier loader (`KernelRef.loader(BUCKETED_LOADER, table_path, {...})`). The
 verifier's gate shapes are small, so they reach only the buckets whose rule they meet: every configuration
 of a table is gated on its own (`config_refs`, scripts/gpu_update_gates.py) before the table is timed.
 """
@@ -28,6 +29,7 @@ from typing import Any
 FOLDER = Path(__file__).resolve().parent
 DEFAULT_TABLE = FOLDER / "update_buckets.json"
 BUCKETED_LOADER = f"{__name__}:load_bucketed"
+OP = "kmeans_update"  # the op every table here is for (its "op" key: `cake export TABLE.json` reads it)
 # The one rule a table may use: the mean points per cluster of one batch (N // K).
 RULE = "points_per_cluster"
 
@@ -96,6 +98,8 @@ def parse_table(data: object, path: Path) -> UpdateTable:
     """Validate a table's JSON: one known rule, buckets ascending from 0, schedules that exist."""
     if not isinstance(data, dict) or data.get("rule") != RULE:
         raise UpdateTableError(f"{path}: the table needs \"rule\": \"{RULE}\" (the mean points per cluster N // K)")
+    if data.get("op") != OP:
+        raise UpdateTableError(f"{path}: the table needs \"op\": \"{OP}\", got {data.get('op')!r}")
     raw = data.get("buckets")
     if not isinstance(raw, list) or not raw:
         raise UpdateTableError(f"{path}: \"buckets\" must be a non-empty list")
@@ -125,9 +129,21 @@ def load_table(path: Path) -> UpdateTable:
 
 
 def table_json(table: UpdateTable) -> dict[str, Any]:
-    return {"rule": RULE, "evidence": table.evidence,
+    return {"op": OP, "rule": RULE, "evidence": table.evidence,
             "buckets": [{"name": b.name, "at_least": b.at_least, "schedule": b.schedule, "params": dict(b.params)}
                         for b in table.buckets]}
+
+
+def export_configs(path: Path) -> list[Any]:
+    """The table's configurations for `cake export TABLE.json` (the op's `choice_loader`): each with the declared
+    GPU shapes of the op that the table sends to it, so the exported dispatcher tries it first there."""
+    from cake.experiments.kmeans.workload import UPDATE
+    from cake.experiments.workload import ChoiceConfig
+
+    table = load_table(path)
+    return [ChoiceConfig(table.schedule_path(b), b.params,
+                         tuple(s.name for s in UPDATE.gpu_shapes if table.choose(s.dim_map).config == b.config))
+            for b in table.configs()]
 
 
 def config_ref(table: UpdateTable, bucket: Bucket, backend: str) -> Any:

@@ -86,6 +86,7 @@ UPDATE = OpSpec(
     baselines=baselines.UPDATE_BASELINES,
     spot_sample=shapes.UPDATE_SPOT_SAMPLE,
     folder=FOLDER,
+    choice_loader="cake.experiments.kmeans.update_choice:export_configs",
 )
 
 # The Lloyd pipeline's steps when none is named: the fastest assign that passes every gate on the H200 (the

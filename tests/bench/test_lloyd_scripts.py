@@ -93,12 +93,12 @@ def test_lloyd_check_dry_run_with_the_controls(tmp_path: Path) -> None:
 
 
 def test_update_bench_gates_each_table_configuration_a_shape_runs(tmp_path: Path) -> None:
-    from cake.experiments.kmeans.update_choice import RULE
+    from cake.experiments.kmeans.update_choice import OP, RULE
     from cake.experiments.kmeans.workload import UPDATE, UPDATE_TABLE
 
     assert gpu_update_bench.parse_args(["--out", str(tmp_path)]).table == UPDATE_TABLE  # the op's default
     table = tmp_path / "t.json"
-    table.write_text(json.dumps({"rule": RULE, "buckets": [
+    table.write_text(json.dumps({"op": OP, "rule": RULE, "buckets": [
         {"name": "small", "at_least": 0, "schedule": "update_ranked.cake", "params": {}},
         {"name": "large", "at_least": 512, "schedule": "update_ranked.cake", "params": {"BC": 64, "RWARPS": 4}}]}))
     args = gpu_update_bench.parse_args(["--out", str(tmp_path), "--table", str(table)])

@@ -16,7 +16,7 @@ from cake.experiments.kmeans import update_choice as uc
 
 def _template(tmp_path: Path) -> Path:
     path = tmp_path / "template.json"
-    path.write_text(json.dumps({"rule": uc.RULE, "evidence": "template", "buckets": [
+    path.write_text(json.dumps({"op": uc.OP, "rule": uc.RULE, "evidence": "template", "buckets": [
         {"name": "small", "at_least": 0, "schedule": "update_ranked.cake", "params": {}},
         {"name": "large", "at_least": 512, "schedule": "update_ranked.cake", "params": {}},
         {"name": "huge", "at_least": 100000, "schedule": "update_ranked.cake", "params": {"BC": 8}}]}))

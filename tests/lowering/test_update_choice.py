@@ -21,7 +21,7 @@ F32 = torch.float32
 
 def _table(tmp_path: Path, buckets: list[dict[str, Any]], **extra: Any) -> Path:
     path = tmp_path / "table.json"
-    path.write_text(json.dumps({"rule": uc.RULE, "buckets": buckets, **extra}))
+    path.write_text(json.dumps({"op": uc.OP, "rule": uc.RULE, "buckets": buckets, **extra}))
     return path
 
 
@@ -43,15 +43,16 @@ def test_a_call_runs_in_the_last_bucket_whose_threshold_its_points_per_cluster_r
 
 
 @pytest.mark.parametrize(("data", "says"), [
-    ({"rule": "batch_points", "buckets": [_bucket("a", 0)]}, 'needs "rule": "points_per_cluster"'),
-    ({"rule": uc.RULE, "buckets": []}, "non-empty list"),
-    ({"rule": uc.RULE, "buckets": [_bucket("a", 4)]}, "must start at 0"),
-    ({"rule": uc.RULE, "buckets": [_bucket("a", 0), _bucket("b", 8), _bucket("c", 8)]}, "strictly increase"),
-    ({"rule": uc.RULE, "buckets": [_bucket("a", 0), _bucket("a", 8)]}, "names repeat"),
-    ({"rule": uc.RULE, "buckets": [{"name": "a", "at_least": 0, "schedule": "update_ranked.cake",
+    ({"op": uc.OP, "rule": "batch_points", "buckets": [_bucket("a", 0)]}, 'needs "rule": "points_per_cluster"'),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": []}, "non-empty list"),
+    ({"op": "kmeans_assign", "rule": uc.RULE, "buckets": [_bucket("a", 0)]}, '"op": "kmeans_update"'),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [_bucket("a", 4)]}, "must start at 0"),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [_bucket("a", 0), _bucket("b", 8), _bucket("c", 8)]}, "strictly increase"),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [_bucket("a", 0), _bucket("a", 8)]}, "names repeat"),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [{"name": "a", "at_least": 0, "schedule": "update_ranked.cake",
                                     "params": {"BN": "256"}}]}, "params must map param names to integers"),
-    ({"rule": uc.RULE, "buckets": [{"name": "a", "at_least": 0}]}, "missing schedule"),
-    ({"rule": uc.RULE, "buckets": [{**_bucket("a", 0), "schedule": "update_missing.cake"}]},
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [{"name": "a", "at_least": 0}]}, "missing schedule"),
+    ({"op": uc.OP, "rule": uc.RULE, "buckets": [{**_bucket("a", 0), "schedule": "update_missing.cake"}]},
      "update_missing.cake'] not found in the workload's folder"),
 ])
 def test_a_malformed_table_is_refused_with_what_is_wrong(tmp_path: Path, data: dict[str, Any], says: str) -> None:
@@ -64,7 +65,7 @@ def test_a_malformed_table_is_refused_with_what_is_wrong(tmp_path: Path, data: d
 
 def test_a_table_that_is_not_json_says_where(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    path.write_text('{"rule": "points_per_cluster",\n  "buckets": [}')
+    path.write_text('{"op": "kmeans_update", "rule": "points_per_cluster",\n  "buckets": [}')
     with pytest.raises(uc.UpdateTableError, match=r"t.json: not JSON .* line 2, column"):
         uc.load_table(path)
 
