@@ -10,8 +10,10 @@
 #    BT 256; the default's launch profile at large_n at BN 256 (call 2 has it at BN 1024 only).
 # c. upd6_choose (~5 s, CPU work): per bucket of experiments/kmeans/update_buckets.json, the variant with the
 #    best worst-case flash-kmeans/ours over that bucket's measured shapes -> $RES/update_buckets.json. Commit it
-#    as experiments/kmeans/update_buckets.json when e confirms it. Without a and b's files the committed table
-#    is used.
+#    as experiments/kmeans/update_buckets.json when e confirms it (if its small_clusters bucket picked BN 512,
+#    make that update_ranked.cake's default and the bucket's params {}: the Lloyd pipeline runs the defaults,
+#    and tests/lowering/test_update_choice.py holds the two together). Without a and b's files the committed
+#    table is used.
 # d. upd6_gates (~30 s; one dtype's verify took 17-19 s in session 5): every configuration of the chosen table
 #    through every kmeans_update gate in bf16, fp16 and fp32 under seeds 0 and 1, six workers at once. Look for
 #    "kmeans_update: PASSED" at the end of the log. On a failure e times the committed table instead (after its
