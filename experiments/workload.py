@@ -149,6 +149,10 @@ class OpSpec:
     # "module:function" loading this op's schedules as contract callables, when the lowering's own loader
     # cannot (e.g. optional inputs a schedule cannot take); None: cake.lowering.runtime:load_schedule.
     schedule_loader: str | None = None
+    # "module:function" reading a per-shape choice table of this op (JSON naming "op") into `ChoiceConfig`s:
+    # which schedule and params each of the op's declared GPU shapes runs (`cake export TABLE.json`); None: no
+    # such table.
+    choice_loader: str | None = None
 
     def seed_paths(self) -> tuple[Path, ...]:
         return tuple(self.folder / name for name in self.seeds)
@@ -168,6 +172,15 @@ class OpSpec:
                 return baseline
         known = ", ".join(b.name for b in self.baselines)
         raise KeyError(f"{self.contract} has no baseline {name!r}; known: {known}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceConfig:
+    """One configuration of an op's per-shape choice table, and the declared GPU shapes the table sends to it."""
+
+    schedule: Path
+    params: tuple[tuple[str, int], ...]
+    serves: tuple[str, ...]  # names of the op's gpu_shapes
 
 
 class PipelineCheck(Protocol):
@@ -335,6 +348,30 @@ def get_workload(name: str) -> Workload:
 
 def workload_for_op(op: str) -> Workload:
     return get_workload(op)
+
+
+def choice_configs(path: Path) -> tuple[str, list[ChoiceConfig]]:
+    """The op a per-shape choice table (JSON with an "op" key) is for, and its configurations, read by the
+    op's own `choice_loader`. ValueError when the file is not such a table or its op declares no loader."""
+    import importlib
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON choice table ({error})") from None
+    op = data.get("op") if isinstance(data, dict) else None
+    if not isinstance(op, str):
+        raise ValueError(f'{path}: a choice table names its op ("op": "kmeans_update")')
+    try:
+        spec = workload_for_op(op).op(op)
+    except KeyError as error:  # UnknownWorkloadError too
+        raise ValueError(f"{path}: {error}") from None
+    if spec.choice_loader is None:
+        raise ValueError(f"{path}: op {op!r} declares no choice table loader (OpSpec.choice_loader)")
+    module, _, func = spec.choice_loader.rpartition(":")
+    configs = getattr(importlib.import_module(module), func)(path)
+    return op, list(configs)
 
 
 def get_pipeline(name: str) -> tuple[Workload, Pipeline]:

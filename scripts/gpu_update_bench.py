@@ -1,13 +1,16 @@
 """Our deterministic update against flash-kmeans' update and torch index_add at every GPU shape, with the floor.
 
     python3 scripts/gpu_update_bench.py --out "$RES/update"      # the op's default update, 3 processes
+    python3 scripts/gpu_update_bench.py --out DIR --table $RES/update_buckets.json   # a chosen bucket table
     python3 scripts/gpu_update_bench.py --out DIR --update experiments/kmeans/update_onehot.cake --shapes k128
     python3 scripts/gpu_update_bench.py --out DIR --dry-run --update experiments/kmeans/update_onehot.cake  # CPU
 
-1. **Gates first.** The update schedule (default: the op's default update, `DEFAULT_UPDATE` in
-   experiments/kmeans/workload.py, now `update_ranked.cake`, issue 18's deterministic update; when it is absent the script says so and stops) runs the contract
-   battery on the GPU in every dtype the shapes use (`cake verify`'s isolated worker; a cached verdict
-   counts). A failure is written to the JSON and nothing is timed (exit 1).
+1. **Gates first.** The update (default: the op's default update, the bucket table `UPDATE_TABLE` of
+   experiments/kmeans/workload.py, a per-shape choice of update_ranked.cake's params by the mean points per
+   cluster, experiments/kmeans/update_choice.py; `--table` another table, `--update FILE.cake` one schedule
+   at its defaults) runs the contract battery on the GPU in every dtype the shapes use (`cake verify`'s
+   isolated worker; a cached verdict counts): a table's every configuration on its own, since the gate
+   shapes reach only some buckets. A failure is written to the JSON and nothing is timed (exit 1).
 2. **Timed in >= 3 separate processes** (`cake.repeated`), after one untimed warm-up process that compiles
    everything. Each process, per shape, interleaves our update, flash-kmeans 0.3.1
    `triton_centroid_update_sorted_euclid` and torch `index_add_` in one `measure` (cold L2, rotated inputs,
@@ -32,8 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cake.experiments.kmeans.update_choice import BUCKETED_LOADER, config_ref, load_table
 from cake.experiments.kmeans.workload import DEFAULT_UPDATE as DEFAULT_UPDATE_NAME
-from cake.experiments.kmeans.workload import FOLDER, WORKLOAD
+from cake.experiments.kmeans.workload import FOLDER, UPDATE_TABLE, WORKLOAD
 from gpu_repeat import (
     DRY_RUN_NOTE,
     clock_and_device,
@@ -54,7 +58,9 @@ FLOOR_BYTES = "x read once (B*N*D*s) + ids (B*N*8) + c_old (B*K*D*s) + c_new (B*
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--update", type=Path, default=DEFAULT_UPDATE, help="the update schedule (.cake)")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--table", type=Path, help="an update bucket table (JSON; default: the op's own)")
+    choice.add_argument("--update", type=Path, help="one update schedule (.cake) at its defaults")
     parser.add_argument("--backend", choices=("triton", "cuda"), default="triton", help="its lowering backend")
     parser.add_argument("--shapes", nargs="+", help="GPU shape names (default: all five)")
     parser.add_argument("--processes", type=int, default=3, help="timed processes (a headline needs >= 3)")
@@ -75,6 +81,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"unknown shape(s) {bad}; known: {', '.join(sorted(known))}")
     if args.processes < 1:
         parser.error("--processes must be >= 1")
+    if args.update is None and args.table is None:
+        args.table = UPDATE_TABLE
     return args
 
 
@@ -89,7 +97,35 @@ def kernel_ref(args: argparse.Namespace) -> Any:
     from cake.lowering.runtime import SCHEDULE_LOADER
     from cake.verifier.worker_protocol import KernelRef
 
+    if args.table is not None:
+        return KernelRef.loader(BUCKETED_LOADER, str(args.table.resolve()), {"backend": args.backend})
     return KernelRef.loader(SCHEDULE_LOADER, str(args.update.resolve()), {"backend": args.backend})
+
+
+def candidate_name(args: argparse.Namespace) -> str:
+    return str(args.table if args.table is not None else args.update)
+
+
+def gate_refs(args: argparse.Namespace, shapes: Sequence[Any]) -> dict[str, Any]:
+    """What must pass the gates, by name: the schedule, or each configuration of the table that a shape runs."""
+    if args.table is None:
+        return {args.update.name: kernel_ref(args)}
+    table = load_table(args.table)
+    used = {table.choose(s.dim_map).config for s in shapes}
+    return {b.describe(): config_ref(table, b, args.backend) for b in table.configs() if b.config in used}
+
+
+def shape_gate(args: argparse.Namespace, shape: Any) -> str:
+    """The gate_refs name that decides whether `shape` may be timed."""
+    if args.table is None:
+        return str(args.update.name)
+    return load_table(args.table).choose(shape.dim_map).describe()
+
+
+def gate_all(args: argparse.Namespace, shapes: Sequence[Any], on: str) -> dict[str, dict[str, Any]]:
+    """name -> dtype -> Verification, for every gate_refs entry."""
+    return {name: verdicts(OP, ref, dtypes_of(shapes), device=on, seed=args.seed, timeout_s=args.gate_timeout)
+            for name, ref in gate_refs(args, shapes).items()}
 
 
 def dtypes_of(shapes: Sequence[Any]) -> list[str]:
@@ -124,14 +160,14 @@ def run_worker(args: argparse.Namespace) -> int:
     shapes = shapes_of(args)
     ref = kernel_ref(args)
     # The parent ran the battery; here the cached verdicts are read again, so no process times an unverified kernel.
-    verified = verdicts(OP, ref, dtypes_of(shapes), device=on, seed=args.seed, timeout_s=args.gate_timeout)
+    verified = gate_all(args, shapes, on)
     kernel = load_kernel(ref)
     if isinstance(kernel, str):
         raise SystemExit(f"gpu_update_bench: {kernel}")
     baselines, missing = load_baselines(spec, list(AGAINST))
     measured, notes = {}, {}
     for shape in shapes:
-        verification = verified[str(shape.torch_dtype).removeprefix("torch.")]
+        verification = verified[shape_gate(args, shape)][str(shape.torch_dtype).removeprefix("torch.")]
         kernels = [(CANDIDATE, kernel, verification)] if verification.passed else []
         refused = {} if verification.passed else {CANDIDATE: f"failed the gates: {verification.detail}"}
         measured[shape.name], notes[shape.name] = measure_shape(
@@ -141,14 +177,15 @@ def run_worker(args: argparse.Namespace) -> int:
         if not args.dry_run:
             torch.cuda.empty_cache()
     meta = {"device": device_name, "torch": torch.__version__, "date": now(), "dry_run": args.dry_run,
-            "update": str(args.update), "backend": args.backend}
+            "update": candidate_name(args), "backend": args.backend}
     args.payload.write_text(json.dumps(process_payload(args.worker, args.seed, meta, {OP: measured}, {OP: notes})) + "\n")
     return 0
 
 
 def worker_command(args: argparse.Namespace, index: int, payload: Path, reps: int | None) -> list[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out), "--worker", str(index),
-               "--payload", str(payload), "--update", str(args.update), "--backend", args.backend,
+               "--payload", str(payload), "--backend", args.backend,
+               *(["--table", str(args.table)] if args.table is not None else ["--update", str(args.update)]),
                "--seed", str(args.seed), "--reps", str(reps or args.reps), "--max-seconds", str(args.max_seconds),
                "--gate-timeout", str(args.gate_timeout)]
     command += ["--shapes", *args.shapes] if args.shapes else []
@@ -188,23 +225,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker is not None:
         return run_worker(args)
-    if not args.update.is_file():
+    if args.update is not None and not args.update.is_file():
         print(f"gpu_update_bench: the update schedule {args.update} does not exist (the default is issue 18's "
               f"deterministic update, experiments/kmeans/{DEFAULT_UPDATE.name}); pass --update FILE.cake. Nothing was "
               "verified or timed.", file=sys.stderr)
         return 2
+    if args.table is not None:
+        load_table(args.table)  # a malformed table stops here, with what is wrong in it
     require_gpu_or_dry_run("gpu_update_bench", args.dry_run)
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = shapes_of(args)
     on = "cpu" if args.dry_run else "cuda"
     _, device, device_name = clock_and_device(args.dry_run)
-    gates = verdicts(OP, kernel_ref(args), dtypes_of(shapes), device=on, seed=args.seed, timeout_s=args.gate_timeout)
-    gate_json = {d: {"passed": v.passed, "detail": v.detail} for d, v in gates.items()}
-    for dtype, v in gates.items():
-        print(f"gates {args.update.name} {dtype} on {on}: {'passed' if v.passed else 'FAILED'} ({v.detail})", flush=True)
-    if not all(v.passed for v in gates.values()):
+    gates = gate_all(args, shapes, on)
+    gate_json = {name: {d: {"passed": v.passed, "detail": v.detail} for d, v in by_dtype.items()}
+                 for name, by_dtype in gates.items()}
+    for name, by_dtype in gates.items():
+        for dtype, v in by_dtype.items():
+            print(f"gates {name} {dtype} on {on}: {'passed' if v.passed else 'FAILED'} ({v.detail})", flush=True)
+    for shape in shapes:
+        print(f"{shape.name} runs {shape_gate(args, shape)}", flush=True)
+    if not all(v.passed for by_dtype in gates.values() for v in by_dtype.values()):
         (args.out / "gpu_update_bench.json").write_text(json.dumps(
-            {"date": now(), "dry_run": args.dry_run, "update": str(args.update), "gates": gate_json,
+            {"date": now(), "dry_run": args.dry_run, "update": candidate_name(args), "gates": gate_json,
              "refused": "the update failed its gates; nothing was timed"}, indent=2) + "\n")
         print("gpu_update_bench: the update failed its gates; nothing was timed", file=sys.stderr)
         return 1
@@ -214,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker_command=lambda i, p, reps: worker_command(args, i, p, reps), dry_run=args.dry_run,
         process_timeout=args.process_timeout, warmup_timeout=args.warmup_timeout, candidates={OP: [CANDIDATE]},
         against={OP: AGAINST}, seed=args.seed, resamples=args.resamples,
-        extra={"device": device_name, "update": str(args.update), "backend": args.backend, "gates": gate_json,
-               "floors": floors})
+        extra={"device": device_name, "update": candidate_name(args), "backend": args.backend, "gates": gate_json,
+               "floors": floors, "runs": {s.name: shape_gate(args, s) for s in shapes}})
     if args.dry_run:
         print(DRY_RUN_NOTE)
     print_table(result, floors)

@@ -5,6 +5,7 @@ and the memory floor beside them.
 
     python3 scripts/gpu_update_sorted.py --out "$RES/update_sorted" [--shapes fk_fp16] [--max-seconds 4]
     python3 scripts/gpu_update_sorted.py --out "$RES/ranked" --variants ranked --shapes large_n fk_fp16
+    python3 scripts/gpu_update_sorted.py --out "$RES/large" --variants upd6_large --shapes large_n k128  # a bucket
     TRITON_INTERPRET=1 python3 scripts/gpu_update_sorted.py --out /tmp/x --dry-run   # CPU: lower, run, check
 
 Each assignment is lowered by the Triton backend and must pass a quick check before it is timed: the
@@ -16,6 +17,7 @@ bytes the op must move (x, ids and c_old read once, c_new written once) at the m
 Writes `update_SET.json` for the first shape and `update_SET_SHAPE.json` for each further one (every sample,
 the launch breakdown, the floor) and prints a table per shape.
 `--dry-run` runs on the CPU at a tiny fp32 shape under the interpreter: everything but timing and profiling.
+scripts/gpu_update_choose.py reads these files to choose each bucket's configuration of the op's update table.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ Variant = tuple[str, Path, dict[str, int]]
 # (name, schedule, params over the file's defaults); the first of a set is profiled launch by launch.
 # "sorted": update_sorted's defaults, then the moves its header's cost estimate says matter: point tile (hist
 # traffic vs. the scatter's BN^2 compares), rows per reduction step, warps.
-# "ranked": update_ranked's defaults (the op's default update) and its point tile either side (hist size and the
-# serial scan over tiles vs. the two tile sorts of rank_equal).
+# "ranked": update_ranked's defaults (BN 256 since session 6) and wider point tiles (hist size and the serial
+# scan over tiles vs. the two tile sorts of rank_equal).
 VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "sorted": (
         ("sorted_default", SORTED, {}),
@@ -71,8 +73,24 @@ VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
     "ranked": (
         ("ranked_default", RANKED, {}),
         ("ranked_bn512", RANKED, {"BN": 512}),
-        ("ranked_bn256", RANKED, {"BN": 256}),
+        ("ranked_bn1024", RANKED, {"BN": 1024}),
         ("ranked_bn2048", RANKED, {"BN": 2048, "SWARPS": 8}),
+    ),
+    # Issue 18, session 6: the default point tile (BN 256) against the next one at the small-cluster shapes
+    # (cake_cell, fk_fp16 were never measured at BN 256) ...
+    "upd6_small": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bn512", RANKED, {"BN": 512}),
+    ),
+    # ... and the reduce's tiles at the large-cluster shapes (large_n, k128: 512+ points per cluster, 16+ steps
+    # of BC = 32 rows per program): more rows and warps per step, a deeper software pipeline.
+    "upd6_large": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bc64_rw4", RANKED, {"BC": 64, "RWARPS": 4}),
+        ("ranked_bc128_rw8", RANKED, {"BC": 128, "RWARPS": 8}),
+        ("ranked_bc128_rw8_rs4", RANKED, {"BC": 128, "RWARPS": 8, "RSTAGES": 4}),
+        # BN 256 doubles scan_tiles' serial walk over the tiles at B=1 (4096 tiles, 64 programs): half as many steps.
+        ("ranked_bc128_rw8_bt256", RANKED, {"BC": 128, "RWARPS": 8, "BT": 256}),
     ),
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -20,8 +20,10 @@ DEFAULT_TOP = 3
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a pip-installable package of verified kernels")
-    parser.add_argument("sources", nargs="+", type=Path, metavar="RUN_DIR | FILE.cake",
-                        help="a run directory, or schedule files (each exports the op it implements)")
+    parser.add_argument("sources", nargs="+", type=Path, metavar="RUN_DIR | FILE.cake | TABLE.json",
+                        help="a run directory, or schedule files (each exports the op it implements), or an op's "
+                             "per-shape choice tables (each configuration exported, and tried first at the "
+                             "declared shapes the table sends to it)")
     parser.add_argument("--op", action="append", default=[], help="the op to export from a run (repeatable)")
     parser.add_argument("-o", "--out", type=Path, required=True, help="the project folder to write (new or empty)")
     parser.add_argument("--name", help="package and torch.ops namespace (default cake_<workload>)")
@@ -58,14 +60,18 @@ def _statics(items: list[str]) -> dict[str, list[int]]:
 
 def run_export(args: argparse.Namespace) -> int:
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op
-    from cake.export import ExportError, export_package, from_files, from_run
+    from cake.export import ExportError, export_package, from_choice_table, from_files, from_run
     from cake.lowering.runtime import ScheduleError
 
     try:
         if len(args.sources) == 1 and args.sources[0].is_dir():
             candidates, run_backend = from_run(args.sources[0], args.op, args.top)
         else:
-            candidates, run_backend = from_files(args.sources), "triton"
+            # Choice tables (JSON) route declared shapes to their configurations; .cake files are taken as they are.
+            tables = [p for p in args.sources if p.suffix == ".json"]
+            files = [p for p in args.sources if p.suffix != ".json"]
+            candidates = [c for t in tables for c in from_choice_table(t)] + (from_files(files) if files else [])
+            run_backend = "triton"
             if args.op:
                 candidates = [c for c in candidates if c.op in args.op]
         name = args.name

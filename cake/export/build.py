@@ -75,7 +75,7 @@ def export_package(candidates: Sequence[Candidate], out: Path, *, name: str, bac
         cert_variants[vid] = {
             "op": cand.op, "schedule": meta["schedule"], "origin": cand.origin, "backend": backend,
             "schedule_text": cand.text, "ir_hash": lowered.ir_hash, "params": dict(lowered.params),
-            "sources": files, "fitness": cand.fitness,
+            "sources": files, "fitness": cand.fitness, "serves": list(cand.serves),
             "verification": cert.verdict_summary(cand.verdict, device=cand.device, seed=cand.seed,
                                                  replay_tokens=cand.replay_tokens),
         }
@@ -84,7 +84,8 @@ def export_package(candidates: Sequence[Candidate], out: Path, *, name: str, bac
     for op, domain in domains.items():
         mine = [vid for vid, v in variants.items() if v["op"] == op]
         ref_file, ref_fn = _copy_reference(op, pkg, references)
-        ops[op] = _op_meta(op, domain, mine, variants, f"{ref_file}:{ref_fn}")
+        serves = {vid: tuple(cert_variants[vid]["serves"]) for vid in mine}
+        ops[op] = _op_meta(op, domain, mine, variants, f"{ref_file}:{ref_fn}", serves)
         contract = cert.contract_json(op, cert.sha256_text((pkg / ref_file).read_text()))
         op_certs[op] = {"contract": contract, "contract_sha256": cert.canonical_hash(contract),
                         "variants": mine, "reference": f"{ref_file}:{ref_fn}",
@@ -230,8 +231,8 @@ def _elem_name(elem: Any) -> str:
 # ------------------------------------------------------------------------------------------------ ops
 
 
-def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[str, Any], reference: str
-             ) -> dict[str, Any]:
+def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[str, Any], reference: str,
+             serves: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     from cake.verifier.registry import get_contract
 
     contract = get_contract(op)
@@ -256,7 +257,9 @@ def _op_meta(op: str, domain: ShapeDomain, vids: list[str], variants: Mapping[st
         "inputs": inputs, "outputs": outputs,
         "float_dtypes": [str(d).removeprefix("torch.") for d in contract.dtypes],
         "domain": domain.to_json(),
-        "buckets": [{"name": b.name, "center": dict(b.center), "variants": vids} for b in domain.buckets],
+        # A bucket tries first the variants a choice table sends it to (Candidate.serves), then the rest.
+        "buckets": [{"name": b.name, "center": dict(b.center),
+                     "variants": sorted(vids, key=lambda v: b.name not in serves[v])} for b in domain.buckets],
         "reference": reference,
     }
 

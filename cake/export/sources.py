@@ -27,6 +27,9 @@ class Candidate:
     device: str | None = None  # where the verdict was reached
     fitness: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The op's declared shapes (export buckets) whose dispatch tries this candidate first (a per-shape choice
+    # table's routing); empty: it takes its place in candidate order everywhere.
+    serves: tuple[str, ...] = ()
 
 
 def from_files(paths: Sequence[Path]) -> list[Candidate]:
@@ -38,6 +41,30 @@ def from_files(paths: Sequence[Path]) -> list[Candidate]:
             raise ExportError(f"schedule file {path} does not exist")
         kernel, text = read_schedule(path)
         found.append(Candidate(op=kernel.op, text=text, origin=str(path)))
+    return found
+
+
+def from_choice_table(path: Path) -> list[Candidate]:
+    """The configurations of an op's per-shape choice table (e.g. experiments/kmeans/update_buckets.json), each
+    a candidate with its params as the schedule's defaults, served first at the declared shapes the table's
+    rule sends to it."""
+    from cake.experiments.workload import choice_configs
+    from cake.ir.printer import print_kernel
+    from cake.ir.transforms.bind_params import bind_params
+    from cake.lowering.runtime import read_schedule
+
+    if not path.is_file():
+        raise ExportError(f"choice table {path} does not exist")
+    op, configs = choice_configs(path)
+    found = []
+    for config in configs:
+        kernel, _ = read_schedule(config.schedule)
+        if kernel.op != op:
+            raise ExportError(f"{path}: {config.schedule.name} implements {kernel.op}, not the table's op {op}")
+        text = print_kernel(bind_params(kernel, dict(config.params), file=str(config.schedule)))
+        shown = ",".join(f"{k}={v}" for k, v in config.params)
+        found.append(Candidate(op=op, text=text, origin=f"{path}#{config.schedule.name}[{shown}]",
+                               serves=config.serves))
     return found
 
 

@@ -19,17 +19,30 @@
 #   reduce         one program per (cluster, batch) walks its segment of perm in order, gathers the rows of x
 #                  and sums them in fp32; divides by the count, or keeps c_old when the cluster is empty
 #
-# Estimated H200 cost (4.25 TB/s, not yet measured). large_n (B=1 N=1M K=1024 D=128 bf16), BN = 1024: hist
-# 1024 x 1024 i32 = 4 MB (fill ~3 us, histogram ~15 us); scan_tiles 64 programs (BK = 16) x 8 steps of
-# [128, 16] ~20 us (from 0.297 ms); scatter 1024 programs, two 1024-lane sorts each, ~30-60 us (the [128, 128]
-# comparison measured 0.103 ms); reduce as update_sorted (0.119 ms measured). Sum ~0.2 ms against flash-kmeans'
-# 0.298 ms. fk_fp16 (B=32 N=75600 K=1000 D=128 fp16): hist 32 x 74 x 1000 i32 = 9.5 MB; scan_tiles one step per
-# program; reduce 0.196 ms measured (1.3x the floor) dominates.
+# Measured on the H200 (2026-12-02, one process per shape, median ms, flash-kmeans / ours; results/h200-2026-12-02/
+# s6-call1 and s6-call2): the point tile BN trades the histogram's size and scan_tiles' serial walk (both ~1/BN)
+# against the two BN-lane sorts of rank_equal in scatter (~log^2 BN per point).
+#
+#   shape       BN 256          BN 512          BN 1024         BN 2048         flash-kmeans
+#   cake_cell   -               0.354 (2.39x)   0.489 (1.73x)   0.686 (1.24x)   0.846
+#   fk_fp16     -               0.477 (1.86x)   0.586 (1.51x)   0.745 (1.19x)   0.887
+#   large_n     0.351 (0.98x)   0.361 (0.95x)   0.424 (0.81x)   0.530 (0.65x)   0.343
+#   d64         0.254 (2.69x)   0.286 (2.39x)   0.420 (1.63x)   0.572 (1.19x)   0.683
+#   k128        0.273 (2.08x)   0.327 (1.74x)   0.465 (1.22x)   0.619 (0.92x)   0.568
+#
+# Default BN = 256: the fastest tile at every shape where it was measured, and d64 is the cell's B, N, K (the
+# sort and the scans do not depend on D). Per launch at large_n, BN = 1024: fill 0.005, histogram 0.015,
+# scan_tiles 0.011, scan_clusters 0.001, scatter 0.134, reduce 0.120 ms = 0.286 ms of kernels in a 0.42 ms call
+# (the rest: the host issuing six launches while the GPU waits at B=1). The reduce then dominates large_n: 1024
+# programs of 2 warps, each walking ~1024 points 32 rows (BC) at a time, one dependent gather per step. Its tiles
+# (BC, RWARPS) and pipeline depth (RSTAGES) are chosen per bucket of the mean cluster size N // K by the op's
+# bucket table (update_buckets.json, experiments/kmeans/update_choice.py); the defaults below are its
+# small-cluster bucket (the cell: 64 points per cluster, 2 steps).
 schedule update_ranked implements kmeans_update
 target sm_90a
 
 dtype T in {f32, f16, bf16}
-param BN = 1024 in {64, 128, 256, 512, 1024, 2048}
+param BN = 256 in {64, 128, 256, 512, 1024, 2048}
 param BT = 128 in {16, 32, 64, 128, 256}
 param BK = 16 in {16, 32, 64}
 param BKS = 1024 in {256, 512, 1024, 2048}
@@ -37,6 +50,9 @@ param BC = 32 in {8, 16, 32, 64, 128}
 param WARPS = 4 in {1, 2, 4, 8}
 param SWARPS = 4 in {4, 8, 16}
 param RWARPS = 2 in {1, 2, 4, 8}
+# Software-pipeline depth of the reduce's walk over its cluster (Triton num_stages). 3 is Triton's own default, what
+# every launch without a pipelined loop gets, so the reduce measured before this param existed ran at 3.
+param RSTAGES = 3 in {1, 2, 3, 4}
 dims B, N, K, static D
 
 tensor x: in T[B, N, D]
@@ -114,7 +130,7 @@ launch reduce {
     let acc: f32[D] = 0.0
     # A data-dependent trip count: the cluster's own size, BC points per step, in index order. `expect` is
     # the mean the cost model prices (N/K points per cluster); the kernel runs the true count.
-    for c in 0 .. cdiv(cnt, BC) expect cdiv(N, K * BC) {
+    for c in 0 .. cdiv(cnt, BC) pipelined RSTAGES as stage expect cdiv(N, K * BC) {
       let p: i32[BC] = c * BC + arange(BC)
       let slot: i32[BC] = where(p < cnt, first + p, N)
       let idx: i32[BC] = load perm[b, slot] masked other N

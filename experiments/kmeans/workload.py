@@ -31,10 +31,14 @@ UPDATE_SORTED = "update_sorted.cake"
 # a [BN, BN] comparison: the histogram and the serial scan over tiles shrink by BN/128 (issue 18's large_n and
 # fk_fp16 costs). Triton backend only (E0615).
 UPDATE_RANKED = "update_ranked.cake"
-# The op's default deterministic update: the one the Lloyd pipeline and the GPU update scripts run when none is
-# named. Chosen by the cost reasoning in update_ranked.cake's header; scripts/gpu/s5_upd5.sh measures it
-# beside update_sorted.cake at every shape (switch back here if the H200 says otherwise).
+# The op's default deterministic update: the one the Lloyd pipeline runs when none is named, at its own defaults
+# (BN = 256 since session 6: the fastest point tile of 256/512/1024/2048 at each shape where 256 was measured on
+# the H200, and d64 is the cell's B, N, K; evidence in update_buckets.json).
 DEFAULT_UPDATE = UPDATE_RANKED
+# ... and as a per-shape choice (update_choice.py): its params per bucket of the mean points per cluster N // K,
+# the table the GPU update bench times by default. Its small-cluster bucket is DEFAULT_UPDATE at its defaults,
+# which is what the Lloyd pipeline's cell (64 points per cluster) runs.
+UPDATE_TABLE = FOLDER / "update_buckets.json"
 # Deterministic and exact (one-hot products, no atomics): the update that passes every gate on a GPU, where
 # the atomic seed fails ORD-02 (bits differ run to run) and EXC-02 (fp32 atomics flush subnormals).
 UPDATE_REFERENCES = ("update_onehot.cake",)
@@ -82,6 +86,7 @@ UPDATE = OpSpec(
     baselines=baselines.UPDATE_BASELINES,
     spot_sample=shapes.UPDATE_SPOT_SAMPLE,
     folder=FOLDER,
+    choice_loader="cake.experiments.kmeans.update_choice:export_configs",
 )
 
 # The Lloyd pipeline's steps when none is named: the fastest assign that passes every gate on the H200 (the

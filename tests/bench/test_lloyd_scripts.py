@@ -60,7 +60,9 @@ def test_update_bench_dry_run_end_to_end(tmp_path: Path) -> None:
     # One process: the headline speedup is undefined (it needs 3; flash-kmeans is missing here) -> exit 1.
     assert gpu_update_bench.main(["--out", str(tmp_path), "--dry-run", "--update", str(update), *QUICK]) == 1
     data = json.loads((tmp_path / "gpu_update_bench.json").read_text())
-    assert data["dry_run"] is True and data["gates"]["float32"]["passed"] is True
+    # Gates by configuration, then dtype (a bucket table has one configuration per bucket).
+    assert data["dry_run"] is True and data["gates"]["update_onehot.cake"]["float32"]["passed"] is True
+    assert data["runs"] == {"cpu_tiny": "update_onehot.cake"}
     row = data["headlines"]["kmeans_update"]["cpu_tiny"]
     assert row["time_ms"]["ours"] is not None and row["time_ms"]["torch_index_add"] is not None
     assert row["speedup"]["ours"]["value"] is None and "process" in row["speedup"]["ours"]["undefined"]
@@ -88,3 +90,22 @@ def test_lloyd_check_dry_run_with_the_controls(tmp_path: Path) -> None:
     assert data["passed"] is True and data["dry_run"] is True
     (row,) = data["shapes"]
     assert row["runs"]["ours"]["ok"] and row["runs"]["torch"]["ok"] and "flash_kmeans" in row["unavailable"]
+
+
+def test_update_bench_gates_each_table_configuration_a_shape_runs(tmp_path: Path) -> None:
+    from cake.experiments.kmeans.update_choice import OP, RULE
+    from cake.experiments.kmeans.workload import UPDATE, UPDATE_TABLE
+
+    assert gpu_update_bench.parse_args(["--out", str(tmp_path)]).table == UPDATE_TABLE  # the op's default
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"op": OP, "rule": RULE, "buckets": [
+        {"name": "small", "at_least": 0, "schedule": "update_ranked.cake", "params": {}},
+        {"name": "large", "at_least": 512, "schedule": "update_ranked.cake", "params": {"BC": 64, "RWARPS": 4}}]}))
+    args = gpu_update_bench.parse_args(["--out", str(tmp_path), "--table", str(table)])
+    cell, large_n = UPDATE.shape("cake_cell"), UPDATE.shape("large_n")
+    assert list(gpu_update_bench.gate_refs(args, [cell])) == ["update_ranked.cake (defaults)"]
+    refs = gpu_update_bench.gate_refs(args, [cell, large_n])
+    assert list(refs) == ["update_ranked.cake (defaults)", "update_ranked.cake (BC=64 RWARPS=4)"]
+    assert dict(refs["update_ranked.cake (BC=64 RWARPS=4)"].options)["params"] == '{"BC": 64, "RWARPS": 4}'
+    assert gpu_update_bench.shape_gate(args, large_n) == "update_ranked.cake (BC=64 RWARPS=4)"
+    assert "--table" in gpu_update_bench.worker_command(args, 0, tmp_path / "p.json", None)

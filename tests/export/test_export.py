@@ -446,3 +446,30 @@ def test_certify_reports_ptxas_resources_for_the_device(cuda_export: Path, monke
     assert 0 < report["registers_per_thread"] <= 255 and report["smem_bytes"] > 48 * 1024  # the ping-pong's stages
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 0))
     assert worst_resources(manifest, "kmeans_assign", "cuda") is None  # no cubin for sm_100
+
+
+def test_a_choice_table_exports_each_configuration_first_where_it_routes(tmp_path: Path) -> None:
+    from cake.export import from_choice_table
+
+    table = tmp_path / "update_buckets.json"
+    table.write_text(json.dumps({"op": "kmeans_update", "rule": "points_per_cluster", "buckets": [
+        {"name": "small", "at_least": 0, "schedule": "update_ranked.cake", "params": {}},
+        {"name": "large", "at_least": 512, "schedule": "update_ranked.cake", "params": {"BC": 64, "RWARPS": 4}}]}))
+    small, large = from_choice_table(table)
+    assert "param BC = 64" in large.text and "param RWARPS = 4" in large.text and "param BC = 32" in small.text
+    # large_n (1024 points per cluster) and k128 (512) reach the large bucket; the rest of the declared shapes not.
+    assert large.serves == ("large_n", "k128") and small.serves == ("cake_cell", "fk_fp16", "d64")
+    out = tmp_path / "pkg"
+    export_package([small, large], out, name="cake_test_export_choice")
+    manifest = json.loads((out / "cake_test_export_choice" / "manifest.json").read_text())
+    first = {b["name"]: b["variants"][0] for b in manifest["ops"]["kmeans_update"]["buckets"]}
+    assert first == {"cake_cell": "v0", "fk_fp16": "v0", "large_n": "v1", "d64": "v0", "k128": "v1"}
+    certificate = json.loads((out / "cake_test_export_choice" / "certificate.json").read_text())
+    assert certificate["variants"]["v1"]["serves"] == ["large_n", "k128"]
+
+
+def test_export_refuses_a_json_that_is_not_a_choice_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"rule": "points_per_cluster"}))
+    assert main(["export", str(bad), "-o", str(tmp_path / "out")]) != 0
+    assert 'a choice table names its op ("op": "kmeans_update")' in capsys.readouterr().err

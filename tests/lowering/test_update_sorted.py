@@ -150,3 +150,16 @@ def test_inf_nan_and_subnormals_follow_a_plain_sum(update: Kernel) -> None:
     subnormal = torch.tensor(1e-40, dtype=F32)
     assert ((out[3] - subnormal).abs() <= 1e-45).all() and (out[3] > 0).all(), "a subnormal mean was flushed"
     assert out[4, 3] == -2.0 and out[4, :3].eq(1.0).all()
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+def test_the_ranked_reduce_launch_alone_carries_its_pipeline_depth(stages: int) -> None:
+    """RSTAGES reaches Triton as the reduce launch's num_stages; the other launches keep Triton's default."""
+    from cake.lowering.runtime import lower, read_schedule
+
+    kernel, text = read_schedule(str(RANKED))
+    source = lower(kernel, "triton", params={"RSTAGES": stages}, filename=str(RANKED), source_text=text).source
+    launcher = source[source.index("_k_compiled['histogram']"):]
+    assert launcher.count("num_stages=") == 1
+    reduce_call = launcher[launcher.index("_k_compiled['reduce']"):]
+    assert f"num_stages={stages}," in reduce_call
