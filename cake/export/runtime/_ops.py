@@ -177,6 +177,18 @@ class ExportedOp:
         launched, routed, plans = (int(v) for v in self.launcher.stats(self.table))
         return {"launched": launched, "routed": routed, "plans": plans}
 
+    def launcher_layout(self, inputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """The C++ launcher's per-call memory for `inputs`' signature: the allocations a call makes, the shared
+        block's bytes, whether the first output is that block's storage (its scratch tail rides along: see
+        README, "C++ host path"), each scratch buffer's byte offset in it; {} without the launcher or a plan."""
+        if self.launcher is None or not hasattr(self.launcher, "layout"):
+            return {}
+        values = [int(v) for v in self.launcher.layout(self.table, list(inputs))]
+        if not values:
+            return {}
+        return {"allocations": values[0], "block_bytes": values[1], "first_output_holds_scratch": bool(values[2]),
+                "scratch_offsets": values[3:]}
+
     def count_fallback(self, reason: str) -> None:
         with self._lock:
             self.fallbacks[reason] += 1
