@@ -12,9 +12,11 @@ assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launc
 - `torch.empty` of the output alone: the floor any op returning a fresh tensor pays;
 - with the C++ launcher, `torch.ops.cake_launcher_v1.plan_format()`: a C++ op with no tensors, the floor of
   any call through `torch.ops` from Python.
-`CAKE_LAUNCHER_SEPARATE_SCRATCH=1` in the environment gives each scratch buffer an allocation of its own in
-the C++ launcher (session 5's host path) instead of the tail of the ids' block: the same comparison for the
-shared block. The launcher's per-call memory (`launcher_layout`: allocations a call, block bytes) is recorded.
+`CAKE_LAUNCHER_SEPARATE_SCRATCH=1 CAKE_LAUNCHER_AUTOGRAD_FALLBACK=1` in the environment restore session 5's
+C++ host path (each scratch buffer allocated on its own instead of in the tail of the ids' block; autograd's
+not-implemented fallback in front of the kernel): the same comparison for session 6's host work. The
+launcher's per-call memory (`launcher_layout`: allocations a call, block bytes) and whether the fallback is
+skipped are recorded.
 `--keep-fills` sets every scratch buffer on every call, as before the export proved some fills dead
 (`cake.ir.overwrite`): the previous host work, for comparison in the same session. The ids of seeded inputs
 at the tiny and the graph shape are saved (`ids_NAME.pt`) so that `--summarize` can check that runs agree;
@@ -104,6 +106,7 @@ def measure(package: Path, label: str, device: str, out: Path, fills: bool = Fal
         },
         "scratch_fills": "every call" if fills else "where live",
         "launcher_layout": dispatcher.launcher_layout((x, c)) if hasattr(dispatcher, "launcher_layout") else {},
+        "autograd_fallback_skipped": bool(getattr(dispatcher, "autograd_bypassed", False)),
     }
     launcher = getattr(torch.ops, "cake_launcher_v1", None)
     if launcher is not None and hasattr(launcher, "plan_format"):

@@ -102,7 +102,9 @@ same = torch.equal(ops.kmeans_assign(x, c), ops.kmeans_assign_reference(x, c))  
 torch.library.opcheck(ops.kmeans_assign.default, (x, c))
 print(json.dumps({"host_path": pkg.host_path, "stats": pkg.launcher_stats(), "refusals": refusals, "same": same,
                   "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan), "layout": layout,
-                  "separate": separate, "unplanned": op.launcher_layout((x[:, :7], c))}))
+                  "separate": separate, "unplanned": op.launcher_layout((x[:, :7], c)),
+                  "bypassed": op.autograd_bypassed, "autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
+                      f"{pkg.namespace}::kmeans_assign", "AutogradCUDA")}))
 """
 
 
@@ -124,6 +126,8 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     assert result["separate"] == {"allocations": 2, "block_bytes": 0, "first_output_holds_scratch": False,
                                   "scratch_offsets": []}
     assert result["unplanned"] == {}
+    # integer ids: the launcher also runs at AutogradCUDA, so a call skips autograd's not-implemented fallback
+    assert result["bypassed"] and result["autograd_cuda"]
     assert result["refusals"] == ["cake launcher: 1 values after the plan",
                                   f"cake launcher: plan ends early ({result['plan_len'] - 1} values)",
                                   "cake launcher: plan format differs from 2 (the package's _launcher.py and "

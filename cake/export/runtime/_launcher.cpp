@@ -519,6 +519,20 @@ class LaunchKernel final : public c10::OperatorKernel {
 struct Attached {
   std::unique_ptr<torch::Library> library;
   LaunchKernel* kernel;  // owned by the dispatcher's registration
+  std::string ns, op;
+  std::unique_ptr<torch::Library> autograd;  // the AutogradCUDA registration (`bypass_autograd`), if any
+};
+
+// The same LaunchKernel, reached from the AutogradCUDA key.
+class AtAutograd final : public c10::OperatorKernel {
+ public:
+  explicit AtAutograd(LaunchKernel* kernel) : kernel_(kernel) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    (*kernel_)(op, keys, stack);
+  }
+
+ private:
+  LaunchKernel* kernel_;
 };
 
 std::mutex attached_mu;
@@ -539,8 +553,23 @@ int64_t attach(const std::string& ns, const std::string& op, const std::string& 
                                                   __LINE__);
   library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
   std::lock_guard<std::mutex> lock(attached_mu);
-  attached.push_back({std::move(library), raw});
+  attached.push_back({std::move(library), raw, ns, op, nullptr});
   return int64_t(attached.size()) - 1;
+}
+
+// Register the kernel at AutogradCUDA too, for an op that mutates nothing and whose outputs are never
+// differentiable (integer ids): a call then skips autograd's not-implemented fallback, which per call walks
+// the arguments for requires_grad, walks the schema's returns, sets a thread-local dispatch guard and
+// redispatches below ADInplaceOrView, all to attach nothing to an integer output. Python decides which ops
+// qualify (`ExportedOp.register`). Idempotent.
+void bypass_autograd(int64_t table) {
+  std::lock_guard<std::mutex> lock(attached_mu);
+  TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
+  Attached& a = attached[size_t(table)];
+  if (a.autograd) return;
+  a.autograd = std::make_unique<torch::Library>(torch::Library::IMPL, a.ns, c10::DispatchKey::AutogradCUDA,
+                                                __FILE__, __LINE__);
+  a.autograd->impl(a.op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AtAutograd>(a.kernel)));
 }
 
 void install(int64_t table, const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& plan) {
@@ -562,5 +591,6 @@ TORCH_LIBRARY(cake_launcher_v1, m) {
   m.def("install(int table, Tensor[] inputs, int[] plan) -> ()", &cake_launcher::install);
   m.def("stats(int table) -> int[]", &cake_launcher::stats);
   m.def("layout(int table, Tensor[] inputs) -> int[]", &cake_launcher::layout);
+  m.def("bypass_autograd(int table) -> ()", &cake_launcher::bypass_autograd);
   m.def("plan_format() -> int", &cake_launcher::plan_format);
 }

@@ -79,6 +79,7 @@ class ExportedOp:
         self.routes: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.launcher: Any = None  # the C++ launcher's ops, when it runs this op's CUDA calls
         self.table = -1  # this op's plan table in the launcher
+        self.autograd_bypassed = False  # the launcher also runs at AutogradCUDA (`_launcher.cpp: bypass_autograd`)
         self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
@@ -228,6 +229,10 @@ class ExportedOp:
 
     # -------------------------------------------------------------------------------- registration
 
+    def integer_outputs(self) -> bool:
+        """Whether every output has an integer (or bool) dtype: never differentiable, whatever the inputs."""
+        return all(not str(spec["dtype"]).startswith("same_as:") for spec in self.outputs)
+
     def schema(self) -> str:
         args = ", ".join(f"Tensor {i['name']}" for i in self.inputs)
         outs = "Tensor" if len(self.outputs) == 1 else "(" + ", ".join("Tensor" for _ in self.outputs) + ")"
@@ -271,6 +276,9 @@ class ExportedOp:
                 lib.impl(f"{self.name}_route", self, "CUDA")
                 self.table = int(launcher.attach(self.namespace, self.name, f"{self.name}_route", len(self.inputs)))
                 self.launcher = launcher
+                if self.integer_outputs() and _launcher.bypasses_autograd() and hasattr(launcher, "bypass_autograd"):
+                    launcher.bypass_autograd(self.table)  # nothing to differentiate: skip autograd's fallback
+                    self.autograd_bypassed = True
             self._library = lib  # a fragment's registrations live as long as the object
 
 
