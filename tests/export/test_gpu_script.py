@@ -124,3 +124,10 @@ def test_stage_file_runs_existing_scripts(name: str) -> None:
         assert (ROOT / script).is_file(), script
     for schedule in re.findall(r"(experiments/\S+\.cake)", text):
         assert (ROOT / schedule).is_file(), schedule
+
+
+def test_session_6_stage_file_stays_within_its_90_seconds() -> None:
+    text = (ROOT / "scripts" / "gpu" / "s6_host6.sh").read_text()
+    limits = [int(s) for s in re.findall(r"^stage host6_\w+ (\d+) ", text, re.M)]
+    assert len(limits) == 8 and sum(limits) <= 90
+    assert text.count("--label cpp_") == 3  # the headline in three processes
