@@ -8,6 +8,9 @@ each path runs in a process of its own (scripts/gpu/s4_launcher.sh runs cpp, cty
 assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launch, not the kernel, is timed),
 2,000 calls in batches of 100 with a synchronization between batches only, CPU clock (`gpu_export.host_time_us`):
 - `torch.ops.<ns>.kmeans_assign` (the packet, as a user calls it) and its `.default` overload;
+- `torch_ops_held`: the packet with every result kept alive (appended to a list): each call's block, and so the
+  scratch's address, is new, so the scratch's tensor map is encoded afresh (the shared block's worst case; with
+  results dropped the allocator hands the same block back and the map is cached);
 - the package's Python dispatcher called directly (`ExportedOp.__call__`: the route cache, the ctypes plan);
 - `torch.empty` of the output alone: the floor any op returning a fresh tensor pays;
 - with the C++ launcher, `torch.ops.cake_launcher_v1.plan_format()`: a C++ op with no tensors, the floor of
@@ -47,7 +50,7 @@ from gpu_export import GRAPH, graph_check, host_time_us, kmeans_inputs
 
 TINY = {"B": 1, "N": 256, "K": 128, "D": 128}
 PROFILED_CALLS = 200
-COLUMNS = ("torch_ops", "torch_ops_default", "dispatcher", "empty_floor", "op_call_floor")
+COLUMNS = ("torch_ops", "torch_ops_default", "torch_ops_held", "dispatcher", "empty_floor", "op_call_floor")
 
 
 def keep_fills(pkg: Any) -> None:
@@ -93,6 +96,7 @@ def measure(package: Path, label: str, device: str, out: Path, fills: bool = Fal
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     batches = {} if device == "cuda" else {"batch": 5, "batches": 2}  # the CPU dry run: plumbing, not timing
     shape, dtype = ids.shape, ids.dtype
+    held: list[Any] = []
     result: dict[str, Any] = {
         "label": label, "package": str(package), "namespace": pkg.namespace, "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu", "tiny": TINY,
@@ -101,13 +105,16 @@ def measure(package: Path, label: str, device: str, out: Path, fills: bool = Fal
         "host_us": {
             "torch_ops": host_time_us(exported, (x, c), sync, **batches),
             "torch_ops_default": host_time_us(exported.default, (x, c), sync, **batches),
+            "torch_ops_held": host_time_us(lambda *a: held.append(exported(*a)), (x, c), sync, **batches),
             "dispatcher": host_time_us(dispatcher, (x, c), sync, **batches),
             "empty_floor": host_time_us(lambda: torch.empty(shape, dtype=dtype, device=device), (), sync, **batches),
         },
         "scratch_fills": "every call" if fills else "where live",
+        "held_results": len(held),
         "launcher_layout": dispatcher.launcher_layout((x, c)) if hasattr(dispatcher, "launcher_layout") else {},
         "autograd_fallback_skipped": bool(getattr(dispatcher, "autograd_bypassed", False)),
     }
+    held.clear()  # the kept results, freed before the poisoned and graph checks
     launcher = getattr(torch.ops, "cake_launcher_v1", None)
     if launcher is not None and hasattr(launcher, "plan_format"):
         result["host_us"]["op_call_floor"] = host_time_us(launcher.plan_format, (), sync, **batches)
