@@ -1,8 +1,8 @@
 // The C++ host path of exported CUDA ops: a boxed CUDA kernel per op that looks the call signature up among the
 // plans Python installed, allocates the outputs and scratch from torch's CUDA caching allocator (straight from
-// the allocator, not through at::empty's dispatch; the first output and every scratch buffer share one block, so
-// a call makes one allocation where it made 1 + #scratch: see `Layout`), sets each scratch buffer that needs its init with one
-// cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
+// the allocator, not through at::empty's dispatch; the first output and every scratch buffer share one block,
+// so a call makes one allocation where it made 1 + #scratch: see `Layout`), sets each scratch buffer that needs
+// its init with one cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
 // block and calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
 // 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
 //
