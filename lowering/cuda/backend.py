@@ -18,6 +18,7 @@ from typing import Any
 
 from cake.ir import analysis as an
 from cake.ir.nodes import Direction, DType, GridKind, Kernel, Name, TypeVar
+from cake.ir.overwrite import overwritten_scratch
 from cake.lowering import codes
 from cake.lowering.cache import KernelCache
 from cake.lowering.cuda.compile import (
@@ -99,6 +100,9 @@ class Specialized:
     compiled: CompiledModule
     target: str
     module: Any = None  # launch.CudaModule, per device
+    # scratch buffers a launch stores whole before any read (`cake.ir.overwrite`, proven on the kernel this
+    # specialization generated): their init fill is dead where the allocation is exactly the declared shape
+    dead_fills: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
@@ -167,7 +171,8 @@ class CudaKernel:
                 raise ShapeNotSupported(reason) from error
             target = compile_target(self.arch, capability)
             compiled = self.compile(program, target)
-            spec = self.specs[key] = Specialized(program, compiled, target)
+            spec = self.specs[key] = Specialized(program, compiled, target,
+                                                 dead_fills=frozenset(overwritten_scratch(kernel)))
         if spec.module is None:
             from cake.lowering.cuda.launch import CudaModule
 
@@ -213,7 +218,9 @@ class CudaKernel:
         for s in self.kernel.scratch:
             shape = tuple(an.value(e, env) for e in s.type.shape)
             full = tuple(max(n, b) for n, b in zip(shape, boxes.get(s.name, [1] * len(shape)), strict=True))
-            buf = _scratch(full, torch_dtype(_resolve(s.type.elem, env)), _init_value(s.init, env), device)
+            dead_fill = s.name in spec.dead_fills and full == shape  # a TMA box beyond the shape reads padding
+            buf = _scratch(full, torch_dtype(_resolve(s.type.elem, env)), _init_value(s.init, env), device,
+                           dead_fill=dead_fill)
             tensors[s.name] = buf[tuple(slice(0, n) for n in shape)]
             tma_views[s.name] = buf
         stream = torch.cuda.current_stream(device).cuda_stream
@@ -304,14 +311,20 @@ def _init_value(expr: Any, env: an.Env) -> float:
     return float(an.value(expr, env))
 
 
-def _scratch(shape: tuple[int, ...], dtype: Any, init: float, device: Any) -> Any:
-    """A scratch buffer whose rows are padded to 16 bytes, so TMA can address it whatever its width."""
+def _scratch(shape: tuple[int, ...], dtype: Any, init: float, device: Any, *, dead_fill: bool = False) -> Any:
+    """A scratch buffer whose rows are padded to 16 bytes, so TMA can address it whatever its width.
+
+    It is filled with `init`, unless `dead_fill` (a launch stores every element of `shape` before any read)
+    and no row padding was needed: the kernels never write padding, so a padded buffer keeps its fill, as
+    the exported runtime does (`cake.export.runtime._kernels`)."""
     import torch
 
     esize = torch.empty((), dtype=dtype).element_size()
     inner = shape[-1]
     per = max(1, 16 // esize)
     padded = -(-inner // per) * per
+    if dead_fill and padded == inner:
+        return torch.empty(shape, dtype=dtype, device=device)
     buf = torch.full((*shape[:-1], padded), init, dtype=dtype, device=device)
     return buf[..., :inner]
 

@@ -2,8 +2,9 @@
 function per launch, and the host launcher with the op's signature.
 
 The launcher binds dims from the input shapes and each dtype variable from the inputs declared with it
-(checking that they agree), allocates outputs (`torch.empty`) and scratch (`torch.full` with its init),
-computes each launch's grid, launches in order and returns the outputs. The module needs only torch and
+(checking that they agree), allocates outputs (`torch.empty`) and scratch (`torch.full` with its init, or
+`torch.empty` where `cake.ir.overwrite` proves that a launch stores the whole buffer before any launch reads it:
+the fill is dead work, a fill kernel per buffer and call on a GPU), computes each launch's grid, launches in order and returns the outputs. The module needs only torch and
 triton, so `cake lower -o kernel.py` is a self-contained file.
 """
 
@@ -27,6 +28,7 @@ from cake.ir.nodes import (
     UnaryOp,
     UnaryOpKind,
 )
+from cake.ir.overwrite import overwritten_scratch
 from cake.ir.visit import walk
 from cake.lowering import codes
 from cake.lowering.lowered import EmitResult, SourceMap
@@ -305,10 +307,15 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
         shape = _tuple(host.expr(s, t.span) for s in t.type.shape)
         line(f"{var[t.name]} = torch.empty({shape}, dtype={host.torch_dtype(t.type.elem)}, device={device})",
              t.span)
+    dead_fills = overwritten_scratch(kernel)
     for s in kernel.scratch:
         shape = _tuple(host.expr(x, s.span) for x in s.type.shape)
-        line(f"{var[s.name]} = torch.full({shape}, {host.value(s.init)}, dtype={host.torch_dtype(s.type.elem)}, "
-             f"device={device})", s.span)
+        elem = host.torch_dtype(s.type.elem)
+        if s.name in dead_fills:  # the allocation is exactly the declared shape, which the proof covers
+            line(f"# `{s.name}`: launch `{dead_fills[s.name]}` stores all of it before any read; its init fill is dead")
+            line(f"{var[s.name]} = torch.empty({shape}, dtype={elem}, device={device})", s.span)
+        else:
+            line(f"{var[s.name]} = torch.full({shape}, {host.value(s.init)}, dtype={elem}, device={device})", s.span)
     for code, launch in zip(launches, kernel.launches, strict=True):
         tiles = " * ".join(host.expr(e) for e in code.grid_extents)  # type: ignore[arg-type]
         count = f"_k_programs({device}, {tiles})" if code.info.persistent else tiles

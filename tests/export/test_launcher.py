@@ -89,10 +89,22 @@ for bad in (plan + [0], plan[:-1], [99] + plan[1:]):
         op.launcher.install(op.table, [x, c], bad)
     except RuntimeError as error:
         refusals.append(str(error).splitlines()[0])
+layout = op.launcher_layout((x, c))
+# K = 130: the ||c||^2 rows padded (the memset kept), installed with every scratch buffer allocated on its own
+x2, c2 = x, torch.randn(1, 130, 64, generator=gen).bfloat16()
+call2, _ = bench.plan_for(pkg, (x2, c2))
+call2(x2, c2)
+import os
+os.environ["CAKE_LAUNCHER_SEPARATE_SCRATCH"] = "1"
+op.launcher.install(op.table, [x2, c2], call2.plan_values())
+separate = op.launcher_layout((x2, c2))
 same = torch.equal(ops.kmeans_assign(x, c), ops.kmeans_assign_reference(x, c))  # CPU: the CPU implementation
 torch.library.opcheck(ops.kmeans_assign.default, (x, c))
 print(json.dumps({"host_path": pkg.host_path, "stats": pkg.launcher_stats(), "refusals": refusals, "same": same,
-                  "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan)}))
+                  "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan), "layout": layout,
+                  "separate": separate, "unplanned": op.launcher_layout((x[:, :7], c)),
+                  "bypassed": op.autograd_bypassed, "autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
+                      f"{pkg.namespace}::kmeans_assign", "AutogradCUDA")}))
 """
 
 
@@ -107,7 +119,15 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["host_path"] == {"kind": "cpp", "why": "C++ launcher (CAKE_EXPORT_HOST_PATH=cpp)"}
     assert result["route"] and result["same"]
-    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 1}}
+    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 2}}
+    # one allocation a call: ids (1 x 256 int32, 1024 bytes), then ||c||^2 (1 x 128 f32) at the next 256 bytes
+    assert result["layout"] == {"allocations": 1, "block_bytes": 1024 + 512, "first_output_holds_scratch": True,
+                                "scratch_offsets": [1024]}
+    assert result["separate"] == {"allocations": 2, "block_bytes": 0, "first_output_holds_scratch": False,
+                                  "scratch_offsets": []}
+    assert result["unplanned"] == {}
+    # integer ids: the launcher also runs at AutogradCUDA, so a call skips autograd's not-implemented fallback
+    assert result["bypassed"] and result["autograd_cuda"]
     assert result["refusals"] == ["cake launcher: 1 values after the plan",
                                   f"cake launcher: plan ends early ({result['plan_len'] - 1} values)",
                                   "cake launcher: plan format differs from 2 (the package's _launcher.py and "

@@ -48,6 +48,21 @@ def test_covering_store_before_any_read_makes_the_fill_dead() -> None:
     assert overwritten_scratch(parse(BASE)) == {"csq": "norms"}
 
 
+# The norms launch with its K tiles walked by a loop instead of the grid.
+LOOPED = variant("grid kt in cdiv(K, 64), b in B\n  role main: warps 4 {\n"
+                 "    let cf: f32[64, D] = load c[b, kt*64 : +64, :] masked other 0\n"
+                 "    store sum(cf * cf, axis=1) -> csq[b, kt*64 : +64] masked\n",
+                 "grid b in B\n  role main: warps 4 {\n"
+                 "    for kt in 0 .. cdiv(K, 64) {\n"
+                 "      let cf: f32[64, D] = load c[b, kt*64 : +64, :] masked other 0\n"
+                 "      store sum(cf * cf, axis=1) -> csq[b, kt*64 : +64] masked\n"
+                 "    }\n")
+
+
+def test_a_loop_over_the_tiles_covers_like_a_grid_axis() -> None:
+    assert overwritten_scratch(parse(LOOPED)) == {"csq": "norms"}
+
+
 @pytest.mark.parametrize("text", [
     pytest.param(variant("grid kt in cdiv(K, 64), b in B", "grid kt in cdiv(K, 128), b in B"), id="half-the-tiles"),
     pytest.param(variant("-> csq[b, kt*64 : +64]", "-> csq[b, kt*64 : +32]"), id="narrower-than-the-stride"),
@@ -65,6 +80,20 @@ def test_covering_store_before_any_read_makes_the_fill_dead() -> None:
                          "grid kt in cdiv(K, 64), b in B\n  role main: warps 4 {\n"
                          "    let pre: f32[64] = load csq[b, 0 : +64] masked other 0\n"
                          "    let cf: f32[64, D] = load c[b, kt*64 : +64, :] masked other 0"), id="read-before-write"),
+    pytest.param(variant("grid kt in cdiv(K, 64), b in B\n  role main: warps 4 {",
+                         "grid kt in cdiv(K, 64), b in B, z in N\n  role main: warps 4 {"),
+                 id="a-grid-axis-the-store-does-not-use"),  # N = 0 runs no CTA over a non-empty buffer
+    pytest.param(BASE.replace("scratch csq: f32[B, K] = 0", "scratch csq: f32[B, B] = 0").replace(
+        "grid kt in cdiv(K, 64), b in B", "grid b in B").replace("-> csq[b, kt*64 : +64]", "-> csq[b, b]"),
+                 id="one-variable-for-two-dims"),  # the diagonal only
+    pytest.param(LOOPED.replace("for kt in 0 .. cdiv(K, 64)", "for kt in 1 .. cdiv(K, 64)"),
+                 id="loop-not-from-zero"),
+    pytest.param(LOOPED.replace("for kt in 0 .. cdiv(K, 64)", "for kt in 0 .. cdiv(K, 128)"),
+                 id="loop-over-half-the-tiles"),
+    pytest.param(LOOPED.replace("for kt in 0 .. cdiv(K, 64)", "for kt in 0 .. cdiv(K, 64) expect 2"),
+                 id="loop-bound-from-data"),
+    pytest.param(LOOPED.replace("      let cf: f32[64, D]", "      let b: i32 = 0\n      let cf: f32[64, D]"),
+                 id="grid-variable-rebound"),
 ])
 def test_fill_is_kept_unless_proven_dead(text: str) -> None:
     assert overwritten_scratch(parse(text)) == {}
@@ -74,7 +103,12 @@ def test_fill_is_kept_unless_proven_dead(text: str) -> None:
     ("assign_pingpong.cake", {"csq_g": "centroid_norms"}),
     ("assign_tcgen05.cake", {"csq_g": "centroid_norms"}),
     ("update_atomic.cake", {}),  # sums and counts are accumulated into: their zero fill is live
-    ("update_sorted.cake", {"counts": "scan_tiles"}),  # hist is accumulated into; starts and perm not matched
+    # hist is accumulated into; perm is scattered to (`perm[b, slot]`)
+    ("update_sorted.cake", {"counts": "scan_tiles", "starts": "scan_clusters"}),
+    ("update_ranked.cake", {"counts": "scan_tiles", "starts": "scan_clusters"}),
+    # the intra launch's six buffers at the top level, recur's two inside its loop over the chunks
+    ("../kda/kda_fused_chunkpar.cake", {name: "intra" for name in ("ws", "us", "kls", "qds", "ps", "gls")}
+     | {"vns": "recur", "hs": "recur"}),
 ])
 def test_shipped_schedules(schedule: str, expected: dict[str, str]) -> None:
     assert overwritten_scratch(parse((KMEANS / schedule).read_text())) == expected

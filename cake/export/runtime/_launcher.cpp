@@ -1,7 +1,8 @@
 // The C++ host path of exported CUDA ops: a boxed CUDA kernel per op that looks the call signature up among the
 // plans Python installed, allocates the outputs and scratch from torch's CUDA caching allocator (straight from
-// the allocator, not through at::empty's dispatch), sets each scratch buffer that needs its init with one
-// cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
+// the allocator, not through at::empty's dispatch; the first output and every scratch buffer share one block,
+// so a call makes one allocation where it made 1 + #scratch: see `Layout`), sets each scratch buffer that needs
+// its init with one cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
 // block and calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
 // 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
 //
@@ -24,6 +25,7 @@
 #endif
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -36,6 +38,9 @@ namespace cake_launcher {
 constexpr int64_t PLAN_FORMAT = 2;
 constexpr size_t TMAP_BYTES = 128;
 constexpr size_t TMAP_CACHE_MAX = 512;  // per slot; cleared when full (as the Python path's cache)
+// Where a scratch buffer starts inside the call's block: TMA needs 16-byte global addresses; 256 bytes keeps
+// each buffer on its own L2 sectors and matches the alignment of cudaMalloc.
+constexpr size_t SCRATCH_ALIGN = 256;
 
 // ------------------------------------------------------------------------------------------ the driver
 
@@ -146,25 +151,68 @@ struct Buffer {  // an output or a scratch buffer
   uint32_t bits = 0;
   size_t units = 0;
   size_t bytes = 0;
+  size_t offset = 0;  // a scratch buffer's byte offset inside the call's block (`Layout`)
 };
 
+// One allocation a call: the first output's bytes, then each scratch buffer at the next SCRATCH_ALIGN
+// boundary. The first output is a tensor over the whole block (its storage is longer than its elements: the
+// scratch tail stays allocated while the output lives; nothing else refers to it once the call's launches,
+// queued on the call's stream, have run). An op without outputs keeps the block as a bare allocation for the
+// call. Each allocation through the caching allocator takes its lock, searches its pools and updates its
+// statistics, and so does each free: sharing the block saves both per scratch buffer.
+// SEPARATE_ENV=1 gives every scratch buffer an allocation of its own again (session 5's host path), read
+// when a plan is installed: for measuring what the shared block saves in one session, not for serving.
+struct Layout {
+  bool shared = true;       // false: one allocation per output and per scratch buffer
+  size_t block_bytes = 0;
+  bool in_output = false;   // the block is the first output's storage
+  bool bare = false;        // no output: the block is a bare allocation for the call (when it has bytes)
+  int64_t allocations = 0;  // per call
+};
+constexpr const char* SEPARATE_ENV = "CAKE_LAUNCHER_SEPARATE_SCRATCH";
+
+size_t align_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+Layout layout_of(std::vector<Buffer>& outputs, std::vector<Buffer>& scratch) {
+  Layout l;
+  const char* separate = std::getenv(SEPARATE_ENV);
+  l.shared = separate == nullptr || std::strcmp(separate, "1") != 0;
+  if (!l.shared) {
+    l.allocations = int64_t(outputs.size() + scratch.size());
+    return l;
+  }
+  l.in_output = !outputs.empty();
+  size_t end = l.in_output ? outputs.front().bytes : 0;
+  for (Buffer& b : scratch) {
+    b.offset = align_up(end, SCRATCH_ALIGN);
+    end = b.offset + b.bytes;
+  }
+  l.block_bytes = end;
+  l.bare = !l.in_output && end > 0;
+  l.allocations = int64_t(outputs.size()) + (l.bare ? 1 : 0);
+  return l;
+}
+
 // torch's CUDA caching allocator, called directly: at::empty would go through the dispatcher for the same
-// allocation. A CPU torch's headers (the CPU tests' build, which runs no CUDA call) keep at::empty.
-at::Tensor allocate_output(const Buffer& b, const at::Device& device) {
+// allocation. A CPU torch's headers (the CPU tests' build, which runs no CUDA call) name it through the
+// device-generic registry.
+c10::Allocator* cuda_allocator() {
 #ifdef CAKE_LAUNCHER_C10_CUDA
-  return at::Tensor(at::detail::empty_generic(b.sizes, c10::cuda::CUDACachingAllocator::get(),
-                                              c10::DispatchKeySet(c10::DispatchKey::CUDA), b.dtype, std::nullopt));
+  return c10::cuda::CUDACachingAllocator::get();
 #else
-  return at::empty(b.sizes, at::TensorOptions().device(device).dtype(b.dtype));
+  return c10::GetAllocator(c10::DeviceType::CUDA);
 #endif
 }
 
-c10::DataPtr allocate_scratch(const Buffer& b, const at::Device& device) {
-#ifdef CAKE_LAUNCHER_C10_CUDA
-  return c10::cuda::CUDACachingAllocator::get()->allocate(b.bytes);
-#else
-  return c10::GetAllocator(device.type())->allocate(b.bytes);
-#endif
+// A contiguous output tensor of `b`'s shape over `bytes` (at least its own) of the allocator's memory.
+at::Tensor output_over(const Buffer& b, c10::DataPtr data, size_t bytes, c10::Allocator* allocator) {
+  auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), int64_t(bytes),
+                                                       std::move(data), allocator, /*resizable=*/true);
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                         c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                         c10::scalarTypeToTypeMeta(b.dtype));
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(b.sizes);
+  return tensor;
 }
 
 struct TensorMapSlot {
@@ -209,6 +257,7 @@ struct Launch {
 struct Plan {
   std::vector<int64_t> key;
   std::vector<Buffer> outputs, scratch;
+  Layout layout;
   std::vector<int64_t> tma_inputs;
   std::vector<Launch> launches;
 };
@@ -242,6 +291,7 @@ std::unique_ptr<Plan> parse(const std::vector<int64_t>& data, int64_t n_inputs) 
   };
   buffers(plan->outputs, false);
   buffers(plan->scratch, true);
+  plan->layout = layout_of(plan->outputs, plan->scratch);
   const int64_t sources = n_inputs + int64_t(plan->outputs.size()) + int64_t(plan->scratch.size());
   auto source = [&]() {
     int64_t s = r.next();
@@ -350,6 +400,25 @@ class LaunchKernel final : public c10::OperatorKernel {
     return {hits_.load(), misses_.load(), int64_t(plans_.size())};
   }
 
+  // The per-call memory of the plan for `inputs`' signature: [allocations a call makes, the block's bytes, 1 if
+  // the first output is its storage, then each scratch buffer's byte offset in it (none where SEPARATE_ENV
+  // gave them allocations of their own)]; empty without a plan.
+  std::vector<int64_t> layout(const std::vector<at::Tensor>& inputs) {
+    TORCH_CHECK(int64_t(inputs.size()) == n_inputs_, "cake launcher: ", inputs.size(), " inputs, the op takes ",
+                n_inputs_);
+    torch::jit::Stack stack(inputs.begin(), inputs.end());
+    std::vector<int64_t> key;
+    signature(stack, 0, n_inputs_, key);
+    Plan* plan = find(key);
+    if (plan == nullptr) return {};
+    const Layout& l = plan->layout;
+    std::vector<int64_t> out{l.allocations, int64_t(l.block_bytes), l.in_output ? 1 : 0};
+    if (l.shared) {
+      for (const Buffer& b : plan->scratch) out.push_back(int64_t(b.offset));
+    }
+    return out;
+  }
+
  private:
   Plan* find(const std::vector<int64_t>& key) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -367,18 +436,32 @@ class LaunchKernel final : public c10::OperatorKernel {
     for (int64_t i = 0; i < n_inputs_; ++i) {
       ptrs.push_back(reinterpret_cast<uint64_t>((*stack)[first + size_t(i)].toTensor().data_ptr()));
     }
-    // Scratch memory lives until this returns: freed with work still queued is safe, since the caching
-    // allocator hands a block back out only to later work on the same stream (or, while a graph is captured,
-    // keeps it in the graph's private pool).
+    // One block holds the first output and the scratch (`Layout`). Without outputs the block lives until
+    // this returns: freed with work still queued is safe, since the caching allocator hands a block back out
+    // only to later work on the same stream (or, while a graph is captured, keeps it in the graph's private
+    // pool); as an output's storage it lives as long as the output.
+    c10::Allocator* allocator = cuda_allocator();
+    c10::DataPtr memory;
+    if (plan.layout.in_output || plan.layout.bare) memory = allocator->allocate(plan.layout.block_bytes);
+    const uint64_t base = reinterpret_cast<uint64_t>(memory.get());
     c10::SmallVector<at::Tensor, 4> outs;
-    c10::SmallVector<c10::DataPtr, 4> scratch;
-    for (const Buffer& b : plan.outputs) {
-      outs.push_back(allocate_output(b, lead.device()));
+    for (size_t i = 0; i < plan.outputs.size(); ++i) {
+      const Buffer& b = plan.outputs[i];
+      if (i == 0 && plan.layout.in_output) {
+        outs.push_back(output_over(b, std::move(memory), plan.layout.block_bytes, allocator));
+      } else {
+        outs.push_back(output_over(b, allocator->allocate(b.bytes), b.bytes, allocator));
+      }
       ptrs.push_back(reinterpret_cast<uint64_t>(outs.back().data_ptr()));
     }
+    c10::SmallVector<c10::DataPtr, 4> separate;  // SEPARATE_ENV only; freed when this returns, as the block
     for (const Buffer& b : plan.scratch) {
-      scratch.push_back(allocate_scratch(b, lead.device()));
-      ptrs.push_back(reinterpret_cast<uint64_t>(scratch.back().get()));
+      if (plan.layout.shared) {
+        ptrs.push_back(base + b.offset);
+      } else {
+        separate.push_back(allocator->allocate(b.bytes));
+        ptrs.push_back(reinterpret_cast<uint64_t>(separate.back().get()));
+      }
     }
     CUstream stream = current_stream(lead.device());
     size_t index = size_t(n_inputs_) + plan.outputs.size();
@@ -436,6 +519,20 @@ class LaunchKernel final : public c10::OperatorKernel {
 struct Attached {
   std::unique_ptr<torch::Library> library;
   LaunchKernel* kernel;  // owned by the dispatcher's registration
+  std::string ns, op;
+  std::unique_ptr<torch::Library> autograd;  // the AutogradCUDA registration (`bypass_autograd`), if any
+};
+
+// The same LaunchKernel, reached from the AutogradCUDA key.
+class AtAutograd final : public c10::OperatorKernel {
+ public:
+  explicit AtAutograd(LaunchKernel* kernel) : kernel_(kernel) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    (*kernel_)(op, keys, stack);
+  }
+
+ private:
+  LaunchKernel* kernel_;
 };
 
 std::mutex attached_mu;
@@ -456,8 +553,23 @@ int64_t attach(const std::string& ns, const std::string& op, const std::string& 
                                                   __LINE__);
   library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
   std::lock_guard<std::mutex> lock(attached_mu);
-  attached.push_back({std::move(library), raw});
+  attached.push_back({std::move(library), raw, ns, op, nullptr});
   return int64_t(attached.size()) - 1;
+}
+
+// Register the kernel at AutogradCUDA too, for an op that mutates nothing and whose outputs are never
+// differentiable (integer ids): a call then skips autograd's not-implemented fallback, which per call walks
+// the arguments for requires_grad, walks the schema's returns, sets a thread-local dispatch guard and
+// redispatches below ADInplaceOrView, all to attach nothing to an integer output. Python decides which ops
+// qualify (`ExportedOp.register`). Idempotent.
+void bypass_autograd(int64_t table) {
+  std::lock_guard<std::mutex> lock(attached_mu);
+  TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
+  Attached& a = attached[size_t(table)];
+  if (a.autograd) return;
+  a.autograd = std::make_unique<torch::Library>(torch::Library::IMPL, a.ns, c10::DispatchKey::AutogradCUDA,
+                                                __FILE__, __LINE__);
+  a.autograd->impl(a.op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AtAutograd>(a.kernel)));
 }
 
 void install(int64_t table, const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& plan) {
@@ -465,6 +577,10 @@ void install(int64_t table, const std::vector<at::Tensor>& inputs, const std::ve
 }
 
 std::vector<int64_t> stats(int64_t table) { return kernel(table).stats(); }
+
+std::vector<int64_t> layout(int64_t table, const std::vector<at::Tensor>& inputs) {
+  return kernel(table).layout(inputs);
+}
 
 int64_t plan_format() { return PLAN_FORMAT; }
 
@@ -474,5 +590,7 @@ TORCH_LIBRARY(cake_launcher_v1, m) {
   m.def("attach(str ns, str op, str route, int n_inputs) -> int", &cake_launcher::attach);
   m.def("install(int table, Tensor[] inputs, int[] plan) -> ()", &cake_launcher::install);
   m.def("stats(int table) -> int[]", &cake_launcher::stats);
+  m.def("layout(int table, Tensor[] inputs) -> int[]", &cake_launcher::layout);
+  m.def("bypass_autograd(int table) -> ()", &cake_launcher::bypass_autograd);
   m.def("plan_format() -> int", &cake_launcher::plan_format);
 }

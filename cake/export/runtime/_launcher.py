@@ -31,6 +31,9 @@ from typing import Any
 import torch
 
 HOST_PATH_ENV = "CAKE_EXPORT_HOST_PATH"
+# =1: ops with integer outputs keep autograd's not-implemented fallback in front of the C++ kernel (as before
+# session 6), for measuring what skipping it saves in one session
+AUTOGRAD_FALLBACK_ENV = "CAKE_LAUNCHER_AUTOGRAD_FALLBACK"
 CACHE_ENV = "CAKE_EXPORT_CACHE"
 CHOICES = ("auto", "cpp", "ctypes")
 NAMESPACE = "cake_launcher_v1"  # bump with PLAN_FORMAT when the ops' schemas change
@@ -55,6 +58,10 @@ def chosen() -> str:
     if value not in CHOICES:
         raise ImportError(f"{HOST_PATH_ENV}={value!r}: use one of {', '.join(CHOICES)}")
     return value
+
+
+def bypasses_autograd() -> bool:
+    return os.environ.get(AUTOGRAD_FALLBACK_ENV, "") != "1"
 
 
 def compiler() -> str | None:

@@ -79,6 +79,7 @@ class ExportedOp:
         self.routes: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.launcher: Any = None  # the C++ launcher's ops, when it runs this op's CUDA calls
         self.table = -1  # this op's plan table in the launcher
+        self.autograd_bypassed = False  # the launcher also runs at AutogradCUDA (`_launcher.cpp: bypass_autograd`)
         self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
@@ -177,6 +178,18 @@ class ExportedOp:
         launched, routed, plans = (int(v) for v in self.launcher.stats(self.table))
         return {"launched": launched, "routed": routed, "plans": plans}
 
+    def launcher_layout(self, inputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """The C++ launcher's per-call memory for `inputs`' signature: the allocations a call makes, the shared
+        block's bytes, whether the first output is that block's storage (its scratch tail rides along: see
+        README, "C++ host path"), each scratch buffer's byte offset in it; {} without the launcher or a plan."""
+        if self.launcher is None or not hasattr(self.launcher, "layout"):
+            return {}
+        values = [int(v) for v in self.launcher.layout(self.table, list(inputs))]
+        if not values:
+            return {}
+        return {"allocations": values[0], "block_bytes": values[1], "first_output_holds_scratch": bool(values[2]),
+                "scratch_offsets": values[3:]}
+
     def count_fallback(self, reason: str) -> None:
         with self._lock:
             self.fallbacks[reason] += 1
@@ -215,6 +228,10 @@ class ExportedOp:
         return self(*inputs) if _kernels.interpreter_on() else self.reference_impl(*inputs)
 
     # -------------------------------------------------------------------------------- registration
+
+    def integer_outputs(self) -> bool:
+        """Whether every output has an integer (or bool) dtype: never differentiable, whatever the inputs."""
+        return all(not str(spec["dtype"]).startswith("same_as:") for spec in self.outputs)
 
     def schema(self) -> str:
         args = ", ".join(f"Tensor {i['name']}" for i in self.inputs)
@@ -259,6 +276,9 @@ class ExportedOp:
                 lib.impl(f"{self.name}_route", self, "CUDA")
                 self.table = int(launcher.attach(self.namespace, self.name, f"{self.name}_route", len(self.inputs)))
                 self.launcher = launcher
+                if self.integer_outputs() and _launcher.bypasses_autograd() and hasattr(launcher, "bypass_autograd"):
+                    launcher.bypass_autograd(self.table)  # nothing to differentiate: skip autograd's fallback
+                    self.autograd_bypassed = True
             self._library = lib  # a fragment's registrations live as long as the object
 
 
