@@ -126,11 +126,8 @@ launch intra {
       let kc: f32[C, BK] = cast(load k[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32) * kn[:, None]
       store mma(Tm, bc[:, None] * kc * exp(gc)) via dot.tf32x3 -> ws[b, t*C : +C, h, kk*BK : +BK] masked
     }
-    # u = Tm (beta v), in slices of V as wide as K's
-    for vv in 0 .. cdiv(V, BK) {
-      let vc: f32[C, BK] = cast(load v[b, t*C : +C, h, vv*BK : +BK] masked other 0, f32)
-      store mma(Tm, bc[:, None] * vc) via dot.tf32x3 -> us[b, t*C : +C, h, vv*BK : +BK] masked
-    }
+    let vc: f32[C, V] = cast(load v[b, t*C : +C, h, :] masked other 0, f32)
+    store mma(Tm, bc[:, None] * vc) via dot.tf32x3 -> us[b, t*C : +C, h, :] masked
   }
 }
 
@@ -138,11 +135,15 @@ launch recur {
   grid vt in cdiv(V, BV), h in H, b in B
   role main: warps WARPS_RECUR {
     let scale: f32 = rsqrt(cast(K, f32))
-    let S: f32[K, BV] = load h0[b, h, :, vt*BV : +BV] masked other 0
+    # The state is held transposed, [BV, K], so both fp32 products of the loop have the V tile as their rows:
+    # at BV = 64 a warpgroup's tensor-core product (M = 64) can take its operands from shared memory, where a
+    # product with the chunk's 32 rows as M holds a replicated [16, K] operand per warp in registers (fp32,
+    # split in two for tf32x3: recur sat at 252 registers for BV = 16).
+    let ST: f32[BV, K] = (load h0[b, h, :, vt*BV : +BV] masked other 0).T
     for t in 0 .. cdiv(T, C) pipelined STAGES_RECUR as s {
       let w: f32[C, K] = load ws[b, t*C : +C, h, :] masked other 0
       let u: f32[C, BV] = load us[b, t*C : +C, h, vt*BV : +BV] masked other 0
-      let vn: f32[C, BV] = u - mma(w, S) via dot.tf32x3
+      let vnT: f32[BV, C] = u.T - mma(ST, w.T) via dot.tf32x3
       # The chunk's output, here rather than in a launch of its own: o = K^-1/2 (qd S_prev + P vn) reads the
       # state entering the chunk and vn where they are in registers, so neither goes through global memory (the
       # per-chunk state snapshots alone were 805 MB written and read again at h96_fixed). The operands are
@@ -150,13 +151,13 @@ launch recur {
       # products are plain 16-bit `via dot`: o's own rounding to E dominates them. Nothing here feeds S.
       let qd: E[C, K] = load qds[b, t*C : +C, h, :] masked other 0
       let P: E[C, C] = load ps[b, t*C : +C, h, :] masked other 0
-      let oc: f32[C, BV] = scale * (mma(qd, cast(S, E)) via dot + mma(P, cast(vn, E)) via dot)
+      let oc: f32[C, BV] = scale * (mma(qd, cast(ST, E).T) via dot + mma(P, cast(vnT, E).T) via dot)
       store cast(oc, E) -> o[b, t*C : +C, h, vt*BV : +BV] masked
       # rows past T read kl = 0: they add nothing to the state
       let kl: f32[C, K] = load kls[b, t*C : +C, h, :] masked other 0
       let decay: f32[K] = load gls[b, t, h, :]
-      S = decay[:, None] * S + mma(kl.T, vn) via dot.tf32x3
+      ST = decay[None, :] * ST + mma(vnT, kl) via dot.tf32x3
     }
-    store S -> state[b, h, :, vt*BV : +BV] masked
+    store ST.T -> state[b, h, :, vt*BV : +BV] masked
   }
 }
