@@ -8,9 +8,9 @@
 #            w = Tm (beta k e^gc) and u = Tm (beta v), the keys decayed to the chunk's end kl = k e^(glast - gc)
 #            with the chunk's decay e^glast, the decayed queries qd = q e^gc and the causal intra-chunk
 #            attention P = (q e^gc)(k e^-gc)^T;
-#   recur  — parallel over (V tile, head, batch), serial over chunks only for the [K, BV] state: per chunk the
-#            corrected values vn = u - w S, the chunk's output o = K^-1/2 (qd S + P vn) from the state entering
-#            it, then S <- e^glast S + kl^T vn.
+#   recur  — parallel over (V tile, head, batch), serial over chunks only for the [K, BV] state (held
+#            transposed, [BV, K]): per chunk the corrected values vn = u - w S, the chunk's output
+#            o = K^-1/2 (qd S + P vn) from the state entering it, then S <- e^glast S + kl^T vn.
 # Session 6 folded the former third launch (output, parallel over (V tile, chunk, head, batch)) into recur: it
 # read the state entering every chunk from a bf16 snapshot (805 MB written by recur and read back at h96_fixed,
 # plus its zero fill) and vn from a copy; recur holds both in registers when the chunk's output needs them.
@@ -31,15 +31,21 @@
 # as fla rounds them: qd and P (staged in E), and the state entering each chunk and vn (cast to E in registers),
 # which o's final rounding to the input dtype dominates; their products are plain `via dot` on 16-bit operands.
 # Session 6's changes keep every rounding above: the first doubling level of Tm is I - L, exact, where it was
-# two tf32x3 products by the identity (fewer roundings, not more); reordering intra changes no value.
-# BV = 16 by default: 8 V tiles x H x B programs share each head's w, kl, qd and P through L2; at K = 128 it
-# spills least in recur (Triton 3.9 for sm_90a); the H200 has not ranked BV yet.
+# two tf32x3 products by the identity (fewer roundings, not more); intra's K slices change only the order in
+# which A's and P's fp32 sums over K are accumulated (each slice a tf32x3 product into the fp32 accumulator), and
+# w's slices recompute gc by the same expression from the same loads; transposing the state changes no value.
+# BV = 32 by default (session 6, without a GPU): recur's grid is V/BV x H x B programs walking all T/C chunks
+# serially, so its time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and
+# 4 warps an SM holds two recur programs: BV = 16 made 768 programs at h96_fixed, three waves on 132 SMs; BV = 32
+# makes 384, two waves, and halves the L2 reads of w, kl, qd and P that the V tiles share. BV = 32 spills
+# 8 bytes (BV = 16: 0, BV = 64: 368; Triton 3.9 for sm_90a). The H200 has not ranked BV yet
+# (scripts/gpu/s6_kda6.sh profiles 16, 32, 64 and 128).
 schedule kda_fused_chunkpar implements kda_forward
 target sm_90a
 
 dtype E in {f32, f16, bf16}
 param C = 32 in {16, 32}
-param BV = 16 in {16, 32, 64, 128}
+param BV = 32 in {16, 32, 64, 128}
 # intra's slice of K (see the launch); BK = K is the unsliced form
 param BK = 32 in {16, 32, 64, 128}
 param WARPS_INTRA = 8 in {1, 2, 4, 8}

@@ -1,25 +1,34 @@
-# Issue 14, session 6 (kda6): the chunk-parallel KDA schedule with its output folded into recur (no per-chunk
-# state snapshots: 805 MB written and read back at h96_fixed, the output launch and two scratch fills gone) and
-# intra walking K in slices (no spills; it had 304 bytes). Session 6's first profile (s6-call2): 9.36 ms of
-# kernels per call at h96_fixed (intra 4.98, recur 3.30, output 0.44, fills 0.64) vs fla chunk_kda 2.61 ms.
-# Timing first, so a verify that runs long cannot cost the figure; 150 s in all:
-#   1. kda6_profile (<= 25 s): per-launch device time of ours and of fla chunk_kda at h96_fixed, each compiled
-#      kernel's registers/spills. Look for "ms of kernels per call" on both lines and the intra / recur rows.
-#      A diagnosis, not the benchmark (no verdict consulted).
-#   2. kda6_verify (<= 100 s): the kda_forward gates, bf16, seeds 0 and 1 (101 s this morning with the old
-#      schedule, mostly host-side references; --timeout 60 bounds each gate, the stage limit the whole).
-#      Look for "kda_forward: PASSED" under both seeds; verify_kda6.json is what the bench reads.
-#      If it is cut, the profile stands as the only figure and the verdict is open.
-#   3. kda6_bench (<= 25 s): the benchmark at h96_fixed, ours vs fla chunk_kda interleaved, cold L2, fp64 spot
-#      checks; it times ours only if stage 2 passed. Look for the speedup line (was 0.278x).
+# Issue 14, session 6 (kda6): the chunk-parallel KDA schedule, reworked without a GPU:
+#   - its output launch folded into recur (no per-chunk state snapshots: 805 MB written and read back at
+#     h96_fixed, plus the output launch and two scratch fills, gone);
+#   - intra walks K in slices of BK = 32 (no spills; it had 304 bytes) and its first Tm doubling is exact;
+#   - recur holds the state transposed, [BV, K], at BV = 32 (4 V tiles x H programs where BV = 16 made 8:
+#     about 2 waves on 132 SMs instead of 3; 255 registers, 8 bytes spilled, Triton 3.9 AOT for sm_90a).
+# Session 6's first profile (s6-call2): 9.36 ms of kernels per call at h96_fixed (intra 4.98, recur 3.30,
+# output 0.44, fills 0.64); fla chunk_kda 2.61 ms (session 5's bench: ours 9.386 ms = 0.278x).
+# 150 s in all; the bench needs the verdict, so the verify runs first:
+#   1. kda6_verify (<= 105 s): the kda_forward gates, bf16, seeds 0 and 1 (96-101 s in session 5 and this
+#      morning with the old schedule, mostly host-side references; --timeout 60 bounds each gate). Look for
+#      "kda_forward: PASSED" under both seeds; verify_kda6.json is what the bench reads.
+#   2. kda6_bench (<= 45 s or what is left): h96_fixed, ours vs fla chunk_kda interleaved, cold L2, fp64 spot
+#      checks; ours is timed only if stage 1 passed. Look for the speedup line (session 5: 0.278x).
+#   3. kda6_profile (what is left of the 150 s, skipped under 12 s): per-launch device time of ours only (fla's
+#      autotuning did not fit 70 s this morning), for the default and three recur variants (BV 16 / 64 at 4
+#      warps, BV 128 at 8 warps), printed as each finishes: which BV the next session should make the default.
 # Run from the repository root with carry [".whl"] (lark, fla-core 0.6.0, einops wheels, as s4_kda.sh).
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 SCHED=experiments/kda/kda_fused_chunkpar.cake
-stage kda6_profile 25 python3 scripts/gpu_kda_profile.py --out $RES/kda6_profile.json --schedule $SCHED \
-  --shapes h96_fixed
-stage kda6_verify 100 cake verify --device cuda --timeout 60 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
+BUDGET_END=$(( $(date +%s) + 150 ))
+left() { local rest=$(( BUDGET_END - $(date +%s) )); echo $(( rest < $1 ? rest : $1 )); }
+stage kda6_verify "$(left 105)" cake verify --device cuda --timeout 60 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
   --json $RES/verify_kda6.json
-stage kda6_bench 25 python3 scripts/gpu_kda_bench.py --json $RES/kda6_bench.json --schedule $SCHED \
+stage kda6_bench "$(left 45)" python3 scripts/gpu_kda_bench.py --json $RES/kda6_bench.json --schedule $SCHED \
   --seed-verdict $RES/verify_kda6.json --shapes h96_fixed --max-seconds 10
+if [ "$(left 150)" -ge 12 ]; then
+  stage kda6_profile "$(left 150)" python3 scripts/gpu_kda_profile.py --out $RES/kda6_profile.json --schedule $SCHED \
+    --shapes h96_fixed --no-fla --params '{}' '{"BV": 16}' '{"BV": 64}' '{"BV": 128, "WARPS_RECUR": 8}'
+else
+  echo "stage kda6_profile skipped: $(left 150) s left of 150" | tee -a "$RES/stages.txt"
+fi
 cat $RES/stages.txt
