@@ -13,22 +13,25 @@
 #   2. kda6_bench (<= 45 s or what is left): h96_fixed, ours vs fla chunk_kda interleaved, cold L2, fp64 spot
 #      checks; ours is timed only if stage 1 passed. Look for the speedup line (session 5: 0.278x).
 #   3. kda6_profile (what is left of the 150 s, skipped under 12 s): per-launch device time of ours only (fla's
-#      autotuning did not fit 70 s this morning), for the default and three recur variants (BV 16 / 64 at 4
-#      warps, BV 128 at 8 warps), printed as each finishes: which BV the next session should make the default.
+#      autotuning did not fit 70 s this morning), for the default and the variants the CPU could not rank, each
+#      printed as it finishes: recur's V tile (BV 16 / 64), its loads pipelined (STAGES_RECUR 2: 72 bytes
+#      spilled), intra at 4 warps (no 4x-replicated [32, 32] products; 40 bytes spilled). Look for the
+#      "ms of kernels per call" line of each variant and its intra / recur rows.
 # Run from the repository root with carry [".whl"] (lark, fla-core 0.6.0, einops wheels, as s4_kda.sh).
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 SCHED=experiments/kda/kda_fused_chunkpar.cake
 BUDGET_END=$(( $(date +%s) + 150 ))
-left() { local rest=$(( BUDGET_END - $(date +%s) )); echo $(( rest < $1 ? rest : $1 )); }
-stage kda6_verify "$(left 105)" cake verify --device cuda --timeout 60 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
+# `budgeted NAME CAP MIN CMD...`: stage NAME under min(CAP, what is left of the 150 s); skipped (and recorded as
+# such) when less than MIN seconds are left. `timeout 0` would mean no limit at all, so a spent budget never
+# reaches `stage`.
+budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest=$(( BUDGET_END - $(date +%s) ))
+  if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of 150" | tee -a "$RES/stages.txt"; return 0; fi
+  stage "$name" $(( rest < cap ? rest : cap )) "$@"; }
+budgeted kda6_verify 105 60 cake verify --device cuda --timeout 60 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
   --json $RES/verify_kda6.json
-stage kda6_bench "$(left 45)" python3 scripts/gpu_kda_bench.py --json $RES/kda6_bench.json --schedule $SCHED \
+budgeted kda6_bench 45 20 python3 scripts/gpu_kda_bench.py --json $RES/kda6_bench.json --schedule $SCHED \
   --seed-verdict $RES/verify_kda6.json --shapes h96_fixed --max-seconds 10
-if [ "$(left 150)" -ge 12 ]; then
-  stage kda6_profile "$(left 150)" python3 scripts/gpu_kda_profile.py --out $RES/kda6_profile.json --schedule $SCHED \
-    --shapes h96_fixed --no-fla --params '{}' '{"BV": 16}' '{"BV": 64}' '{"BV": 128, "WARPS_RECUR": 8}'
-else
-  echo "stage kda6_profile skipped: $(left 150) s left of 150" | tee -a "$RES/stages.txt"
-fi
+budgeted kda6_profile 150 12 python3 scripts/gpu_kda_profile.py --out $RES/kda6_profile.json --schedule $SCHED \
+  --shapes h96_fixed --no-fla --params '{}' '{"BV": 16}' '{"STAGES_RECUR": 2}' '{"WARPS_INTRA": 4}' '{"BV": 64}'
 cat $RES/stages.txt
