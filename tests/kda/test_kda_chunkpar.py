@@ -46,8 +46,9 @@ def _inputs(batch: int, total: int, heads: int, dk: int, dv: int, cuts: list[int
 
 
 def _max_error(chunk: int, shape: tuple[int, int, int, int, int], cuts: list[int] | None, extreme: bool) -> float:
-    # BV follows C through both of their values (recur's V tile, the state transposed to [BV, K])
-    run = load_schedule(SCHEDULE, params=f'{{"C": {chunk}, "BV": {chunk}}}')
+    # BV and BK follow C through both of their values: recur's V tile (the state transposed to [BV, K]) and
+    # intra's K slice (at K = 17 and BK = 16 intra walks two slices, the second one masked past K)
+    run = load_schedule(SCHEDULE, params=f'{{"C": {chunk}, "BV": {chunk}, "BK": {chunk}}}')
     inputs = _inputs(*shape, cuts, extreme=extreme)
     o, state = run(*inputs)
     ref_o, ref_state = kda_forward(*(x.double() if x is not None and x.is_floating_point() else x for x in inputs))
