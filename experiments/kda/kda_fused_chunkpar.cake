@@ -48,7 +48,11 @@ param C = 32 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
 # intra's slice of K (see the launch); BK = K is the unsliced form
 param BK = 32 in {16, 32, 64, 128}
-param WARPS_INTRA = 8 in {1, 2, 4, 8}
+# 4 warps (session 6, without a GPU): at 255 registers a thread, 8 warps fill an SM's register file with one intra
+# program, whose chain of small dependent products (Tm's doublings) then stalls the SM at every layout change;
+# 4 warps let two programs share an SM (and Triton spreads a [32, 32] product over 4 warps with half the
+# replication of 8). It spills 40 bytes (8 warps: 0; Triton 3.9 for sm_90a); s6_kda6.sh profiles both.
+param WARPS_INTRA = 4 in {1, 2, 4, 8}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
 param STAGES_RECUR = 1 in {1, 2, 3}
