@@ -4,17 +4,13 @@ A `scratch` buffer is filled with its init value before the first launch (`Scrat
 skipped when the first launch that touches the buffer only stores to it, and one of its stores provably
 writes every element (`overwriting_launch`). The host then saves a memset per call (`cake export`'s runtime).
 
-The proof is syntactic and conservative: a store executed by every CTA of a one-CTA-per-tile grid, whose index
-covers each dim of the buffer's declared shape with
+The proof is syntactic and conservative: a store at the top level of a role body (executed once by every CTA
+of a one-CTA-per-tile grid), whose index covers each dim of the buffer's declared shape with
 - `:` (the whole dim),
 - a grid variable whose extent is that dim (`b` with `grid b in B` over a dim `B`), or
-- `g*W : +W` with `grid g in cdiv(DIM, W)` (a tiled dim; a masked store keeps it in bounds),
-each grid variable covering one dim at most. A store inside loops counts when every enclosing loop runs from 0
-and its variable covers a dim the same way (`for kk in 0 .. cdiv(K, BK)` with `kk*BK : +BK`, or
-`for i in 0 .. N` with `i`), and no statement rebinds that variable: such a loop runs once per tile of that
-dim, so it cannot run zero times while the buffer has elements. Anything else (a load, a copy or an atomic on
-the buffer in that launch, a store in a loop that covers no dim, a persistent grid, an index it cannot match)
-keeps the fill. Only the declared shape is covered: an allocation padded
+- `g*W : +W` with `grid g in cdiv(DIM, W)` (a tiled dim; a masked store keeps it in bounds).
+Anything else (a load, a copy or an atomic on the buffer in that launch, a store inside a loop, a persistent
+grid, an index it cannot match) keeps the fill. Only the declared shape is covered: an allocation padded
 beyond it (TMA boxes, 16-byte rows) still needs its padding set, which the host decides per shape.
 """
 
@@ -62,9 +58,7 @@ def _overwrites(launch: n.Launch, scratch: n.ScratchDecl) -> bool:
             if isinstance(stmt, n.Store) and isinstance(stmt.dest.base, n.Name) and stmt.dest.base.id == scratch.name:
                 if mentions((stmt.value, stmt.dest.items), name):
                     return False  # reads the buffer it writes
-                loops = _loop_extents(site.loops)
-                if len(loops) == len(site.loops) and _covers(stmt.dest.items, scratch.type.shape,
-                                                             {**extents, **loops}, set(loops)):
+                if not site.loops and _covers(stmt.dest.items, scratch.type.shape, extents):
                     covered = True
                 continue
             if mentions(stmt, name):
@@ -72,47 +66,29 @@ def _overwrites(launch: n.Launch, scratch: n.ScratchDecl) -> bool:
     return covered
 
 
-def _loop_extents(loops: tuple[n.For, ...]) -> dict[str, str]:
-    """The trip count of each enclosing loop that runs from 0 and whose variable nothing rebinds, by variable
-    (a loop outside this is left out, and a store under it covers nothing)."""
-    out = {}
-    for loop in loops:
-        rebound = any(isinstance(site.stmt, (n.Let, n.Assign)) and site.stmt.name == loop.var
-                      for site in walk_body(loop.body))
-        if isinstance(loop.start, n.IntLit) and loop.start.value == 0 and not rebound:
-            out[loop.var] = printer.expr(loop.stop)
-    return out
-
-
-def _covers(items: tuple[n.IndexItem, ...], shape: tuple[n.Expr, ...], extents: dict[str, str],
-            loop_vars: set[str]) -> bool:
-    """Whether a store at `items`, run once per CTA of a grid and once per trip of its enclosing loops (these
-    extents by variable), writes every element of a buffer of `shape`: each dim covered, each variable
-    covering one dim at most (`t*W : +W` twice writes diagonal tiles only), and every loop covering one."""
+def _covers(items: tuple[n.IndexItem, ...], shape: tuple[n.Expr, ...], extents: dict[str, str]) -> bool:
+    """Whether a store at `items`, run once per CTA of a grid with these axis extents, writes every element
+    of a buffer of `shape`."""
     if len(items) != len(shape):
         return False
-    used = [_covers_dim(item, dim, extents) for item, dim in zip(items, shape, strict=True)]
-    named = [var for var in used if isinstance(var, str)]
-    return all(var is not None for var in used) and len(named) == len(set(named)) and loop_vars <= set(named)
+    return all(_covers_dim(item, dim, extents) for item, dim in zip(items, shape, strict=True))
 
 
-def _covers_dim(item: n.IndexItem, dim: n.Expr, extents: dict[str, str]) -> str | bool | None:
-    """How `item` covers `dim`: True for the whole dim (`:`), the variable that tiles or walks it, None when
-    it does not."""
+def _covers_dim(item: n.IndexItem, dim: n.Expr, extents: dict[str, str]) -> bool:
     if isinstance(item, n.NewAxis):
-        return None
+        return False
     if isinstance(item, n.Slice):
         if item.start is None and item.size is None:
             return True
         if item.start is None or item.size is None:
-            return None
+            return False
         tile = _grid_times(item.start, item.size, extents)
-        if tile is None or extents[tile] != printer.expr(n.Call("cdiv", (dim, item.size))):
-            return None
-        return tile
-    if isinstance(item, n.Name) and item.id in extents and extents[item.id] == printer.expr(dim):
-        return item.id
-    return None
+        if tile is None:
+            return False
+        return extents[tile] == printer.expr(n.Call("cdiv", (dim, item.size)))
+    if isinstance(item, n.Name):
+        return item.id in extents and extents[item.id] == printer.expr(dim)
+    return False
 
 
 def _grid_times(start: n.Expr, width: n.Expr, extents: dict[str, str]) -> str | None:
