@@ -1,7 +1,12 @@
 """Where a KDA schedule's time goes: each launch's device time (torch.profiler) beside fla's `chunk_kda` at the
 same inputs, and each compiled Triton kernel's registers, spills and shared memory. Writes JSON, prints a table:
 
-    python3 scripts/gpu_kda_profile.py --out OUT.json [--schedule FILE.cake] [--params JSON] [--shapes h96_fixed ...]
+    python3 scripts/gpu_kda_profile.py --out OUT.json [--schedule FILE.cake] [--params JSON [JSON ...]]
+        [--shapes h96_fixed ...]
+
+Several `--params` objects profile several variants of the schedule in one process, on the same inputs and
+beside the same fla calls (each variant costs its compile and five calls): a cheap way to rank tile sizes and
+warps on the GPU before spending a benchmark on one.
 
 No verdict is consulted: this is a diagnosis, not a timing result (`scripts/gpu_kda_bench.py` is the benchmark).
 Inputs are the benchmark's (`gpu_kda_bench.shape_inputs`); each contestant is called twice to compile and warm,
@@ -44,6 +49,11 @@ def profile_calls(fn: Callable[..., Any], inputs: tuple[Any, ...]) -> list[dict[
     return sorted(rows, key=lambda r: -r["ms_per_call"])
 
 
+def variant_name(stem: str, params: str | None) -> str:
+    """A contestant's name: the schedule's stem, with the params it binds when it binds any."""
+    return stem if params is None else f"{stem} {params}"
+
+
 def triton_kernel_resources() -> list[dict[str, Any]]:
     """Registers, spills and shared memory of every Triton kernel compiled in this process."""
     rows = []
@@ -72,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/gpu_kda_profile.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--schedule", type=Path, default=SEED_SCHEDULE)
-    parser.add_argument("--params", help="JSON object binding the schedule's params (default: their defaults)")
+    parser.add_argument("--params", nargs="+", default=[None], metavar="JSON",
+                        help="JSON object(s) binding the schedule's params, one variant each (default: their defaults)")
     parser.add_argument("--shapes", nargs="+", default=["h96_fixed"], choices=[s.name for s in kda_shapes.GPU_SHAPES])
     parser.add_argument("--no-fla", action="store_true", help="profile the schedule only")
     parser.add_argument("--dry-run", action="store_true", help="lower and list, profile nothing (runs on a CPU)")
@@ -81,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from cake.experiments.kda.adapt import load_schedule
     from cake.experiments.kda.baselines import FLA_CHUNK
 
-    kernel = load_schedule(args.schedule, params=args.params)
-    contestants: dict[str, Callable[..., Any]] = {args.schedule.stem: kernel}
+    contestants: dict[str, Callable[..., Any]] = {
+        variant_name(args.schedule.stem, params): load_schedule(args.schedule, params=params) for params in args.params}
     if not args.no_fla and not args.dry_run:
         contestants[FLA_CHUNK.name] = FLA_CHUNK.load().run
     by_name = {s.name: s for s in kda_shapes.GPU_SHAPES}

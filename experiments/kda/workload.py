@@ -4,8 +4,8 @@ Two ops, bound to contracts in `contract.py` by name:
 
 * `kda_forward` — FlashKDA's fused semantics (l2norm of q and k, beta sigmoid and the safe gate inside the
   kernel), the benchmark's op and the one fitness is defined on; seeds `kda_fused_chunkpar.cake` (fla's
-  chunk-parallel structure: intra-chunk WY launch, inter-chunk state launch, output launch) and the naive
-  baseline seed `kda_fused_chunk16.cake` (one program per (batch, head) walking the chunks serially);
+  chunk-parallel structure: intra-chunk WY launch, then the inter-chunk state launch that also writes each
+  chunk's output) and the naive baseline seed `kda_fused_chunk16.cake` (one program per (batch, head) walking the chunks serially);
 * `kda_core` — pre-activated g and beta; seeds `kda_chunk16.cake` and `kda_chunk64.cake` (pairwise decays).
 
 Schedules are loaded through `adapt.load_schedule` (OpSpec.schedule_loader), which supplies the optional

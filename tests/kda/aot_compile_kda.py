@@ -2,7 +2,10 @@
 (kda_forward's inputs then h0) at the benchmark's K = V = 128 in bf16 and at a (17, 5) tail in f16. Run as a
 script in a process *without* TRITON_INTERPRET; prints one JSON line per (dtype, K, V).
 
-    python tests/kda/aot_compile_kda.py FILE.cake
+    python tests/kda/aot_compile_kda.py FILE.cake ['{"BV": 32}']
+
+The optional second argument binds the schedule's params (JSON, as `cake verify --params`): a register/spill
+report per variant, for choosing tile sizes, warps and stages without a GPU.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from cake.lowering.triton.aot import compile_for_target
 CASES = ((torch.bfloat16, 128, 128), (torch.float16, 17, 5))
 
 
-def main(path: str) -> None:
-    dense = load_schedule(path)
+def main(path: str, params: str | None = None) -> None:
+    dense = load_schedule(path, params=params)
     batch, total, heads = 1, 100, 2
     for dtype, dk, dv in CASES:
         tokens = [torch.randn(batch, total, heads, d).to(dtype) for d in (dk, dk, dv, dk)]
@@ -34,4 +37,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

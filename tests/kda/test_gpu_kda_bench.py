@@ -108,11 +108,11 @@ def test_a_multi_seed_verdict_passes_only_when_every_seed_does(tmp_path: Path) -
 
 def test_a_dry_run_lowers_the_schedule_with_its_params_and_times_nothing(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    assert bench.main(["--json", str(out), "--dry-run", "--params", '{"C": 16, "BVO": 128}',
+    assert bench.main(["--json", str(out), "--dry-run", "--params", '{"C": 16, "BK": 64}',
                        "--shapes", "h64_fixed", "h96_varlen_mixed"]) == 0
     data = json.loads(out.read_text())
     assert data["dry_run"] and data["shapes"] == [] and data["geomean_speedup"] == {}
-    assert data["schedule"].endswith("kda_fused_chunkpar.cake") and data["params"] == '{"C": 16, "BVO": 128}'
+    assert data["schedule"].endswith("kda_fused_chunkpar.cake") and data["params"] == '{"C": 16, "BK": 64}'
     assert data["notes"]["kda_fused_chunkpar"].startswith("not timed: no verdict")
     assert "kda_fused_chunkpar" not in data["contestants"]
 

@@ -1,5 +1,5 @@
 """The chunk-parallel KDA schedule (experiments/kda/kda_fused_chunkpar.cake) under Triton's CPU interpreter in
-fp32: three launches (intra-chunk WY terms, inter-chunk state, output) through scratch, against the fp64
+fp32: two launches (intra-chunk WY terms; inter-chunk state with each chunk's output) through scratch, against the fp64
 reference at each chunk size its domain allows, on a varlen batch with an empty sequence, and at the gate's
 extreme (every gate -5, where the decays factored about the chunk's middle row reach e^80: the bound the
 schedule's comments rely on); and (slow) compiled for sm_90a as an H200's first call would compile it. The
@@ -46,7 +46,9 @@ def _inputs(batch: int, total: int, heads: int, dk: int, dv: int, cuts: list[int
 
 
 def _max_error(chunk: int, shape: tuple[int, int, int, int, int], cuts: list[int] | None, extreme: bool) -> float:
-    run = load_schedule(SCHEDULE, params=f'{{"C": {chunk}, "BV": 16}}')
+    # BV and BK follow C through both of their values: recur's V tile (the state transposed to [BV, K]) and
+    # intra's K slice (at K = 17 and BK = 16 intra walks two slices, the second one masked past K)
+    run = load_schedule(SCHEDULE, params=f'{{"C": {chunk}, "BV": {chunk}, "BK": {chunk}}}')
     inputs = _inputs(*shape, cuts, extreme=extreme)
     o, state = run(*inputs)
     ref_o, ref_state = kda_forward(*(x.double() if x is not None and x.is_floating_point() else x for x in inputs))
@@ -69,23 +71,24 @@ def test_chunkpar_matches_the_fp64_reference(chunk: int, case: tuple[tuple[int, 
     assert _max_error(chunk, shape, cuts, extreme) < TOL
 
 
-def test_chunkpar_has_three_launches_and_params_the_search_can_tune(tmp_path: Path) -> None:
+def test_chunkpar_has_two_launches_and_params_the_search_can_tune(tmp_path: Path) -> None:
     kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
-    assert [launch.name for launch in kernel.launches] == ["intra", "recur", "output"]
+    assert [launch.name for launch in kernel.launches] == ["intra", "recur"]
     domains = {p.name: p for p in kernel.params}
-    assert {"C", "BV", "BVO", "WARPS_INTRA", "WARPS_RECUR", "WARPS_OUT"} <= set(domains)
-    source = lower(kernel, "triton", arch="sm_90a", params={"C": 16, "BV": 64, "BVO": 128}, filename=str(SCHEDULE)).source
-    assert source.count("@triton.jit") == 3
+    assert {"C", "BV", "WARPS_INTRA", "WARPS_RECUR", "STAGES_RECUR"} <= set(domains)
+    source = lower(kernel, "triton", arch="sm_90a", params={"C": 16, "BV": 64, "STAGES_RECUR": 3}, filename=str(SCHEDULE)).source
+    assert source.count("@triton.jit") == 2
 
 
 def test_chunkpar_keeps_what_feeds_the_state_in_fp32() -> None:
     # The interpreter cannot compute in bf16, so the rounding that failed seed 1's bf16 STREAM case on the H200
     # (u = beta v rounded to bf16: 2.3x the final_state tolerance at T = 1) is guarded here by the scratch types:
-    # what recur reads to update the state is fp32; only the output's operands are staged in E.
+    # what recur reads to update the state is fp32; only the output's operands are staged in E. recur computes
+    # the output itself, so no scratch holds a per-chunk copy of the state or of vn (805 MB at h96_fixed).
     kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
     elems = {s.name: s.type.elem for s in kernel.scratch}
-    assert all(elems[name] == DType.F32 for name in ("ws", "us", "kls", "gls")), elems
-    assert all(elems[name] == TypeVar("E") for name in ("qds", "ps", "vns", "hs")), elems
+    assert elems == {"ws": DType.F32, "us": DType.F32, "kls": DType.F32, "gls": DType.F32,
+                     "qds": TypeVar("E"), "ps": TypeVar("E")}, elems
 
 
 @pytest.mark.slow
@@ -101,10 +104,11 @@ def test_chunkpar_compiles_for_sm_90a_without_loop_spills() -> None:
     assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
     limit = ARCHS["sm_90a"].registers_per_thread_max
     for row in rows:
-        assert [u["launch"] for u in row["launches"]] == ["intra", "recur", "output"]
+        assert [u["launch"] for u in row["launches"]] == ["intra", "recur"]
         assert all(u["registers_per_thread"] <= limit for u in row["launches"]), row
         spills = {u["launch"]: u["spill_bytes"] for u in row["launches"]}
         # The fp32 products were IEEE FMA dots before `via dot.tf32x3`: recur spilled 4368 bytes a thread inside
-        # its serial loop (60 ms of 67 at h96_fixed on the H200) and intra 1656. What is left at K = V = 128
-        # (recur 32, intra 304 bytes, Triton 3.9) must not grow back to that.
-        assert spills["recur"] <= 64 and spills["intra"] <= 512 and spills["output"] == 0, row
+        # its serial loop (60 ms of 67 at h96_fixed on the H200) and intra 1656; intra then spilled 304 until its
+        # products were sliced over K (session 6: 40 at 4 warps; recur 8 at BV = 32, Triton 3.9). Neither may
+        # grow back.
+        assert spills["recur"] <= 64 and spills["intra"] <= 64, row
