@@ -107,8 +107,7 @@ def test_fill_is_kept_unless_proven_dead(text: str) -> None:
     ("update_sorted.cake", {"counts": "scan_tiles", "starts": "scan_clusters"}),
     ("update_ranked.cake", {"counts": "scan_tiles", "starts": "scan_clusters"}),
     # the intra launch's six buffers at the top level, recur's two inside its loop over the chunks
-    ("../kda/kda_fused_chunkpar.cake", {name: "intra" for name in ("ws", "us", "kls", "qds", "ps", "gls")}
-     | {"vns": "recur", "hs": "recur"}),
+    ("../kda/kda_fused_chunkpar.cake", {name: "intra" for name in ("ws", "us", "kls", "qds", "ps", "gls")}),
 ])
 def test_shipped_schedules(schedule: str, expected: dict[str, str]) -> None:
     assert overwritten_scratch(parse((KMEANS / schedule).read_text())) == expected

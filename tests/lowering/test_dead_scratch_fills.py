@@ -42,7 +42,7 @@ def _allocations(source: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("schedule", "unfilled", "filled"), [
-    (KDA / "kda_fused_chunkpar.cake", {"ws", "us", "kls", "qds", "ps", "gls", "vns", "hs"}, set()),
+    (KDA / "kda_fused_chunkpar.cake", {"ws", "us", "kls", "qds", "ps", "gls"}, set()),
     (KMEANS / "update_ranked.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_sorted.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_atomic.cake", set(), {"sums", "counts"}),
