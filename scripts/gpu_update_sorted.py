@@ -92,6 +92,15 @@ VARIANT_SETS: dict[str, tuple[Variant, ...]] = {
         # BN 256 doubles scan_tiles' serial walk over the tiles at B=1 (4096 tiles, 64 programs): half as many steps.
         ("ranked_bc128_rw8_bt256", RANKED, {"BC": 128, "RWARPS": 8, "BT": 256}),
     ),
+    # The reduce's column split (BD): D / BD programs per cluster, more gathers in flight at B = 1 (session 6's
+    # large_n reduce: 1024 programs of 2 warps, 0.124 ms against a 0.065 ms floor for the whole op).
+    "bd": (
+        ("ranked_default", RANKED, {}),
+        ("ranked_bd64", RANKED, {"BD": 64}),
+        ("ranked_bd32", RANKED, {"BD": 32}),
+        ("ranked_bd32_rw1", RANKED, {"BD": 32, "RWARPS": 1}),
+        ("ranked_bc64_rw4_bd64", RANKED, {"BC": 64, "RWARPS": 4, "BD": 64}),
+    ),
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -50,6 +50,13 @@ param BC = 32 in {8, 16, 32, 64, 128}
 param WARPS = 4 in {1, 2, 4, 8}
 param SWARPS = 4 in {4, 8, 16}
 param RWARPS = 2 in {1, 2, 4, 8}
+# The reduce's column tile: D / BD programs share a cluster, each summing its own BD columns over the cluster's rows
+# in index order (disjoint outputs: a configuration's bits do not change across runs; another BD may round
+# differently, as the reduction tree over BC rows follows the tile's layout). At large_n the reduce runs 1024 programs of RWARPS
+# warps (~500 threads an SM) gathering one dependent step at a time; splitting D multiplies the independent
+# gathers in flight. 128 keeps the measured kernels at D = 128 (the D = 64 shape masks the upper half); smaller
+# tiles are for the search and the bucket table, not yet timed on the H200.
+param BD = 128 in {32, 64, 128}
 # Software-pipeline depth of the reduce's walk over its cluster (Triton num_stages). 3 is Triton's own default, what
 # every launch without a pipelined loop gets, so the reduce measured before this param existed ran at 3.
 param RSTAGES = 3 in {1, 2, 3, 4}
@@ -122,22 +129,22 @@ launch scatter {
 }
 
 launch reduce {
-  grid k in K, b in B
+  grid k in K, b in B, dt in cdiv(D, BD)
 
   role main: warps RWARPS {
     let first: i32 = load starts[b, k]
     let cnt: i32 = load counts[b, k]
-    let acc: f32[D] = 0.0
+    let acc: f32[BD] = 0.0
     # A data-dependent trip count: the cluster's own size, BC points per step, in index order. `expect` is
     # the mean the cost model prices (N/K points per cluster); the kernel runs the true count.
     for c in 0 .. cdiv(cnt, BC) pipelined RSTAGES as stage expect cdiv(N, K * BC) {
       let p: i32[BC] = c * BC + arange(BC)
       let slot: i32[BC] = where(p < cnt, first + p, N)
       let idx: i32[BC] = load perm[b, slot] masked other N
-      acc = acc + sum(cast(load x[b, idx, :] masked other 0, f32), axis=0)
+      acc = acc + sum(cast(load x[b, idx, dt * BD : +BD] masked other 0, f32), axis=0)
     }
-    let old: f32[D] = cast(load c_old[b, k, :], f32)
+    let old: f32[BD] = cast(load c_old[b, k, dt * BD : +BD] masked other 0, f32)
     # maximum(cnt, 1) keeps empty clusters from dividing by zero; `where` then discards that quotient.
-    store cast(where(cnt > 0, acc / cast(maximum(cnt, 1), f32), old), T) -> c_new[b, k, :]
+    store cast(where(cnt > 0, acc / cast(maximum(cnt, 1), f32), old), T) -> c_new[b, k, dt * BD : +BD] masked
   }
 }
