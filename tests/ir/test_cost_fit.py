@@ -21,8 +21,8 @@ from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandida
 PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 DIMS = {"B": 8, "N": 16384, "K": 1024, "D": 128}
 TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
-PLANTED = Factors(tensor=2.0)  # what the "GPU" did, relative to the priors (it reorders RUN_B under priors)
-RUN_A = [{"BN": 128, "BK": 64, "STAGES": s, "WARPS": w} for s in (1, 2, 3) for w in (4, 8)]
+PLANTED = Factors(l2=4.0)  # what the "GPU" did, relative to the priors (it reorders RUN_B under priors)
+RUN_A = [{"BN": bn, "BK": bk, "STAGES": 3, "WARPS": 4} for bn in (32, 128) for bk in (32, 64, 128)]
 RUN_B = [{"BN": bn, "BK": bk, "STAGES": 2, "WARPS": 4} for bn in (64, 256) for bk in (32, 64, 128)]
 
 
