@@ -45,8 +45,13 @@ from cake.experiments.schedules import params_tag
 from cake.experiments.workload import get_workload
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall
-from cake.ir.cost_calibrations import (CALIBRATION_DIR, Calibration, CalibrationKey, calibration_for,
-                                       store_calibration)
+from cake.ir.cost_calibrations import (
+    CALIBRATION_DIR,
+    Calibration,
+    CalibrationKey,
+    calibration_for,
+    store_calibration,
+)
 from cake.ir.nodes import DType
 from cake.ir.parser import parse_diagnostics
 

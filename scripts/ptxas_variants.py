@@ -24,6 +24,7 @@ from cake.ir.parser import parse
 from cake.lowering.cuda.backend import compile_target, specialize_for_call
 from cake.lowering.cuda.compile import CompileError, compile_cubin, nvcc_version
 from cake.lowering.cuda.program import generate
+
 from cake.runs.store import CandidateStatus, RunStore
 
 HOPPER = (9, 0)  # the H200's compute capability: the runs' device
