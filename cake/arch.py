@@ -147,6 +147,9 @@ class ArchSpec:
     # setmaxnreg takes a per-thread count in this range, in steps of register_allocation_granularity [ptx]
     setmaxnreg_min_registers: int = 24
     setmaxnreg_max_registers: int = 256
+    # SM sub-partitions, each with one warp scheduler issuing one warp instruction per clock (sm_80, sm_90 and
+    # sm_100 alike) [ccg: the compute-capability tables, and the architecture whitepapers' SM diagrams]
+    warp_schedulers_per_sm: int = 4
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features

@@ -78,6 +78,7 @@ class Work:
     tensor_reads: tuple[tuple[str, float, float], ...] = ()  # (tensor, bytes requested per tile, its size)
     iterations: float = 0.0  # innermost-loop iterations per tile (each one a dependent chain)
     acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
+    serial_loads: float = 0.0  # memory latencies one thread waits in turn (a backend's serial tile loads)
 
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
@@ -113,6 +114,8 @@ class _Counter:
     acc_bytes: float = 0.0  # the largest mma result (fp32), live in registers
     acc_touches: float = 1.0
     iterations: float = 0.0
+    serial_loads: float = 0.0
+    register_load_bytes: float = 0.0  # global bytes loaded into register tiles (not copies)
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
     in_mma_operand: bool = False  # reading an mma's operands: the tensor cores read shared memory themselves
 
@@ -307,8 +310,15 @@ class _Counter:
             row = BUILTINS.get(s.value.func) if isinstance(s.value, n.Call) else None
             if row is not None and row.kind in _ALONG_AXIS and len(shape) == 1:
                 self.reduced.add(s.name)
+            loaded = self.global_bytes - before
+            if loaded and len(shape) >= 2 and isinstance(s.value, n.Load):
+                self.register_load_bytes += loaded
+                if self.consts.serial_load_vector_bytes > 0:  # each thread's vectors, one memory latency each
+                    vectors = math.prod(shape) * eb / self.consts.serial_load_vector_bytes
+                    self.serial_loads += mult * math.ceil(vectors / max(1, self.threads))
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
-                self.staged_smem += pipelined * math.prod(shape) * eb
+                buffers = pipelined if self.consts.register_loads_pipelined else 1
+                self.staged_smem += buffers * math.prod(shape) * eb
             elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
                 self.staged_smem += math.prod(shape) * eb  # an mma operand loaded once still lands in smem
             if not isinstance(s.value, n.Load):  # loaded operands stream through shared memory
@@ -342,11 +352,13 @@ class _Counter:
         elif isinstance(s, n.For):
             trips = self.trips(s)
             stages = self.val(s.pipeline.stages) if s.pipeline is not None else 1
-            before = self.global_bytes
+            before, before_reg = self.global_bytes, self.register_load_bytes
             if not any(isinstance(inner, n.For) for inner in s.body):
                 self.iterations += mult * trips
             self.body(s.body, mult * trips, max(pipelined, stages) if s.pipeline is not None else pipelined)
             moved = self.global_bytes - before
+            if not self.consts.register_loads_pipelined and 2 * (self.register_load_bytes - before_reg) >= moved:
+                stages = 1  # mostly register loads, which this backend does not pipeline: nothing in flight ahead
             if trips and moved:
                 self.loop_bytes.append((moved / (mult * trips), stages))
         elif isinstance(s, (n.Wait, n.Arrive, n.ExpectTx, n.Sync, n.NamedBarrierSync)):
@@ -380,14 +392,15 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
         stages = 1 if tm.stages is None else c.val(tm.stages)
         c.scope[tm.name] = _Tile(tuple(c.val(x) for x in tm.type.shape), 4, "tmem", stages)
     base_scope = dict(c.scope)
-    chain = 0.0
+    chain = serial = 0.0
     for role in launch.roles:
         for _ in an.role_instances(role, env):
             c.scope = dict(base_scope)
-            c.iterations = 0.0
+            c.iterations = c.serial_loads = 0.0
             c.body(role.body, 1.0, 1)
             chain = max(chain, c.iterations)  # roles run concurrently: their chains overlap
-    c.iterations = chain
+            serial = max(serial, c.serial_loads)
+    c.iterations, c.serial_loads = chain, serial
     tiles = 1
     for axis in launch.grid.axes:
         tiles *= max(0, c.val(axis.extent))
@@ -396,7 +409,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
-                stages, reads, c.iterations, c.acc_touches)
+                stages, reads, c.iterations, c.acc_touches, c.serial_loads)
     return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
@@ -512,10 +525,20 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
         overhead_s=consts.launch_overhead_s,
         spill_s=cp.spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.resident_ctas, clock_hz,
                                  consts),
-        chain_s=cp.chain_seconds(tile_iterations, occ.resident_ctas, clock_hz, consts),
+        chain_s=cp.chain_seconds(tile_iterations, occ.resident_ctas, clock_hz, consts,
+                                 _issue_per_iteration(work, occ, peak_tensor / clock_hz, arch(consts.arch)))
+        + cp.serial_load_seconds(busiest * work.serial_loads, occ.resident_ctas, consts),
         compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
         memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
     )
+
+
+def _issue_per_iteration(work: Work, occ: Occupancy, tensor_flops_per_clock: float, spec: ArchSpec) -> float:
+    """Clocks the busiest warp spends issuing one innermost iteration's work (0 for a launch without a loop)."""
+    if work.iterations <= 0:
+        return 0.0
+    return cp.warp_issue_cycles(work.cuda_ops / work.iterations, work.tensor_flops / work.iterations,
+                                occ.threads_per_cta, tensor_flops_per_clock, spec.warp_schedulers_per_sm)
 
 
 def _hbm_bytes(work: Work, tiles: int, l2_bytes: int) -> float:

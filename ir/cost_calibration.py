@@ -53,6 +53,12 @@ class CostConstants:
     # Issue slots per element of a shared-memory tile read into registers for CUDA-core math (not as an
     # mma operand, which the tensor cores read themselves): swizzled addressing and bank conflicts.
     smem_elementwise_ops_per_element: float
+    # Whether the backend turns a global->register tile load in a `pipelined` loop into asynchronous copies over
+    # the loop's stages (else one buffer, loaded synchronously each iteration: no stages of latency hiding).
+    register_loads_pipelined: bool
+    # 0: a tile load issues its vectors together (one memory latency). N > 0: each thread issues its N-byte
+    # vectors one after another, each waiting a full memory latency (a dependent chain of the CTA).
+    serial_load_vector_bytes: int
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str
@@ -162,6 +168,7 @@ class Fit:
     inert: tuple[str, ...]  # factors that never changed a prediction (left at 1.0)
     bounds: tuple[float, float]
     regularization: float
+    level: float = 1.0  # the common scale of every term, folded into `factors` (1.0 without a free level)
 
     def warning(self) -> str | None:
         if not self.at_bound:
@@ -175,11 +182,17 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequence[float], *,
                 bounds: tuple[float, float] = (1.0 / 16.0, 16.0), regularization: float = 0.01,
-                names: Sequence[str] = FACTOR_NAMES, rounds: int = 12, grid_steps_per_octave: int = 2) -> Fit:
+                names: Sequence[str] = FACTOR_NAMES, rounds: int = 12, grid_steps_per_octave: int = 2,
+                free_level: bool = True) -> Fit:
     """Least squares on log time, regularized toward 1.0, by coordinate descent in log space.
 
-    Minimizes mean_i (log predicted_i - log measured_i)^2 + regularization * sum_f (log f)^2 with each
-    factor in `bounds`. Each coordinate step scans a log grid (`grid_steps_per_octave`) and refines the best
+    Minimizes mean_i (log predicted_i + log level - log measured_i)^2 + regularization * sum_f (log f)^2 with
+    each factor and the level in `bounds`. The level (`free_level`, on by default) is one scale common to every
+    term, set to its best value for each candidate set of factors and folded into the returned factors (every
+    term scales with it, so it never changes a ranking): without it the fit takes the measured level from
+    whichever single factor is cheapest to move under the regularization — on the CUDA backend the tensor
+    term, whose 6x then swamped the terms that order the schedules (session 5). A level at a bound is
+    reported in `at_bound` as "level": a units mismatch, not a rate. Each coordinate step scans a log grid (`grid_steps_per_octave`) and refines the best
     bracket by golden-section search, so the result is deterministic. `predict(factors)` re-times every
     sample with `factors` (cheap: the work counts are fixed).
     """
@@ -187,9 +200,18 @@ def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequenc
     logs = [math.log(m) for m in measured]
     count = max(1, len(logs))
 
+    def level_of(predicted: Sequence[float]) -> float:
+        """The log scale (inside the bounds) that best maps these predictions onto the measurements; 0 without
+        a free level."""
+        if not free_level:
+            return 0.0
+        return min(hi, max(lo, sum(t - math.log(p) for p, t in zip(predicted, logs, strict=True)) / count))
+
     def loss(logf: dict[str, float]) -> float:
         f = Factors(**{k: math.exp(v) for k, v in logf.items()})
-        err = sum((math.log(p) - t) ** 2 for p, t in zip(predict(f), logs, strict=True)) / count
+        predicted = predict(f)
+        level = level_of(predicted)
+        err = sum((math.log(p) + level - t) ** 2 for p, t in zip(predicted, logs, strict=True)) / count
         return err + regularization * sum(v * v for v in logf.values())
 
     current = {name: 0.0 for name in FACTOR_NAMES}
@@ -231,12 +253,15 @@ def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequenc
                 current[name], best_loss = value, cand_loss
         if start_loss - best_loss < 1e-10:
             break
-    factors = Factors(**{k: math.exp(v) for k, v in current.items()})
+    level = level_of(predict(Factors(**{k: math.exp(v) for k, v in current.items()})))
+    factors = Factors(**{k: math.exp(v + level) for k, v in current.items()})
     fitted = predict(factors)
     rms = math.sqrt(sum((math.log(p) - t) ** 2 for p, t in zip(fitted, logs, strict=True)) / count)
     tol = 1e-3
     at_bound = tuple(k for k in names if k not in inert and (current[k] <= lo + tol or current[k] >= hi - tol))
-    return Fit(factors, rms, at_bound, tuple(sorted(inert)), bounds, regularization)
+    if free_level and (level <= lo + tol or level >= hi - tol):
+        at_bound += ("level",)
+    return Fit(factors, rms, at_bound, tuple(sorted(inert)), bounds, regularization, math.exp(level))
 
 
 # ---- measured samples and the distiller's calibration targets ---------------------------------------------

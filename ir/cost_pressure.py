@@ -20,6 +20,15 @@ to dominate the worst schedules:
 - **Iteration chain** (`chain_seconds`): one loop iteration is a dependent chain (wait for the stage, mma,
   reductions, exchanges); a CTA cannot run its iterations faster than that chain, and only the CTAs
   resident beside it overlap theirs. This is what makes many small tiles (small BN, small BK) slow.
+- **Warp issue** (`warp_issue_cycles`): the chain also contains the work itself, as the busiest warp issues
+  it: a warp issues one instruction per clock on its SM sub-partition (one CUDA-core op for 32 lanes), and
+  its mma instructions at most at its sub-partition's share of the SM's tensor rate. An iteration's work is
+  split over the CTA's warps, so a CTA of fewer warps has a longer chain for the same tile — which the
+  aggregate throughput terms (every warp of the SM together) cannot see, and which resident CTAs overlap
+  like the rest of the chain.
+- **Serial loads** (`serial_load_seconds`): a backend that loads a tile into registers as a per-thread loop
+  of vectors, each behind its own bounds branch (`serial_load_vector_bytes`), makes each thread wait one
+  memory latency per vector in turn; that too is part of the CTA's chain.
 """
 
 from __future__ import annotations
@@ -79,9 +88,28 @@ def spill_seconds(spilled: float, touches_per_iteration: float, tile_iterations:
     return trips * consts.local_memory_latency_cycles / clock_hz / max(1, resident_ctas)
 
 
-def chain_seconds(tile_iterations: float, resident_ctas: int, clock_hz: float, consts: CostConstants) -> float:
-    """The dependent chain of each loop iteration, overlapped only across resident CTAs."""
-    return tile_iterations * consts.iteration_latency_cycles / clock_hz / max(1, resident_ctas)
+def warp_issue_cycles(cuda_ops: float, tensor_flops: float, threads: int, tensor_flops_per_clock_per_sm: float,
+                      schedulers_per_sm: int) -> float:
+    """Clocks one warp spends issuing its share of `cuda_ops` (per-element ops) and `tensor_flops` (at full
+    rate, as `Work` counts them) spread evenly over a CTA of `threads` threads: one op per lane per clock, and
+    mma at one sub-partition's share of the SM's tensor rate."""
+    warps = max(1, threads // 32)
+    per_partition = tensor_flops_per_clock_per_sm / max(1, schedulers_per_sm)
+    return cuda_ops / max(1, threads) + (tensor_flops / warps / per_partition if per_partition > 0 else 0.0)
+
+
+def chain_seconds(tile_iterations: float, resident_ctas: int, clock_hz: float, consts: CostConstants,
+                  issue_cycles_per_iteration: float = 0.0) -> float:
+    """The dependent chain of each loop iteration — its fixed latency plus the busiest warp's issue of the
+    iteration's work (`warp_issue_cycles`) — overlapped only across resident CTAs."""
+    cycles = consts.iteration_latency_cycles + issue_cycles_per_iteration
+    return tile_iterations * cycles / clock_hz / max(1, resident_ctas)
+
+
+def serial_load_seconds(serial_loads: float, resident_ctas: int, consts: CostConstants) -> float:
+    """Memory latencies a thread waits one after another (`serial_loads` over all tiles the busiest SM runs),
+    overlapped only across resident CTAs: a CTA waits at its barrier for its slowest thread."""
+    return serial_loads * consts.memory_latency_ns * 1e-9 / max(1, resident_ctas)
 
 
 def mma_touches(family: str, k: int, consts: CostConstants) -> float:

@@ -24,7 +24,8 @@ device and the toolchain. Each key is fitted on its own (`cake.ir.cost_calibrati
 
 `--write` stores the fit on all runs of a key (wins excluded) as `ir/data/calibrations/<key>.json`, with
 its provenance, when its held-out-by-run rho is at least the priors' on the same schedules at every timing shape (else it says why
-not; a one-run key needs `--allow-single-run`). A run that records no device or toolchain (the committed session-2 runs predate both) is
+not; a one-run key needs `--allow-single-run`). When it stores no fit, it removes the key's stored file if those
+factors rank the key's runs worse than the priors (`stale_stored`: fitted for an earlier model). A run that records no device or toolchain (the committed session-2 runs predate both) is
 used only with the assumption stated in `COMMITTED_PROVENANCE` or on the command line, and the assumption is
 written into the provenance.
 """
@@ -44,7 +45,13 @@ from cake.experiments.schedules import params_tag
 from cake.experiments.workload import get_workload
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall
-from cake.ir.cost_calibrations import CALIBRATION_DIR, Calibration, CalibrationKey, store_calibration
+from cake.ir.cost_calibrations import (
+    CALIBRATION_DIR,
+    Calibration,
+    CalibrationKey,
+    calibration_for,
+    store_calibration,
+)
 from cake.ir.nodes import DType
 from cake.ir.parser import parse_diagnostics
 
@@ -417,6 +424,31 @@ def keep_decision(summary: Mapping[str, Any], allow_single_run: bool) -> tuple[b
                            f"({tag})" for tag, g in groups.items())
 
 
+def stale_stored(key: CalibrationKey, samples: Sequence[Sample],
+                 directory: Path = CALIBRATION_DIR) -> tuple[Path | None, str]:
+    """The stored calibration file of `key` when it ranks the key's runs worse than the priors at some timing
+    shape (factors fitted for an earlier version of the model's terms), with why; (None, why not) otherwise.
+    `--write` removes such a file when it keeps no new fit: prior factors, labelled uncalibrated, are then
+    the better ranking, and stale factors would be used without a word."""
+    path = directory / key.file_name
+    state = calibration_for(key.backend, key.device, key.toolchain, directory)
+    if state.calibration is None or not path.is_file():
+        return None, "no stored calibration"
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(shape_tag(s), []).append(s)
+    for tag, group in sorted(groups.items()):
+        measured = [s.measured_ms for s in group]
+        if len(group) < 2:
+            continue
+        stored = spearman([s.prediction.retimed(state.factors) for s in group], measured)
+        prior = spearman([s.prediction.time_s for s in group], measured)
+        if stored < prior:
+            return path, (f"the stored factors rank its runs at rho {stored:.3f} < the priors' {prior:.3f} ({tag}): "
+                          f"fitted for an earlier model")
+    return None, "the stored factors rank its runs at least as well as the priors"
+
+
 def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapping[str, Any],
                    assumptions: Mapping[str, str]) -> Calibration:
     fit = fit_on([s for s in samples if not s.win])
@@ -537,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   wrote {path.relative_to(ROOT)}: {why}")
             else:
                 print(f"   NOT STORED: {why}")
+                stale, stale_why = stale_stored(key, by_key[key])
+                summary["stored"]["stale_removed"] = stale_why if stale is not None else None
+                if stale is not None:
+                    stale.unlink()
+                    print(f"   REMOVED {stale.relative_to(ROOT)}: {stale_why}; the key prices with prior factors "
+                          "(uncalibrated) until a fit beats them")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,

@@ -33,6 +33,7 @@ class FakeToolchain:
                  validate_dims: dict[str, int] | None = None):
         # backend/validate_dims: what the validator checks for (budgets proven at those dims when given)
         self._validate = make_validator(self.arch, backend, dims=validate_dims)
+        self.backend = backend
         self.baseline_ms = self.predict_ms(parse(seed_path.read_text()))
         self.crash_after = crash_after
         self.evaluated: list[int] = []
@@ -43,9 +44,10 @@ class FakeToolchain:
 
     def predict_ms(self, kernel: n.Kernel) -> float | None:
         try:
-            # Priced as the Triton backend lowers it, with its calibration, whatever backend validates: the
-            # fitness these tests script (the model's) was designed on those numbers.
-            return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch, backend="triton").time_ms
+            # Priced as the backend that validates lowers it, with that backend's calibration (or its priors):
+            # a Triton calibration fitted on plain Triton kernels says nothing about warp-specialized schedules
+            # only the CUDA backend lowers.
+            return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch, backend=self.backend).time_ms
         except CostError:
             return None
 

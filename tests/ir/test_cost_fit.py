@@ -11,6 +11,7 @@ import fit_cost_model as fcm
 import pytest
 from cake.ir.cost import predict
 from cake.ir.cost_calibration import Factors
+from cake.ir.cost_calibrations import Calibration, store_calibration
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
@@ -21,8 +22,8 @@ from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandida
 PLAIN = (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / "assign_plain.cake").read_text()
 DIMS = {"B": 8, "N": 16384, "K": 1024, "D": 128}
 TOOLCHAIN = "triton-3.6.0+torch-2.11.0"
-PLANTED = Factors(tensor=2.0)  # what the "GPU" did, relative to the priors (it reorders RUN_B under priors)
-RUN_A = [{"BN": 128, "BK": 64, "STAGES": s, "WARPS": w} for s in (1, 2, 3) for w in (4, 8)]
+PLANTED = Factors(l2=4.0)  # what the "GPU" did, relative to the priors (it reorders RUN_B under priors)
+RUN_A = [{"BN": bn, "BK": bk, "STAGES": 3, "WARPS": 4} for bn in (32, 128) for bk in (32, 64, 128)]
 RUN_B = [{"BN": bn, "BK": bk, "STAGES": 2, "WARPS": 4} for bn in (64, 256) for bk in (32, 64, 128)]
 
 
@@ -112,11 +113,12 @@ def test_a_run_without_device_needs_a_stated_assumption(tmp_path: Path, capsys: 
     assert key["key"] == f"triton/H200/{TOOLCHAIN}" and key["held_out_by_run"]["pooled"]["n"] == len(RUN_A) + len(RUN_B)
 
 
-# What RESULTS.md reports for the committed data ("The cost model per backend, held out by run, session 5"):
-# held-out-by-run figures within one timing shape, as (n, rho at least, top-5 recall at least).
+# What the committed data gives (session 6: warp issue and the CUDA backend's serial loads in the chain, a free
+# level in the fit): held-out-by-run figures within one timing shape, as (n, rho at least, top-5 recall at least).
+# Session 5 reported 0.555 / 0.2 (CUDA) and 0.689 / 0.2 (Triton) at the same shape.
 REPORTED = {
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.55, 0.2),
-    "triton/H200/triton-3.6.0+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 171, 0.68, 0.2),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.74, 0.2),
+    "triton/H200/triton-3.6.0+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 171, 0.72, 0.4),
 }
 
 
@@ -179,3 +181,17 @@ def test_retracted_timings_are_read_per_run(tmp_path: Path) -> None:
     assert fcm.retracted_timings(costdata / "runs" / "cuda-0") == {"abc"}
     assert fcm.retracted_timings(costdata / "runs" / "triton-0") == frozenset()
     assert fcm.retracted_timings(tmp_path / "elsewhere" / "runs" / "cuda-0") == frozenset()
+
+
+def test_a_stored_calibration_that_ranks_worse_than_the_priors_is_stale(tmp_path: Path) -> None:
+    # Factors fitted for an earlier model can rank the same runs worse than the current priors; --write then
+    # removes them instead of leaving them to price every later search.
+    loaded = fcm.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)])
+    key = loaded.samples[0].key
+    directory = tmp_path / "calibrations"
+    assert fcm.stale_stored(key, loaded.samples, directory) == (None, "no stored calibration")
+    store_calibration(Calibration(key, PLANTED, 1, "2026-12-02", {}, ()), directory)
+    assert fcm.stale_stored(key, loaded.samples, directory)[0] is None  # the planted factors rank them exactly
+    store_calibration(Calibration(key, Factors(smem=16.0), 1, "2026-12-02", {}, ()), directory)  # rho 0.60 < 0.74
+    path, why = fcm.stale_stored(key, loaded.samples, directory)
+    assert path == directory / key.file_name and "fitted for an earlier model" in why
