@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,13 @@ def calibrate_op(contract: Contract, include_triton: bool, device: str = "cpu",
             if interpreted and dtype == torch.bfloat16:
                 continue  # the interpreter computes bf16 as integers: not a control there
             for seed in seeds:
-                found += ratios(contract, kernel, dtype, interpreted, device, source, seed)
+                started = time.perf_counter()
+                cases = ratios(contract, kernel, dtype, interpreted, device, source, seed)
+                found += cases
+                # Progress on stderr: a GPU calibration at long sequences runs for minutes, and a run cut by a time
+                # limit should say how far it got.
+                print(f"{contract.name} {dtype_name(dtype)} {source} seed {seed}: {len(cases)} cases in "
+                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
             sources.append(source)
         entry[dtype_name(dtype)] = dtype_entry(contract.name, found, sources)
     return entry
