@@ -53,6 +53,15 @@ param BK = 32 in {16, 32, 64, 128}
 # 4 warps let two programs share an SM (and Triton spreads a [32, 32] product over 4 warps with half the
 # replication of 8). It spills 40 bytes (8 warps: 0; Triton 3.9 for sm_90a); s6_kda6.sh profiles both.
 param WARPS_INTRA = 4 in {1, 2, 4, 8}
+# Session 7 (kdaintra7, without a GPU): intra is latency-bound at two programs an SM (255 registers x 128
+# threads); these two params are the levers the SASS shows (scripts/aot_kda_sass.py), defaults as measured.
+# REGS_INTRA caps intra's registers (Triton's maxnreg): 168 fits three programs an SM, 128 four, at the price of
+# spills to local memory (Triton 3.6 counts in the header of scripts/gpu/s7_kdaintra7.sh). 255 is no cap.
+param REGS_INTRA = 255 in {128, 168, 255}
+# STAGES_INTRA is the num_stages of intra's two K-slice loops (Triton's default, 3, before session 7): with
+# four slices, the cp.async staging of three buffers is index arithmetic and shared-memory traffic on the
+# critical path; 1 loads each slice in place (about a fifth fewer instructions a program, fewer spills).
+param STAGES_INTRA = 3 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
 param STAGES_RECUR = 1 in {1, 2, 3}
@@ -78,7 +87,7 @@ scratch gls: f32[B, cdiv(T, C), H, K] = 0
 
 launch intra {
   grid t in cdiv(T, C), h in H, b in B
-  role main: warps WARPS_INTRA {
+  role main: warps WARPS_INTRA, regs REGS_INTRA {
     # K is walked in slices of BK: A and P accumulate over the slices and every per-channel term (the gate, gc,
     # the decayed keys and queries) lives one [C, BK] slice at a time. A product contracting all of K = 128
     # holds a replicated [C, K] operand per warp (fp32 and split in two for tf32x3): at BK = K intra filled the
@@ -96,7 +105,7 @@ launch intra {
     let kn: f32[C] = rsqrt(sum(kr * kr, axis=1) + 1.0e-6)
     let A: f32[C, C] = 0.0
     let P: f32[C, C] = 0.0
-    for kk in 0 .. cdiv(K, BK) {
+    for kk in 0 .. cdiv(K, BK) pipelined STAGES_INTRA as s {
       let bias: f32[BK] = load dt_bias[h, kk*BK : +BK] masked other 0
       let graw: f32[C, BK] = cast(load g[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32)
       # rows past T have gate 0, so gc is flat there and the last row is the whole chunk's decay
@@ -129,7 +138,7 @@ launch intra {
     }
     # w = Tm (beta k e^gc), slice by slice: gc is recomputed from the same loads by the same expression (cheaper
     # than keeping [C, K] of it live across the solve)
-    for kk in 0 .. cdiv(K, BK) {
+    for kk in 0 .. cdiv(K, BK) pipelined STAGES_INTRA as s {
       let bias: f32[BK] = load dt_bias[h, kk*BK : +BK] masked other 0
       let graw: f32[C, BK] = cast(load g[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32)
       let gc: f32[C, BK] = cumsum(where(live[:, None], -5.0 / (1.0 + exp(-rate * (graw + bias[None, :]))), 0.0), axis=0)
