@@ -34,6 +34,8 @@
 # two tf32x3 products by the identity (fewer roundings, not more); intra's K slices change only the order in
 # which A's and P's fp32 sums over K are accumulated (each slice a tf32x3 product into the fp32 accumulator), and
 # w's slices recompute gc by the same expression from the same loads; transposing the state changes no value.
+# Session 7 adds intra's register cap and loop stages (below): code placement only, every operation and rounding
+# as above (BK = 16 reorders A's and P's sums over K as BK = 32 did).
 # BV = 32 by default (session 6, without a GPU): recur's grid is V/BV x H x B programs walking all T/C chunks
 # serially, so its time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and
 # 4 warps an SM holds two recur programs: BV = 16 made 768 programs at h96_fixed, three waves on 132 SMs; BV = 32
@@ -54,13 +56,17 @@ param BK = 32 in {16, 32, 64, 128}
 # replication of 8). It spills 40 bytes (8 warps: 0; Triton 3.9 for sm_90a); s6_kda6.sh profiles both.
 param WARPS_INTRA = 4 in {1, 2, 4, 8}
 # Session 7 (kdaintra7, without a GPU): intra is latency-bound at two programs an SM (255 registers x 128
-# threads); these two params are the levers the SASS shows (scripts/aot_kda_sass.py), defaults as measured.
+# threads, about 53 us a program on the H200); these two params are the levers its SASS shows (sm_90a, Triton
+# 3.6, scripts/aot_kda_sass.py; the table is in scripts/gpu/s7_kdaintra7.sh, which ranks them). Defaults: as
+# measured. Neither changes a value: a register cap and the loops' num_stages change no operation.
 # REGS_INTRA caps intra's registers (Triton's maxnreg): 168 fits three programs an SM, 128 four, at the price of
-# spills to local memory (Triton 3.6 counts in the header of scripts/gpu/s7_kdaintra7.sh). 255 is no cap.
+# spills to local memory. 255 is no cap. With one stage and BK = 16 intra needs 190 registers unbounded and
+# spills 24 bytes at 168 (BK = 32: 160 bytes, 267 spill instructions a program).
 param REGS_INTRA = 255 in {128, 168, 255}
-# STAGES_INTRA is the num_stages of intra's two K-slice loops (Triton's default, 3, before session 7): with
-# four slices, the cp.async staging of three buffers is index arithmetic and shared-memory traffic on the
-# critical path; 1 loads each slice in place (about a fifth fewer instructions a program, fewer spills).
+# STAGES_INTRA is the num_stages of intra's two K-slice loops (Triton's default, 3, before session 7): over four
+# slices the cp.async staging of three buffers costs index arithmetic, shared-memory traffic and barriers; at 1
+# each slice is loaded in place: 14,987 instructions a warp per program instead of 22,156, 107 block barriers
+# instead of 143, no spills (the loads' latency is exposed instead: only the H200 can weigh the two).
 param STAGES_INTRA = 3 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
