@@ -132,11 +132,14 @@ launch intra {
     # Tm = (I + A)^-1 by recursive doubling over diagonal blocks (all rows at once, not row by row): with Tm the
     # inverse of (I + A)'s diagonal blocks of `width`, the blocks of 2 width are [[D1, 0], [L, D2]], whose
     # inverse is Tm - Tm L Tm (L: A's entries below the diagonal blocks of `width` inside those of 2 width).
-    # At width 1 Tm is I, so the first level is I - L exactly, without products: start there at width 2; four
-    # more doublings reach 32 >= C. Each is exact algebra, as stable as block forward substitution.
+    # At width 1 Tm is I, so the first level is I - L exactly, without products: start there at width 2; the
+    # doublings stop at width >= C: four at C = 32, three at C = 16 (3 + C // 32 of them: exactly log2(C) - 1 for
+    # C in 16 .. 64, one more than needed at 8 and 128, where the extra level's L is zero; session 7 — C = 16 ran
+    # a fourth level of two dependent tf32x3 products by a zero L). Each is exact algebra, as stable as block
+    # forward substitution.
     let Tm: f32[C, C] = where(row[:, None] == row[None, :], 1.0, where((row[:, None] == row[None, :] + 1) & (row[:, None] % 2 == 1), -A, 0.0))
     let width: i32 = 2
-    for level in 1 .. 5 {
+    for level in 1 .. 4 + C // 32 {
       let pair: bool[C, C] = row[:, None] // (2 * width) == row[None, :] // (2 * width)
       let L: f32[C, C] = where(pair & (row[:, None] // width > row[None, :] // width), A, 0.0)
       Tm = Tm - mma(mma(Tm, L) via dot.tf32x3, Tm) via dot.tf32x3

@@ -9,11 +9,12 @@
 #   {"STAGES_INTRA": 1, "REGS_INTRA": 168}            168   160  14867  1056  107    1843   345    267
 #   {"BK": 16, "STAGES_INTRA": 1, "REGS_INTRA": 168}  168    24  15801  1056  179    1847   345     10
 #   {"BK": 16, "STAGES_INTRA": 1, "REGS_INTRA": 128}  128   104  16106  1056  179    1847   345    272
-#   {"C": 16, "STAGES_INTRA": 1, "REGS_INTRA": 168}   168     0   7138   336   89     541   177      0
-# (trips 4,4,4; BK 16: 8,4,8; C 16 covers 16 rows a program, 24,576 more programs, and doubles recur's serial
-# chunks: only the total ranks it). 255 registers x 128 threads leave two programs an SM, 168 three, 128 four;
-# shared memory is 40 KB a program in all six. Every variant computes the same values (register caps and
-# num_stages change no operation; BK and C are domains the CPU gates cover).
+#   {"C": 16, "STAGES_INTRA": 1, "REGS_INTRA": 168}   168     0   6767   312   89     541   177      0
+# (trips 4,4,4; BK 16: 8,4,8; C 16: 4,3,4, three doublings of Tm since this session where it ran four. C 16
+# covers 16 rows a program, 24,576 more programs, and doubles recur's serial chunks: only the total ranks it.)
+# 255 registers x 128 threads leave two programs an SM, 168 three, 128 four; shared memory is 40 KB a program
+# in all six. Every variant computes the same values (register caps and num_stages change no operation; BK and C
+# are domains the CPU gates cover).
 # 120 s in all:
 #   1. kdaintra7_profile (<= 65 s; 3 variants took 21 s in session 6, so about 45 s): per-launch device time of
 #      ours only at h96_fixed for the six variants above. Look for each "ms of kernels per call" line and its
