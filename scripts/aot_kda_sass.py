@@ -13,7 +13,9 @@ in code order) the per-program counts multiply each loop body by its trip count:
 for one program, which at two programs an SM (255 registers) is latency, not throughput.
 
 Static counts, not a timing, and the Triton version matters: run it with the H200's Triton (3.6) to count the
-code the H200 runs (`scripts/aot_triton_vs_hand.py` says why); the JSON records the version.
+code the H200 runs (`scripts/aot_triton_vs_hand.py` says why: a side venv with --system-site-packages, the
+triton 3.6.0 wheel and CAKE installed editable); the JSON records the version. Run it in a process without
+TRITON_INTERPRET: Triton's compiler does not run under the interpreter.
 """
 
 from __future__ import annotations
