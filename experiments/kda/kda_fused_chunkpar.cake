@@ -34,6 +34,8 @@
 # two tf32x3 products by the identity (fewer roundings, not more); intra's K slices change only the order in
 # which A's and P's fp32 sums over K are accumulated (each slice a tf32x3 product into the fp32 accumulator), and
 # w's slices recompute gc by the same expression from the same loads; transposing the state changes no value.
+# Session 7 adds intra's register cap and loop stages (below): code placement only, every operation and rounding
+# as above (BK = 16 reorders A's and P's sums over K as BK = 32 did).
 # BV = 32 by default (session 6, without a GPU): recur's grid is V/BV x H x B programs walking all T/C chunks
 # serially, so its time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and
 # 4 warps an SM holds two recur programs: BV = 16 made 768 programs at h96_fixed, three waves on 132 SMs; BV = 32
@@ -53,6 +55,19 @@ param BK = 32 in {16, 32, 64, 128}
 # 4 warps let two programs share an SM (and Triton spreads a [32, 32] product over 4 warps with half the
 # replication of 8). It spills 40 bytes (8 warps: 0; Triton 3.9 for sm_90a); s6_kda6.sh profiles both.
 param WARPS_INTRA = 4 in {1, 2, 4, 8}
+# Session 7 (kdaintra7, without a GPU): intra is latency-bound at two programs an SM (255 registers x 128
+# threads, about 53 us a program on the H200); these two params are the levers its SASS shows (sm_90a, Triton
+# 3.6, scripts/aot_kda_sass.py; the table is in scripts/gpu/s7_kdaintra7.sh, which ranks them). Defaults: as
+# measured. Neither changes a value: a register cap and the loops' num_stages change no operation.
+# REGS_INTRA caps intra's registers (Triton's maxnreg): 168 fits three programs an SM, 128 four, at the price of
+# spills to local memory. 255 is no cap. With one stage and BK = 16 intra needs 190 registers unbounded and
+# spills 24 bytes at 168 (BK = 32: 160 bytes, 267 spill instructions a program).
+param REGS_INTRA = 255 in {128, 168, 255}
+# STAGES_INTRA is the num_stages of intra's two K-slice loops (Triton's default, 3, before session 7): over four
+# slices the cp.async staging of three buffers costs index arithmetic, shared-memory traffic and barriers; at 1
+# each slice is loaded in place: 14,987 instructions a warp per program instead of 22,156, 107 block barriers
+# instead of 143, no spills (the loads' latency is exposed instead: only the H200 can weigh the two).
+param STAGES_INTRA = 3 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
 param STAGES_RECUR = 1 in {1, 2, 3}
@@ -78,7 +93,7 @@ scratch gls: f32[B, cdiv(T, C), H, K] = 0
 
 launch intra {
   grid t in cdiv(T, C), h in H, b in B
-  role main: warps WARPS_INTRA {
+  role main: warps WARPS_INTRA, regs REGS_INTRA {
     # K is walked in slices of BK: A and P accumulate over the slices and every per-channel term (the gate, gc,
     # the decayed keys and queries) lives one [C, BK] slice at a time. A product contracting all of K = 128
     # holds a replicated [C, K] operand per warp (fp32 and split in two for tf32x3): at BK = K intra filled the
@@ -96,7 +111,7 @@ launch intra {
     let kn: f32[C] = rsqrt(sum(kr * kr, axis=1) + 1.0e-6)
     let A: f32[C, C] = 0.0
     let P: f32[C, C] = 0.0
-    for kk in 0 .. cdiv(K, BK) {
+    for kk in 0 .. cdiv(K, BK) pipelined STAGES_INTRA as s {
       let bias: f32[BK] = load dt_bias[h, kk*BK : +BK] masked other 0
       let graw: f32[C, BK] = cast(load g[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32)
       # rows past T have gate 0, so gc is flat there and the last row is the whole chunk's decay
@@ -117,11 +132,14 @@ launch intra {
     # Tm = (I + A)^-1 by recursive doubling over diagonal blocks (all rows at once, not row by row): with Tm the
     # inverse of (I + A)'s diagonal blocks of `width`, the blocks of 2 width are [[D1, 0], [L, D2]], whose
     # inverse is Tm - Tm L Tm (L: A's entries below the diagonal blocks of `width` inside those of 2 width).
-    # At width 1 Tm is I, so the first level is I - L exactly, without products: start there at width 2; four
-    # more doublings reach 32 >= C. Each is exact algebra, as stable as block forward substitution.
+    # At width 1 Tm is I, so the first level is I - L exactly, without products: start there at width 2; the
+    # doublings stop at width >= C: four at C = 32, three at C = 16 (3 + C // 32 of them: exactly log2(C) - 1 for
+    # C in 16 .. 64, one more than needed at 8 and 128, where the extra level's L is zero; session 7 — C = 16 ran
+    # a fourth level of two dependent tf32x3 products by a zero L). Each is exact algebra, as stable as block
+    # forward substitution.
     let Tm: f32[C, C] = where(row[:, None] == row[None, :], 1.0, where((row[:, None] == row[None, :] + 1) & (row[:, None] % 2 == 1), -A, 0.0))
     let width: i32 = 2
-    for level in 1 .. 5 {
+    for level in 1 .. 4 + C // 32 {
       let pair: bool[C, C] = row[:, None] // (2 * width) == row[None, :] // (2 * width)
       let L: f32[C, C] = where(pair & (row[:, None] // width > row[None, :] // width), A, 0.0)
       Tm = Tm - mma(mma(Tm, L) via dot.tf32x3, Tm) via dot.tf32x3
@@ -129,7 +147,7 @@ launch intra {
     }
     # w = Tm (beta k e^gc), slice by slice: gc is recomputed from the same loads by the same expression (cheaper
     # than keeping [C, K] of it live across the solve)
-    for kk in 0 .. cdiv(K, BK) {
+    for kk in 0 .. cdiv(K, BK) pipelined STAGES_INTRA as s {
       let bias: f32[BK] = load dt_bias[h, kk*BK : +BK] masked other 0
       let graw: f32[C, BK] = cast(load g[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32)
       let gc: f32[C, BK] = cumsum(where(live[:, None], -5.0 / (1.0 + exp(-rate * (graw + bias[None, :]))), 0.0), axis=0)

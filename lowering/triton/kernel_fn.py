@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from cake.ir.analysis import Unbound, value
-from cake.ir.nodes import Assign, DType, For, GridKind, Kernel, Launch, Stmt, UnitKind
+from cake.ir.nodes import Assign, DType, For, GridKind, Kernel, Launch, Role, Stmt, UnitKind
 from cake.ir.visit import walk_stmts
 from cake.lowering.lowered import LaunchInfo
 from cake.lowering.triton.exprs import ExprEmitter
@@ -37,6 +37,7 @@ from cake.lowering.triton.stmts import StmtEmitter
 from cake.lowering.triton.symbols import DimSym, Symbols
 
 from cake.arch import WARPS_PER_WARPGROUP
+from cake.arch import arch as arch_spec
 from cake.diagnostics import Span
 
 # Outer strides of an aligned tensor are multiples of this many elements: Triton's own divisibility unit for
@@ -81,12 +82,22 @@ def emit_launch(kernel: Kernel, launch: Launch, symbols: Symbols, filename: str)
         name=launch.name, function=name, num_warps=_const(role.units, symbols, fn, role.span) *
         (WARPS_PER_WARPGROUP if role.unit is UnitKind.WARPGROUPS else 1),
         persistent=launch.grid.kind is GridKind.PERSISTENT,
-        max_registers=None if role.regs is None else _const(role.regs, symbols, fn, role.span),
+        max_registers=_register_cap(kernel, role, symbols, fn),
         num_stages=em.launch_stages)
     fn.prologue[:0] = [(1, text, None) for text in _stride_hints(symbols, em) + _dim_hints(symbols, em)]
     params = [f"{a.name}: tl.constexpr" if a.constexpr else a.name for a in args]
     header = [*_decorator(args), f"def {name}(", *(f"    {p}," for p in params), "):"]
     return LaunchCode(info, tuple(args), tuple(axis.extent for axis in launch.grid.axes), header, fn)
+
+
+def _register_cap(kernel: Kernel, role: Role, symbols: Symbols, fn: FnBuilder) -> int | None:
+    """The role's register budget as Triton's `maxnreg`, None where it constrains nothing: a budget at the
+    target's per-thread maximum is ptxas's own limit, and passing it anyway changes ptxas's allocation (the KDA
+    intra launch's f16 tail spilled 72 bytes with `maxnreg=255`, 64 without)."""
+    if role.regs is None:
+        return None
+    budget = _const(role.regs, symbols, fn, role.span)
+    return None if budget >= arch_spec(kernel.target).registers_per_thread_max else budget
 
 
 def _decorator(args: list[KernelArg]) -> list[str]:

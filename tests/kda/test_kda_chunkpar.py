@@ -75,9 +75,24 @@ def test_chunkpar_has_two_launches_and_params_the_search_can_tune(tmp_path: Path
     kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
     assert [launch.name for launch in kernel.launches] == ["intra", "recur"]
     domains = {p.name: p for p in kernel.params}
-    assert {"C", "BV", "WARPS_INTRA", "WARPS_RECUR", "STAGES_RECUR"} <= set(domains)
+    assert {"C", "BV", "WARPS_INTRA", "WARPS_RECUR", "STAGES_RECUR", "STAGES_INTRA", "REGS_INTRA"} <= set(domains)
     source = lower(kernel, "triton", arch="sm_90a", params={"C": 16, "BV": 64, "STAGES_RECUR": 3}, filename=str(SCHEDULE)).source
     assert source.count("@triton.jit") == 2
+
+
+def test_intras_register_cap_and_stages_reach_its_launch() -> None:
+    # REGS_INTRA is Triton's maxnreg for intra alone (three programs an SM at 168); STAGES_INTRA the num_stages of
+    # its K-slice loops. Recur keeps its own stages and no register cap.
+    kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
+    source = lower(kernel, "triton", arch="sm_90a", params={"REGS_INTRA": 168, "STAGES_INTRA": 1},
+                   filename=str(SCHEDULE)).source
+    intra, recur = source.split("kda_fused_chunkpar_intra[grid](")[1].split("kda_fused_chunkpar_recur[grid](")
+    assert "maxnreg=168," in intra and "num_stages=1," in intra, intra
+    assert "maxnreg" not in recur and "num_stages=1," in recur, recur
+    # the default budget, 255, is the target's own limit: no maxnreg (ptxas allocates differently with one: the
+    # f16 tail of the compile test below spilled 72 bytes with maxnreg=255, 64 without)
+    default = lower(kernel, "triton", arch="sm_90a", filename=str(SCHEDULE)).source
+    assert "maxnreg" not in default and "num_stages=3," in default
 
 
 def test_chunkpar_keeps_what_feeds_the_state_in_fp32() -> None:
