@@ -22,13 +22,7 @@
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 SCHED=experiments/kda/kda_fused_chunkpar.cake
-BUDGET_END=$(( $(date +%s) + 150 ))
-# `budgeted NAME CAP MIN CMD...`: stage NAME under min(CAP, what is left of the 150 s); skipped (and recorded as
-# such) when less than MIN seconds are left. `timeout 0` would mean no limit at all, so a spent budget never
-# reaches `stage`.
-budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest=$(( BUDGET_END - $(date +%s) ))
-  if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of 150" | tee -a "$RES/stages.txt"; return 0; fi
-  stage "$name" $(( rest < cap ? rest : cap )) "$@"; }
+budget 150  # `budgeted` (scripts/gpu/lib.sh): each stage under min(its cap, what is left of the 150 s)
 budgeted kda6_verify 105 60 cake verify --device cuda --timeout 60 --dtypes bf16 --seeds 0 1 --schedule $SCHED \
   --json $RES/verify_kda6.json
 budgeted kda6_bench 45 20 python3 scripts/gpu_kda_bench.py --json $RES/kda6_bench.json --schedule $SCHED \

@@ -30,12 +30,7 @@
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
 SCHED=experiments/kda/kda_fused_chunkpar.cake
-BUDGET_END=$(( $(date +%s) + 120 ))
-# `budgeted NAME CAP MIN CMD...` as in s6_kda6.sh: stage NAME under min(CAP, what is left of the 120 s), skipped
-# (and recorded) when less than MIN seconds are left.
-budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest=$(( BUDGET_END - $(date +%s) ))
-  if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of 120" | tee -a "$RES/stages.txt"; return 0; fi
-  stage "$name" $(( rest < cap ? rest : cap )) "$@"; }
+budget 120  # `budgeted` (scripts/gpu/lib.sh): each stage under min(its cap, what is left of the 120 s)
 budgeted kdaintra7_profile 65 20 python3 scripts/gpu_kda_profile.py --out $RES/kdaintra7_profile.json --schedule $SCHED \
   --shapes h96_fixed --no-fla --params '{}' '{"STAGES_INTRA": 1}' '{"STAGES_INTRA": 1, "REGS_INTRA": 168}' \
   '{"BK": 16, "STAGES_INTRA": 1, "REGS_INTRA": 168}' '{"BK": 16, "STAGES_INTRA": 1, "REGS_INTRA": 128}' \
