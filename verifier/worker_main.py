@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, ReplayOutcome, decode, encode
 
+from cake.diagnostics import DiagnosticError
+
 if TYPE_CHECKING:
     from cake.verifier.results import GateResult
 
@@ -57,7 +59,10 @@ def load_kernel(ref: KernelRef) -> Callable[..., Any] | str:
         loader = getattr(module, ref.name, None)
         if loader is None:
             return f"loader module {ref.target!r} has no function {ref.name!r}"
-        kernel = loader(ref.argument, **dict(ref.options))
+        try:
+            kernel = loader(ref.argument, **dict(ref.options))
+        except DiagnosticError as error:  # a schedule its loader refused: the located diagnostics, not a traceback
+            return f"the schedule was refused:{error}"
     if not callable(kernel):
         return f"{ref.describe()} is not callable"
     return kernel

@@ -7,6 +7,7 @@ TIMEOUT or RUNTIME_ERROR), 2 on bad usage or a kernel that cannot be loaded.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--kernel", metavar="PATH.py:FUNC", help="a Python callable taking the op's inputs")
     source.add_argument("--schedule", metavar="FILE.cake", help="a CAKE schedule, lowered and loaded")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="--schedule: bind one of its params (repeatable; default: the schedule's own defaults)")
+    parser.add_argument("--backend", choices=("triton", "cuda"),
+                        help="--schedule: the backend that lowers it (default: $CAKE_BACKEND, else triton)")
     source.add_argument("--self-test", action="store_true",
                         help="mutate the correct controls of every op (or --op) and report the battery's kill score")
     add_battery_options(parser)
@@ -85,6 +90,27 @@ def parse_kernel(text: str) -> KernelRef:
         raise UsageError(str(error)) from None
 
 
+def schedule_options(args: argparse.Namespace) -> dict[str, str]:
+    """The schedule loader's options from --backend and --param NAME=VALUE (the loader takes params as a JSON
+    object of integers; a name the schedule does not declare is refused by the lowering, located in the file)."""
+    options = {"backend": args.backend} if args.backend else {}
+    params: dict[str, int] = {}
+    for binding in args.param:
+        name, sep, value = binding.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--param {binding!r}: expected NAME=VALUE, e.g. --param BN=64")
+        if name in params:
+            raise UsageError(f"--param {name} is given twice")
+        try:
+            params[name] = int(value)
+        except ValueError:
+            raise UsageError(f"--param {binding!r}: params are integers, got {value!r}") from None
+    if params:
+        options["params"] = json.dumps(params, sort_keys=True)
+    return options
+
+
 def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
     """The op and the kernel reference named by --op/--kernel or --schedule."""
     from cake.verifier.worker_protocol import KernelRef
@@ -98,7 +124,9 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
         op = args.op or schedule_op(args.schedule)
         from cake.experiments.workload import schedule_loader_for
 
-        return op, KernelRef.loader(schedule_loader_for(op) or SCHEDULE_LOADER, args.schedule)
+        return op, KernelRef.loader(schedule_loader_for(op) or SCHEDULE_LOADER, args.schedule, schedule_options(args))
+    if args.param or args.backend:
+        raise UsageError("--param and --backend name how a --schedule is lowered; a --kernel is already compiled")
     if args.op is None:
         raise UsageError("--op is required with --kernel")
     return args.op, parse_kernel(args.kernel)

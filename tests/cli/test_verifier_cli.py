@@ -68,6 +68,40 @@ def test_verify_schedule_reads_op_from_loader(capsys: pytest.CaptureFixture[str]
     assert "row_sum: PASSED" in capsys.readouterr().out
 
 
+ROW_SUM_SCHEDULE = CORPUS.parents[2] / "experiments" / "starter" / "row_sum.cake"
+
+
+def test_verify_schedule_binds_params(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["verify", "--schedule", str(ROW_SUM_SCHEDULE), "--param", "BN=64", "--param", "WARPS=2",
+            "--backend", "triton", *FAST]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # The verdict names the kernel it judged, these params and this backend (its cache key is not the defaults').
+    assert "row_sum: PASSED" in out and "BN" in out and "64" in out and "backend='triton'" in out
+
+
+@pytest.mark.parametrize("params, message", [
+    (["BN=100"], "E0701"),                      # outside the domain: the lowering's located diagnostic
+    (["NOPE=3"], "is not a param of schedule"),
+    (["BN=x"], "params are integers"),
+    (["BN"], "expected NAME=VALUE"),
+    (["BN=64", "BN=128"], "given twice"),
+])
+def test_verify_schedule_param_errors_exit_2(params: list[str], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["verify", "--schedule", str(ROW_SUM_SCHEDULE), *FAST]
+    for binding in params:
+        argv += ["--param", binding]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_verify_param_without_schedule_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--op", "row_sum", "--kernel", CONTROL, "--param", "BN=64", *FAST]) == 2
+    assert "--param and --backend" in capsys.readouterr().err
+
+
 def test_replay_reproduces_and_control_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "verdict.json"
     main(["verify", "--op", "row_sum", "--kernel", BUG, *FAST, "--json", str(out_json)])
