@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cake.cli.common import ExitCode, UsageError
+from cake.cli.verify import add_schedule_options
 
 if TYPE_CHECKING:
     from cake.evaluation.bench import ShapeReport
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kernel", metavar="PATH.py:FUNC", help="a Python callable taking the op's inputs")
     source.add_argument("--schedule", metavar="FILE.cake", help="a CAKE schedule, lowered and loaded")
+    add_schedule_options(parser)
     source.add_argument("--pipeline", metavar="NAME",
                         help="time a workload's pipeline (lloyd_iteration) composed of one kernel per step")
     parser.add_argument("--step", action="append", metavar="OP=SOURCE", default=[],
@@ -76,6 +78,9 @@ def _resolve_shapes(spec: OpSpec, texts: Sequence[str] | None) -> list[Shape]:
 
 def run(args: argparse.Namespace) -> int:
     if args.pipeline is not None:
+        if args.param or args.backend:
+            raise UsageError("--param and --backend name how a --schedule is lowered; a --pipeline's kernels are its "
+                             "--step sources")
         from cake.cli.bench_pipeline import run_pipeline
 
         return run_pipeline(args)

@@ -43,16 +43,21 @@ def add_battery_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="ignore and do not write the verdict cache")
 
 
+def add_schedule_options(parser: argparse.ArgumentParser) -> None:
+    """How a --schedule is lowered (`verify` and `bench`, which share `resolve_kernel`)."""
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="--schedule: bind one of its params (repeatable; default: the schedule's own defaults)")
+    parser.add_argument("--backend", choices=("triton", "cuda"),
+                        help="--schedule: the backend that lowers it (default: $CAKE_BACKEND, else triton)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("verify", help="run the contract gates on a kernel (isolated)")
     parser.add_argument("--op", help="the op contract (see `cake ops`); read from the schedule with --schedule")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--kernel", metavar="PATH.py:FUNC", help="a Python callable taking the op's inputs")
     source.add_argument("--schedule", metavar="FILE.cake", help="a CAKE schedule, lowered and loaded")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="--schedule: bind one of its params (repeatable; default: the schedule's own defaults)")
-    parser.add_argument("--backend", choices=("triton", "cuda"),
-                        help="--schedule: the backend that lowers it (default: $CAKE_BACKEND, else triton)")
+    add_schedule_options(parser)
     source.add_argument("--self-test", action="store_true",
                         help="mutate the correct controls of every op (or --op) and report the battery's kill score")
     add_battery_options(parser)

@@ -61,11 +61,17 @@ def test_bench_without_a_gpu_exits_2_and_times_nothing(capsys: pytest.CaptureFix
 @pytest.mark.parametrize("argv, message", [
     (["--shapes", "nope"], "neither a known shape"),
     (["--baseline", "nope"], "no baseline"),
+    (["--param", "BN=64"], "--param and --backend"),  # a --kernel is already compiled
 ])
 def test_bench_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     kernel = f"{ROOT / 'tests' / 'bench' / 'test_bench_cli.py'}:TickClock"
     assert main(["bench", "--op", "kmeans_assign", "--kernel", kernel, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_bench_pipeline_refuses_schedule_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--pipeline", "lloyd_iteration", "--param", "BN=64"]) == 2
+    assert "a --pipeline's kernels are its --step sources" in capsys.readouterr().err
 
 
 def test_bench_glue_times_candidate_and_baseline_with_speedup() -> None:
