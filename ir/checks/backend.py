@@ -209,6 +209,14 @@ def _role_exprs(launch: n.Launch) -> Iterator[tuple[n.Role, n.Expr]]:
                 yield role, expr
 
 
+def _role_calls(kernel: n.Kernel) -> Iterator[tuple[n.Role, n.Call]]:
+    """Every call with arguments that a role of any launch evaluates, with the role (the builtin checks)."""
+    for launch in kernel.launches:
+        for role, expr in _role_exprs(launch):
+            if isinstance(expr, n.Call) and expr.args:
+                yield role, expr
+
+
 @check("E0612", "gathered `load` the CUDA backend lacks",
        "the CUDA backend does not lower a `load` gathered by the index tile `{index}`",
        examples=[derive(PLAIN, ("load x[b, tile*BN : +BN, :]", "load x[b, tile*BN + arange(BN), :]"),
@@ -240,19 +248,16 @@ def cuda_reduction_rank(ctx: CheckContext) -> Iterable[Finding]:
     """The CUDA code generator lowers `sum`/`max`/`min`/`argmax`/`argmin` of a rank-2 tile only (C0100)."""
     from cake.ir.builtins import BuiltinKind, builtin
 
-    for launch in ctx.kernel.launches:
-        for role, expr in _role_exprs(launch):
-            if not isinstance(expr, n.Call) or not expr.args:
-                continue
-            row = builtin(expr.func)
-            if row is None or row.kind is not BuiltinKind.REDUCTION:
-                continue
-            shape = ctx.typing.shape(expr.args[0])
-            if shape is not None and len(shape) != 2:
-                yield finding(expr, f"role `{role.name}`", f"a rank-{len(shape)} reduction",
-                              help="reduce a rank-2 tile (add an axis with `v[None, :]`), or lower with "
-                                   "`--backend triton`",
-                              name=row.name, rank=len(shape))
+    for role, call in _role_calls(ctx.kernel):
+        row = builtin(call.func)
+        if row is None or row.kind is not BuiltinKind.REDUCTION:
+            continue
+        shape = ctx.typing.shape(call.args[0])
+        if shape is not None and len(shape) != 2:
+            yield finding(call, f"role `{role.name}`", f"a rank-{len(shape)} reduction",
+                          help="reduce a rank-2 tile (add an axis with `v[None, :]`), or lower with "
+                               "`--backend triton`",
+                          name=row.name, rank=len(shape))
 
 
 @check("E0615", "`rank_equal` the CUDA backend lacks",
@@ -264,13 +269,12 @@ def cuda_rank_equal(ctx: CheckContext) -> Iterable[Finding]:
     """`rank_equal` sorts a tile; the CUDA code generator has no tile sort and refuses it (C0100)."""
     from cake.ir.printer import expr as print_expr  # the printer imports no check: no cycle
 
-    for launch in ctx.kernel.launches:
-        for role, expr in _role_exprs(launch):
-            if isinstance(expr, n.Call) and expr.func == "rank_equal" and expr.args:
-                yield finding(expr, f"role `{role.name}`", "a tile sort",
-                              help="lower with `--backend triton`, or rank by the quadratic form "
-                                   "`sum(cast(k[:, None] == k[None, :] & tril(n, diagonal=-1), i32), axis=1)`",
-                              keys=print_expr(expr.args[0]))
+    for role, call in _role_calls(ctx.kernel):
+        if call.func == "rank_equal":
+            yield finding(call, f"role `{role.name}`", "a tile sort",
+                          help="lower with `--backend triton`, or rank by the quadratic form "
+                               "`sum(cast(k[:, None] == k[None, :] & tril(n, diagonal=-1), i32), axis=1)`",
+                          keys=print_expr(call.args[0]))
 
 
 @check("E0614", "mma.sync tile the CUDA backend cannot split over the role's warps",
