@@ -33,7 +33,7 @@ PASSES: tuple[Pass, ...] = (
 class TritonBackend:
     name = "triton"
     # Bump when the generated code changes meaning: the compile cache keys on it.
-    codegen_version = "5"  # 5: scratch a launch overwrites whole is not filled
+    codegen_version = "6"  # 6: call plans (a call signature seen before replays its record); 5: dead fills dropped
     source_suffix = ".py"
 
     @property

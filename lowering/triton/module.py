@@ -40,6 +40,10 @@ from cake.diagnostics import Diagnostic, DiagnosticError, Span
 
 # Persistent grids under the CPU interpreter: a few programs, so that each one loops over several tiles.
 CPU_PERSISTENT_PROGRAMS = 3
+# Call plans (module docstring): the switch a generated module reads at import, and the first Triton release whose
+# JIT hands the compiled kernel's launcher every parameter in order, constexprs included.
+PLANS_ENV = "CAKE_TRITON_PLANS"
+DIRECT_SINCE = (3, 3)
 
 PRELUDE = f'''
 _K_CPU_PROGRAMS = {CPU_PERSISTENT_PROGRAMS}  # persistent grids under the CPU interpreter
@@ -113,6 +117,135 @@ def _k_expect_dtype(tensor, name, dtype):
     if tensor.dtype != dtype:
         raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
 '''
+
+# The host path per call signature (module docstring, "Call plans"): generic, the launcher only records into it.
+CALL_PLAN_PRELUDE = f"""
+
+# Call plans. The first call at a call signature (each input's shape, strides, dtype, device and 16-byte pointer
+# alignment, and the current CUDA device) runs the checks below, allocates, launches through Triton's JIT and
+# records what it did; later calls at that signature replay the record: one dict lookup, the allocations, the
+# scratch fills and each launch straight through the kernel Triton compiled for it (`CompiledKernel[grid]`, the
+# arguments Triton's JIT passes it since Triton 3.3: every parameter in order, constexprs included). Nothing a
+# call computes on the host depends on anything else, so the replay launches exactly what the JIT would.
+# {PLANS_ENV}=0 (read at import) turns plans off, for measuring the difference in one session.
+_K_PLANS_ON = os.environ.get({PLANS_ENV!r}, "1") != "0"
+_K_DIRECT = tuple(int(part) for part in triton.__version__.split(".")[:2]) >= {DIRECT_SINCE!r}
+_K_OPTIONS = frozenset({{"num_warps", "num_stages", "maxnreg"}})  # launch options, not kernel parameters
+_k_plans = {{}}  # call signature -> _KPlan
+
+
+def _k_signature(tensors):
+    \"\"\"The plan key of a call, or None (no plan: plans are off, or an argument is not a tensor and the checks
+    below will say so).\"\"\"
+    if not _K_PLANS_ON:
+        return None
+    key = []
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            return None
+        key.append((tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.data_ptr() % 16 == 0))
+    if tensors and tensors[0].is_cuda:
+        key.append(torch.cuda.current_device())  # Triton launches on the current device, whatever the inputs'
+    return tuple(key)
+
+
+def _k_stream():
+    \"\"\"The stream Triton's JIT launches on: the current device's current stream.\"\"\"
+    return triton.runtime.driver.active.get_current_stream(torch.cuda.current_device())
+
+
+class _KLaunch:
+    \"\"\"One recorded launch: its function's module name, the object launched, the kernel Triton compiled (or
+    None: the interpreter, or a wrapper such as torch's wrap_triton), the grid and the arguments, tensors left
+    as slots (an index into the call's inputs then allocations).\"\"\"
+
+    __slots__ = ("name", "fn", "compiled", "grid", "args", "kwargs", "slots", "direct_args", "direct_slots")
+
+    def __init__(self, name, fn, compiled, grid, args, kwargs, tensors):
+        self.name, self.fn, self.compiled, self.grid = name, fn, compiled, grid
+        self.args, self.kwargs, self.slots = list(args), dict(kwargs), []
+        for position, value in enumerate(args):
+            if isinstance(value, torch.Tensor):
+                self.slots.append((position, _k_slot(tensors, value, name)))
+                self.args[position] = None
+        self.direct_args = None
+        self.direct_slots = self.slots
+        names = getattr(fn, "arg_names", None)
+        if (_K_DIRECT and compiled is not None and isinstance(fn, triton.runtime.JITFunction)
+                and isinstance(compiled, triton.compiler.CompiledKernel) and names is not None):
+            tail = [key for key in kwargs if key not in _K_OPTIONS]
+            if list(names[len(args):]) == tail:  # every parameter, in order: what the JIT hands the launcher
+                self.direct_args = self.args + [kwargs[key] for key in tail]
+
+    def run(self, tensors, stream, module):
+        if self.direct_args is not None and module[self.name] is self.fn:
+            args = self.direct_args.copy()
+            for position, slot in self.direct_slots:
+                args[position] = tensors[slot]
+            self.compiled[self.grid](*args, stream=stream)
+            return
+        # Not compiled here (interpreter, a wrapper) or swapped since (a recorder): launch what is there now.
+        args = self.args.copy()
+        for position, slot in self.slots:
+            args[position] = tensors[slot]
+        module[self.name][self.grid](*args, **self.kwargs)
+
+
+def _k_slot(tensors, value, where):
+    for slot, tensor in enumerate(tensors):
+        if tensor is value:
+            return slot
+    raise AssertionError(f"launch `{{where}}` was passed a tensor that is neither an input nor an allocation")
+
+
+class _KRecorder:
+    \"\"\"The first call at a signature: allocates and launches as asked, and remembers it for the plan.\"\"\"
+
+    def __init__(self, inputs):
+        self.tensors = list(inputs)
+        self.allocs = []
+        self.launches = []
+
+    def alloc(self, shape, dtype, device, fill=None):
+        tensor = (torch.empty(shape, dtype=dtype, device=device) if fill is None
+                  else torch.full(shape, fill, dtype=dtype, device=device))
+        self.allocs.append((tuple(shape), dtype, device, fill))
+        self.tensors.append(tensor)
+        return tensor
+
+    def launch(self, name, fn, grid, /, *args, **kwargs):
+        compiled = fn[grid](*args, **kwargs)
+        self.launches.append(_KLaunch(name, fn, compiled, grid, args, kwargs, self.tensors))
+        return compiled
+
+    def plan(self, returned):
+        inputs = len(self.tensors) - len(self.allocs)
+        return _KPlan(inputs, tuple(self.allocs), tuple(self.launches),
+                      tuple(_k_slot(self.tensors, t, "return") for t in returned))
+
+
+class _KPlan:
+    \"\"\"A recorded call, replayed: allocate, fill, launch, return.\"\"\"
+
+    __slots__ = ("inputs", "allocs", "launches", "returned", "direct")
+
+    def __init__(self, inputs, allocs, launches, returned):
+        self.inputs, self.allocs, self.launches, self.returned = inputs, allocs, launches, returned
+        self.direct = any(launch.direct_args is not None for launch in launches)
+
+    def run(self, inputs):
+        tensors = list(inputs)
+        for shape, dtype, device, fill in self.allocs:
+            tensors.append(torch.empty(shape, dtype=dtype, device=device) if fill is None
+                           else torch.full(shape, fill, dtype=dtype, device=device))
+        stream = _k_stream() if self.direct else None
+        module = globals()
+        for launch in self.launches:
+            launch.run(tensors, stream, module)
+        if len(self.returned) == 1:
+            return tensors[self.returned[0]]
+        return tuple(tensors[slot] for slot in self.returned)
+"""
 
 # Emitted only into modules whose kernels call `rank_equal`: the other modules stay as they were.
 RANK_EQUAL_PRELUDE = '''
@@ -225,11 +358,12 @@ def emit_module(kernel: Kernel, arch: str, filename: str) -> EmitResult:
     params = ", ".join(f"{p.name}={p.value}" for p in symbols.params.values()) or "none"
     lines += [f'"""Generated by CAKE from schedule `{kernel.name}` (op {kernel.op}) for the Triton backend, '
               f'target {arch}.', "", f"params: {params}", f"call: {_signature(kernel, entry)}", '"""', "",
-              "import torch", "import triton", "import triton.language as tl", ""]
+              "import os", "", "import torch", "import triton", "import triton.language as tl", ""]
     if symbols.params:
         lines.append("# params, bound at lowering (passed to every kernel as tl.constexpr)")
         lines += [f"{p.code} = {p.value}" for p in symbols.params.values()]
     lines += PRELUDE.rstrip("\n").split("\n")
+    lines += CALL_PLAN_PRELUDE.rstrip("\n").split("\n")
     if any(isinstance(node, Call) and node.func == "rank_equal" for node in walk(kernel)):
         lines += RANK_EQUAL_PRELUDE.rstrip("\n").split("\n")
     for code in launches:
@@ -283,7 +417,14 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
         out.append("    " + text)
 
     names = [t.name for t in ins]
-    line(f"{device} = _k_device({_tuple(map(repr, names))}, {_tuple(var[n] for n in names)})")
+    inputs = _tuple(var[n] for n in names)
+    # A call signature seen before replays its plan; the first one checks, allocates, launches and records.
+    line(f"_k_key = _k_signature({inputs})")
+    line("_k_plan = None if _k_key is None else _k_plans.get(_k_key)")
+    line("if _k_plan is not None:")
+    line(f"    return _k_plan.run({inputs})")
+    line(f"_k_rec = _KRecorder({inputs})")
+    line(f"{device} = _k_device({_tuple(map(repr, names))}, {inputs})")
     if kernel.dims:
         specs = _tuple(_tuple([var[t.name], repr(t.name), _tuple(map(_dim_spec, t.type.shape))]) for t in ins)
         bound = ", ".join(symbols.dims[d.name].code for d in kernel.dims)
@@ -305,17 +446,16 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
             line(f"_k_expect_dtype({var[t.name]}, {t.name!r}, {TORCH_DTYPES[t.type.elem]})", t.span)
     for t in outs:
         shape = _tuple(host.expr(s, t.span) for s in t.type.shape)
-        line(f"{var[t.name]} = torch.empty({shape}, dtype={host.torch_dtype(t.type.elem)}, device={device})",
-             t.span)
+        line(f"{var[t.name]} = _k_rec.alloc({shape}, {host.torch_dtype(t.type.elem)}, {device})", t.span)
     dead_fills = overwritten_scratch(kernel)
     for s in kernel.scratch:
         shape = _tuple(host.expr(x, s.span) for x in s.type.shape)
         elem = host.torch_dtype(s.type.elem)
         if s.name in dead_fills:  # the allocation is exactly the declared shape, which the proof covers
             line(f"# `{s.name}`: launch `{dead_fills[s.name]}` stores all of it before any read; its init fill is dead")
-            line(f"{var[s.name]} = torch.empty({shape}, dtype={elem}, device={device})", s.span)
+            line(f"{var[s.name]} = _k_rec.alloc({shape}, {elem}, {device})", s.span)
         else:
-            line(f"{var[s.name]} = torch.full({shape}, {host.value(s.init)}, dtype={elem}, device={device})", s.span)
+            line(f"{var[s.name]} = _k_rec.alloc({shape}, {elem}, {device}, {host.value(s.init)})", s.span)
     for code, launch in zip(launches, kernel.launches, strict=True):
         tiles = " * ".join(host.expr(e) for e in code.grid_extents)  # type: ignore[arg-type]
         count = f"_k_programs({device}, {tiles})" if code.info.persistent else tiles
@@ -328,10 +468,13 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
             items.append(f"num_stages={code.info.num_stages}")
         if code.info.max_registers is not None:
             items.append(f"maxnreg={code.info.max_registers}")
-        line(f"    _k_compiled[{launch.name!r}] = {code.info.function}[{grid}](", launch.span)
+        line(f"    _k_compiled[{launch.name!r}] = _k_rec.launch(", launch.span)
+        line(f"        {code.info.function!r}, {code.info.function}, {grid},")
         for item in items:
             line(f"        {item},")
         line("    )")
+    line("if _k_key is not None:")
+    line(f"    _k_plans[_k_key] = _k_rec.plan({_tuple(var[t.name] for t in returned)})")
     line(f"return {', '.join(var[t.name] for t in returned)}")
     return out, spans
 

@@ -37,8 +37,10 @@ GARBAGE_INT = 0x2BAD_F00D  # an integer far outside any id, count or offset a ke
 
 
 def _allocations(source: str) -> dict[str, str]:
-    """Each scratch/output variable of the generated launcher and its allocator (`empty` or `full`)."""
-    return dict((m.group(1), m.group(2)) for m in re.finditer(r"^    (\w+) = torch\.(empty|full)\(", source, re.M))
+    """Each scratch/output variable of the generated launcher and how it is allocated: `empty`, or `full` when the
+    allocation carries a fill value after the device (`_k_rec.alloc(shape, dtype, device[, fill])`)."""
+    return {m.group(1): "empty" if m.group(2).endswith(", device") else "full"
+            for m in re.finditer(r"^    (\w+) = _k_rec\.alloc\((.*)\)$", source, re.M)}
 
 
 @pytest.mark.parametrize(("schedule", "unfilled", "filled"), [
@@ -120,7 +122,7 @@ def test_a_wrong_proof_fails_the_gates(interpreter: None, poisoned_empty: list[t
     ir, text = read_schedule(str(path))
     kernel = load(lower(replace(ir, name="update_atomic_wrong_proof"), "triton", filename=str(path),
                         source_text=text), cache=KernelCache(tmp_path))
-    assert "sums = torch.empty(" in kernel.lowered.source
+    assert _allocations(kernel.lowered.source)["sums"] == "empty"
     failures = _battery_failures(kernel, "kmeans_update", gates=["CMP-01"])
     assert failures and all(f.startswith("CMP-01") for f in failures), failures
 
