@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = (torch.randn(b, n, d, generator=gen), torch.randint(0, k, (b, n), generator=gen), torch.randn(b, k, d))
     bucket = update.table.choose(SHAPE)
     loaded = update.kernel(bucket)
-    module = sys.modules[loaded.fn.__module__]
+    module: Any = sys.modules[loaded.fn.__module__]  # the generated module (its names are not known to mypy)
     launch_counts: dict[str, int] = {}
     for launch in loaded.lowered.launches:
         setattr(module, launch.function, Stub(launch_counts, launch.function))
