@@ -172,10 +172,11 @@ class _KLaunch:
     None: the interpreter, or a wrapper such as torch's wrap_triton), the grid and the arguments, tensors left
     as slots (an index into the call's inputs then allocations).\"\"\"
 
-    __slots__ = ("name", "fn", "compiled", "grid", "args", "kwargs", "slots", "direct_args", "direct_slots")
+    __slots__ = ("name", "fn", "compiled", "grid", "jit_grid", "args", "kwargs", "slots", "direct_args",
+                 "direct_slots")
 
     def __init__(self, name, fn, compiled, grid, args, kwargs, tensors):
-        self.name, self.fn, self.compiled, self.grid = name, fn, compiled, grid
+        self.name, self.fn, self.compiled, self.grid, self.jit_grid = name, fn, compiled, grid, grid
         self.args, self.kwargs, self.slots = list(args), dict(kwargs), []
         for position, value in enumerate(args):
             if isinstance(value, torch.Tensor):
@@ -189,6 +190,8 @@ class _KLaunch:
             tail = [key for key in kwargs if key not in _K_OPTIONS]
             if list(names[len(args):]) == tail:  # every parameter, in order: what the JIT hands the launcher
                 self.direct_args = self.args + [kwargs[key] for key in tail]
+                # `CompiledKernel[grid]` reads grid[0], grid[1] and grid[2]; the JIT pads a shorter grid with 1s
+                self.grid = (*grid, *(1,) * (3 - len(grid)))
 
     def run(self, tensors, stream, module):
         if self.direct_args is not None and module[self.name] is self.fn:
@@ -201,7 +204,7 @@ class _KLaunch:
         args = self.args.copy()
         for position, slot in self.slots:
             args[position] = tensors[slot]
-        module[self.name][self.grid](*args, **self.kwargs)
+        module[self.name][self.jit_grid](*args, **self.kwargs)
 
 
 def _k_slot(tensors, value, where):
