@@ -1,18 +1,20 @@
-"""The per-call host work of a Triton-lowered op, on the CPU: its `@triton.jit` functions replaced by stubs.
+"""The per-call host work of a Triton-lowered op, on the CPU: Triton's JIT path up to its launcher, without a GPU.
 
-    python3 scripts/bench_triton_host_cpu.py --json OUT.json [--calls 2000] [--table TABLE.json]
+    python3 scripts/bench_triton_host_cpu.py --json OUT.json [--calls 2000] [--table TABLE.json]   # no TRITON_INTERPRET
 
 The op's update (the bucket table `experiments/kmeans/update_buckets.json` through `load_bucketed`, the callable
-`scripts/gpu_update_bench.py` times) runs on CPU tensors at a small shape (B=1 N=4096 K=64 D=128 fp32) with each
-launch's `@triton.jit` function swapped for a stub that counts `fn[grid](...)` calls and returns at once. Per call
-it reports, with call plans on and off (the generated module's `_K_PLANS_ON`, what CAKE_TRITON_PLANS=0 sets at
-import; lowering/triton/module.py, "Call plans"), for the generated launcher alone and through the bench's
-callable (BucketedUpdate -> LoadedKernel -> TritonLauncher -> launcher):
-- host µs per call (CPU clock, median of batches; CPU tensors, so allocations are the CPU allocator's);
-- Python-level function calls per call (cProfile's count: Python functions and C builtins);
-- torch allocations per call (torch.empty / torch.full from the generated module) and launches per call.
-What it cannot show: Triton's own launch path (`JITFunction.run`: binder, cache key, launcher) and torch's CUDA
-allocator, which the stubs remove; the H200 script (`scripts/gpu_update_host.py`) measures those.
+`scripts/gpu_update_bench.py` times) runs on CPU tensors at a small shape (B=1 N=4096 K=64 D=128 fp32), call plans
+off and on (the generated module's `_K_PLANS_ON`, what CAKE_TRITON_PLANS=0 sets at import; lowering/triton/
+module.py, "Call plans"), for the generated launcher alone and through the bench's callable (BucketedUpdate ->
+LoadedKernel -> TritonLauncher -> launcher), two ways:
+- `stubbed`: each launch's `@triton.jit` function swapped for a stub that counts `fn[grid](...)` and returns:
+  host µs per call, Python-level function calls per call (cProfile), torch allocations and launches per call;
+- `jit`: the real `JITFunction`s with Triton's driver replaced by one that names an sm_90 target and a compile
+  that returns a `CompiledKernel` whose launcher does nothing: Triton's whole Python launch path (binder, cache
+  key, launch metadata, `CompiledKernel[grid]`) runs as on the H200, so plans off time the JIT path and plans on
+  the direct replay; only the C launcher's argument packing and the driver's launch are missing (the same in both).
+What it cannot show: the driver's launch cost and torch's CUDA allocator; the H200 script
+(`scripts/gpu_update_host.py`) measures those. CPU tensors: allocations are the CPU allocator's (a fill is a memset).
 """
 
 from __future__ import annotations
@@ -72,6 +74,51 @@ def counted_allocations(module_name: str, counts: dict[str, int]) -> Iterator[No
             setattr(torch, name, fn)
 
 
+def jit_rig(module: Any, launches: Any) -> None:
+    """Real JIT functions, a fake sm_90 driver and a no-op compiled kernel per specialization (module docstring)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import CompiledKernel
+    from triton.runtime import driver
+
+    class FakeDriver:
+        def get_current_target(self) -> Any:
+            return GPUTarget("cuda", 90, 32)
+
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: int) -> int:
+            return 0
+
+    class NoLaunch(CompiledKernel):
+        def __init__(self) -> None:
+            self.function, self.packed_metadata, self.src, self.name = None, None, None, "no_launch"
+
+        def __del__(self) -> None:
+            pass
+
+        def _init_handles(self) -> None:
+            pass
+
+        @property
+        def run(self) -> Callable[..., None]:  # type: ignore[override]
+            return lambda *args: None
+
+    driver.set_active(FakeDriver())
+    for launch in launches:
+        fn = getattr(module, launch.function)
+        if not isinstance(fn, triton.runtime.JITFunction):
+            raise SystemExit("bench_triton_host_cpu: the kernels are interpreted; run without TRITON_INTERPRET")
+
+        def compile_nothing(key: Any, signature: Any, device: Any, constexprs: Any, options: Any, attrs: Any,
+                            warmup: Any, fn: Any = fn) -> Any:
+            return fn.device_caches[device][0].setdefault(key, NoLaunch())
+
+        fn._do_compile = compile_nothing
+    module._k_stream = lambda: 0
+
+
 def per_call_us(call: Callable[[], Any], calls: int, batches: int = 5) -> float:
     call()  # the first call at a signature records its plan
     times = []
@@ -117,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", type=Path, default=DEFAULT_TABLE)
     args = parser.parse_args(argv)
 
+    import os
+
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise SystemExit("bench_triton_host_cpu: unset TRITON_INTERPRET (the jit mode needs Triton's JIT functions)")
     update = load_bucketed(str(args.table), backend="triton")
     gen = torch.Generator().manual_seed(0)
     b, n, k, d = SHAPE["B"], SHAPE["N"], SHAPE["K"], SHAPE["D"]
@@ -124,23 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     bucket = update.table.choose(SHAPE)
     loaded = update.kernel(bucket)
     module: Any = sys.modules[loaded.fn.__module__]  # the generated module (its names are not known to mypy)
-    launch_counts: dict[str, int] = {}
-    for launch in loaded.lowered.launches:
-        setattr(module, launch.function, Stub(launch_counts, launch.function))
     results: dict[str, Any] = {"shape": SHAPE, "bucket": bucket.describe(), "calls": args.calls,
                                "torch": torch.__version__}
-    for plans in (False, True):
-        module._K_PLANS_ON = plans
-        module._k_plans.clear()
-        for path, entry in (("launcher", module.__dict__[loaded.lowered.entry]), ("bench_callable", update)):
-            results[f"{path}_plans_{'on' if plans else 'off'}"] = measure(entry, module, inputs, args.calls,
-                                                                          launch_counts)
+    jit_rig(module, loaded.lowered.launches)
+    originals = {launch.function: getattr(module, launch.function) for launch in loaded.lowered.launches}
+    launch_counts: dict[str, int] = {}
+    for mode in ("jit", "stubbed"):
+        for name, fn in originals.items():
+            setattr(module, name, fn if mode == "jit" else Stub(launch_counts, name))
+        for plans in (False, True):
+            module._K_PLANS_ON = plans
+            module._k_plans.clear()
+            for path, entry in (("launcher", module.__dict__[loaded.lowered.entry]), ("bench_callable", update)):
+                row = measure(entry, module, inputs, args.calls, launch_counts)
+                row["direct"] = bool(plans and all(p.direct for p in module._k_plans.values()))
+                if mode == "jit":
+                    row["launches_per_call"] = None  # counted by the stubs only
+                results[f"{mode}_{path}_plans_{'on' if plans else 'off'}"] = row
     args.json.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"{'path':<28} {'us/call':>8} {'py calls':>9} {'launches':>9}  allocations")
+    print(f"{'mode / path / plans':<34} {'us/call':>8} {'py calls':>9} {'launches':>9} {'direct':>6}  allocations")
     for key, row in results.items():
         if isinstance(row, dict) and "us_per_call" in row:
-            print(f"{key:<28} {row['us_per_call']:8.1f} {row['python_calls_per_call']:9.0f} "
-                  f"{row['launches_per_call']:9.0f}  {row['allocations_per_call']}")
+            print(f"{key:<34} {row['us_per_call']:8.1f} {row['python_calls_per_call']:9.0f} "
+                  f"{row['launches_per_call'] or '-':>9} {row['direct']!s:>6}  {row['allocations_per_call']}")
     return 0
 
 
