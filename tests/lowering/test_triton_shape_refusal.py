@@ -53,3 +53,29 @@ def test_a_plain_error_is_not_a_refusal() -> None:
 
     with pytest.raises(ValueError):
         TritonLauncher(launcher, None, "sm_90a", {})(torch.zeros(2, 3))
+
+
+def test_the_refusal_is_decided_once_per_call_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a repeated call pays a dict lookup, not the walk over the declarations; each new signature is checked
+    text = PLAIN.read_text()
+    kernel = parse(text, str(PLAIN))
+    calls: list[object] = []
+    launcher = TritonLauncher(lambda *inputs: calls.append(inputs), kernel, "sm_90a", {})
+    decided: list[tuple[int, ...]] = []
+    real = launcher.refusal
+
+    def refusal(inputs: tuple[torch.Tensor, ...]) -> str | None:
+        decided.append(tuple(inputs[0].shape))
+        return real(inputs)
+
+    monkeypatch.setattr(launcher, "refusal", refusal)
+    x, c = torch.randn(1, 5, 128), torch.randn(1, 3, 128)
+    for _ in range(3):
+        launcher(x, c)
+    assert decided == [(1, 5, 128)] and len(calls) == 3
+    big = (torch.randn(1, 5, 1031), torch.randn(1, 3, 1031))
+    for _ in range(2):
+        with pytest.raises(ShapeNotSupported):
+            launcher(*big)
+    launcher(x.half(), c.half())  # another dtype: its own decision
+    assert decided == [(1, 5, 128), (1, 5, 1031), (1, 5, 128)] and len(calls) == 4
