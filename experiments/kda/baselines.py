@@ -95,8 +95,9 @@ def flash_kda_forward(module: Any, q: Any, k: Any, v: Any, g: Any, beta: Any, a_
       channel adds exact zeros to every L2 norm and inner product and leaves its state row at zero whatever its
       decay, and a zero value column keeps its state column at zero. The scale stays the contract's K^-1/2 of
       the true K (FlashKDA takes it as an argument). At K = V = 128, the benchmark's widths, nothing is copied.
-    * Layout: FlashKDA refuses non-contiguous tensors; the gates' strided layouts are copied to contiguous ones
-      (no copy for contiguous inputs). Dtypes are left alone: FlashKDA takes bf16 only and says so itself.
+    * Layout: FlashKDA's API takes contiguous tensors only; the gates' strided layouts are copied to contiguous
+      ones (no copy for contiguous inputs). cu_seqlens too: FlashKDA does not check that one, it reads its pointer
+      as contiguous. Dtypes are left alone: FlashKDA takes bf16 only and says so itself.
     """
     import torch
     import torch.nn.functional as F
@@ -117,7 +118,8 @@ def flash_kda_forward(module: Any, q: Any, k: Any, v: Any, g: Any, beta: Any, a_
     out = torch.empty(batch, total, heads, width, dtype=v.dtype, device=v.device)
     final = torch.empty(count, heads, width, width, dtype=torch.float32, device=q.device)  # V-first
     module.fwd(qp, kp, vp, gp, beta.contiguous(), dk ** -0.5, out, A_log=a_log.contiguous(), dt_bias=dt_bias_p,
-               lower_bound=LOWER_BOUND, initial_state=h0, final_state=final, cu_seqlens=cu_seqlens)
+               lower_bound=LOWER_BOUND, initial_state=h0, final_state=final,
+               cu_seqlens=None if cu_seqlens is None else cu_seqlens.contiguous())
     return out[..., :dv], final[:, :, :dv, :dk].transpose(-1, -2)
 
 

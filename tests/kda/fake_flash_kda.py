@@ -15,8 +15,9 @@ WIDTH = baselines.FLASH_KDA_WIDTH
 
 class FakeFlashKDA:
     """Refuses what FlashKDA's flash_kda.cpp checks refuse (bf16 token tensors, contiguity, D == 128, fp32 A_log
-    and dt_bias [H, 128], V-first states [N, H, 128, 128] of one dtype, int64 cu_seqlens with B = 1), records
-    each call, and writes the fp64 reference at the widths it was given and the scale it was passed."""
+    and dt_bias [H, 128], V-first states [N, H, 128, 128], int64 cu_seqlens with B = 1) and a strided cu_seqlens
+    (unchecked there, read as contiguous), records each call, and writes the fp64 reference at the widths it was
+    given and the scale it was passed."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -38,6 +39,8 @@ class FakeFlashKDA:
         count = batch if cu_seqlens is None else cu_seqlens.numel() - 1
         if cu_seqlens is not None and (batch != 1 or cu_seqlens.dtype != torch.int64):
             raise RuntimeError("cu_seqlens must be int64 with B == 1")
+        if cu_seqlens is not None and not cu_seqlens.is_contiguous():  # FlashKDA reads it as contiguous unchecked
+            raise RuntimeError("a strided cu_seqlens would be read as contiguous")
         for state in (initial_state, final_state):
             if state is not None and (state.shape != (count, heads, WIDTH, WIDTH) or not state.is_contiguous()):
                 raise RuntimeError("initial_state/final_state must be contiguous [N, H, D, D]")

@@ -27,6 +27,8 @@ def _inputs(batch: int, total: int, heads: int, dk: int, dv: int, *, varlen: boo
         return torch.randn(*size, generator=gen).to(torch.bfloat16)
 
     cu = torch.tensor([0, 4, 4, total], dtype=torch.int64) if varlen else None  # one empty sequence
+    if cu is not None and sliced:
+        cu = torch.stack([cu, cu], dim=1)[:, 0]  # every other element of a buffer: strided
     count = 3 if varlen else batch
     h0 = torch.randn(count, heads, dk, dv, generator=gen) if with_state else None
     return (randn(batch, total, heads, dk), randn(batch, total, heads, dk), randn(batch, total, heads, dv),
