@@ -6,8 +6,9 @@
 #
 # A wheel carried in .flashkda/dist/ (the one an earlier call returned in $OUT, moved there by hand) is installed
 # instead of compiling, and the log says so; remove .flashkda/dist/ to rebuild. The build is upstream's setup.py
-# (torch.utils.cpp_extension, ninja) with FLASH_KDA_CUDA_ARCHS=90a and MAX_JOBS=16, run on a copy under /tmp so
-# that nothing is written into the carried folder and setup.py's `git submodule update` finds no repository.
+# (torch.utils.cpp_extension, ninja) with FLASH_KDA_CUDA_ARCHS=90a, MAX_JOBS=16 and nvcc --split-compile=0, run
+# on a copy under /tmp so that nothing is written into the carried folder and setup.py's `git submodule update`
+# finds no repository.
 # Exit status: 0 installed and importable; 3 the sources are missing; anything else the build's or import's own.
 set -euo pipefail
 SRC=${FLASHKDA_SRC:-.flashkda}  # tests point it elsewhere
@@ -37,6 +38,9 @@ if [ ${#carried[@]} -eq 1 ]; then
 else
   export FLASH_KDA_CUDA_ARCHS=${FLASH_KDA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16}
   export FLASH_KDA_VERSION_SUFFIX=+${COMMIT:0:7}  # setup.py's `git rev-parse` finds no repository in the copy
+  # cicc's optimizer on every core: compile time only (the SASS was identical on the CPU machine; the fingerprint
+  # printed below checks it here). NVCC_APPEND_FLAGS= (set, empty) builds with upstream's flags alone.
+  export NVCC_APPEND_FLAGS=${NVCC_APPEND_FLAGS---split-compile=0}
   echo "flashkda_build: FlashKDA $COMMIT, FLASH_KDA_CUDA_ARCHS=$FLASH_KDA_CUDA_ARCHS MAX_JOBS=$MAX_JOBS" \
        "NVCC_APPEND_FLAGS=${NVCC_APPEND_FLAGS:-} nvcc: $(nvcc --version | tail -1)"
   rm -rf "$BUILD" "$WHEELS"
@@ -51,3 +55,10 @@ else
 fi
 python3 -m pip install -q --no-deps --no-index --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEEL"
 python3 -c "import flash_kda, torch; print('flashkda_build: import flash_kda OK from', flash_kda.__file__, 'torch', torch.__version__)"
+if command -v cuobjdump > /dev/null; then
+  so=("$SITE"/flash_kda_C*.so)
+  got=$(cuobjdump -sass "${so[0]}" | grep -v '^identifier = ' | md5sum | cut -d' ' -f1)
+  want=$(python3 -c "import json; print(json.load(open('$SOURCE_JSON'))['sass_fingerprint']['md5'])")
+  verdict=$([ "$got" = "$want" ] && echo "the same machine code" || echo "differs (nvcc's or cuobjdump's version, or the flags)")
+  echo "flashkda_build: SASS fingerprint $got; the CPU machine's build $want: $verdict"
+fi

@@ -14,6 +14,7 @@ import torch
 from cake.experiments.kda import baselines
 from cake.experiments.kda import reference as ref
 from cake.experiments.workload import BaselineUnavailable
+from cake.verifier import get_contract, run_battery
 from fake_flash_kda import WIDTH, FakeFlashKDA
 
 
@@ -92,3 +93,17 @@ def test_loading_flashkda_without_a_gpu_is_refused(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "flash_kda", FakeFlashKDA())
     with pytest.raises(BaselineUnavailable, match="CUDA only"):
         baselines.load_flash_kda()
+
+
+@pytest.mark.slow
+def test_the_adapter_passes_the_gates_over_a_reference_computing_stand_in() -> None:
+    """Every gate's inputs (widths 17 and 5, strided layouts, empty sequences, aliasing and reuse probes) go
+    through the adapter into the stand-in: a failure here is the adapter's, which would otherwise be blamed on
+    FlashKDA on the GPU. About a minute on a CPU; the whole battery passed too (2 min, session 7)."""
+    fake = FakeFlashKDA()
+    verdict = run_battery(get_contract("kda_forward"), lambda *inputs: baselines.flash_kda_forward(fake, *inputs),
+                          dtypes=[torch.bfloat16], all_gates=True,
+                          gates=["CMP-01", "CMP-03", "ALIAS", "REUSE", "POISON", "ORD-02"])
+    assert verdict.passed, verdict
+    assert {call["q"].shape[-1] for call in fake.calls} == {WIDTH}  # every call reached FlashKDA's width
+    assert len({call["scale"] for call in fake.calls}) > 1  # from several true widths K (17 among them)
