@@ -37,7 +37,10 @@ if [ ${#carried[@]} -eq 1 ]; then
   echo "flashkda_build: installing the carried wheel $WHEEL (no compile; remove $SRC/dist/ to rebuild)"
 else
   export FLASH_KDA_CUDA_ARCHS=${FLASH_KDA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16}
-  export FLASH_KDA_VERSION_SUFFIX=+${COMMIT:0:7}  # setup.py's `git rev-parse` finds no repository in the copy
+  # No local version label: a "+<commit>" would put a '+' in the wheel's name, which $OUT does not return. The
+  # commit is in this log and in flashkda_source.json; git finds no repository around the copy to take one from.
+  unset FLASH_KDA_VERSION_SUFFIX
+  export GIT_CEILING_DIRECTORIES=/tmp
   # cicc's optimizer on every core: compile time only (the SASS was identical on the CPU machine; the fingerprint
   # printed below checks it here). NVCC_APPEND_FLAGS= (set, empty) builds with upstream's flags alone.
   export NVCC_APPEND_FLAGS=${NVCC_APPEND_FLAGS---split-compile=0}

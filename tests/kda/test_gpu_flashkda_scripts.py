@@ -48,7 +48,7 @@ def test_the_source_record_names_the_commits_the_build_reads() -> None:
     record = json.loads(SOURCE.read_text())
     assert re.fullmatch(r"[0-9a-f]{40}", record["commit"]) and re.fullmatch(r"[0-9a-f]{40}", record["cutlass"]["commit"])
     assert record["build"]["env"]["FLASH_KDA_CUDA_ARCHS"] == "90a"
-    assert record["build"]["env"]["FLASH_KDA_VERSION_SUFFIX"] == "+" + record["commit"][:7]
+    assert "FLASH_KDA_VERSION_SUFFIX" not in record["build"]["env"]  # a '+' in the wheel's name: $OUT drops it
     assert set(record["cutlass"]["paths"]) >= {"include", "tools/util/include", "examples/common"}
 
 
