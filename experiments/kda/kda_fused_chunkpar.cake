@@ -76,6 +76,12 @@ param STAGES_INTRA = 1 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
 param STAGES_RECUR = 1 in {1, 2, 3}
+# REGS_RECUR caps recur's registers (Triton's maxnreg), as REGS_INTRA does intra's. recur is the serial part: its
+# time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and 4 warps two programs
+# share an SM, so h96_fixed's 384 programs (BV = 32) take two waves on 132 SMs, the second 45% full; 168 registers
+# fit three programs an SM (396 slots: one wave), 128 four, at the price of spills inside the serial loop. A cap
+# changes no operation or rounding. 255 is no cap (the measured default until the H200 ranks the others).
+param REGS_RECUR = 255 in {128, 168, 255}
 dims B, T, H, static K, static V
 
 tensor q: in E[B, T, H, K]
@@ -166,7 +172,7 @@ launch intra {
 
 launch recur {
   grid vt in cdiv(V, BV), h in H, b in B
-  role main: warps WARPS_RECUR {
+  role main: warps WARPS_RECUR, regs REGS_RECUR {
     let scale: f32 = rsqrt(cast(K, f32))
     # The state is held transposed, [BV, K], so both fp32 products of the loop have the V tile as their rows:
     # at BV = 64 a warpgroup's tensor-core product (M = 64) can take its operands from shared memory, where a

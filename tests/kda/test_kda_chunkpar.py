@@ -100,6 +100,15 @@ def test_intras_register_cap_and_stages_reach_its_launch() -> None:
     assert "maxnreg=128," in intra and "num_stages=1," in intra, intra
 
 
+def test_recurs_register_cap_reaches_its_launch_alone() -> None:
+    # REGS_RECUR is recur's maxnreg (three programs an SM at 168: one wave at h96_fixed); intra keeps its own cap.
+    kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
+    source = lower(kernel, "triton", arch="sm_90a", params={"REGS_RECUR": 168, "REGS_INTRA": 255},
+                   filename=str(SCHEDULE)).source
+    intra, recur = source.split("kda_fused_chunkpar_intra[grid](")[1].split("kda_fused_chunkpar_recur[grid](")
+    assert "maxnreg=168," in recur and "maxnreg" not in intra, (intra, recur)
+
+
 def test_chunkpar_keeps_what_feeds_the_state_in_fp32() -> None:
     # The interpreter cannot compute in bf16, so the rounding that failed seed 1's bf16 STREAM case on the H200
     # (u = beta v rounded to bf16: 2.3x the final_state tolerance at T = 1) is guarded here by the scratch types:
