@@ -28,7 +28,8 @@ from cake.export.hostplan import host_plan, launch_codes
 from cake.export.sources import Candidate
 
 RUNTIME = Path(__file__).resolve().parent / "runtime"
-RUNTIME_FILES = ("_ops.py", "_kernels.py", "_cuda.py", "_launcher.py", "_launcher.cpp", "_integrity.py", "_plugins.py")
+RUNTIME_FILES = ("_ops.py", "_out.py", "_kernels.py", "_cuda.py", "_launcher.py", "_launcher.cpp", "_integrity.py",
+                 "_plugins.py")
 # A workload's user API, copied as `api.py` when the package holds every op it calls.
 WORKLOAD_APIS: dict[str, tuple[Path, frozenset[str]]] = {
     "flash_kmeans": (Path(__file__).resolve().parent / "workload_api" / "flash_kmeans.py",
