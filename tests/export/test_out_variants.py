@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,7 +24,8 @@ def _inputs(dtype: torch.dtype = torch.float32, b: int = 2, n: int = 97, k: int 
     return torch.randn(b, n, d, generator=gen).to(dtype), torch.randn(b, k, d, generator=gen).to(dtype)
 
 
-def test_out_variant_schema_mutates_its_outputs_and_workspace(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
+def test_out_variant_schema_mutates_its_outputs_and_workspace(triton_pkg: ModuleType, cuda_pkg: ModuleType,
+                                                             triton_export: Path) -> None:
     cuda = str(getattr(torch.ops, CUDA_PKG).kmeans_assign_out.default._schema)
     assert cuda == (f"{CUDA_PKG}::kmeans_assign_out(Tensor(a!) ids, Tensor x, Tensor c, Tensor(b!)? workspace=None)"
                     " -> ()")
@@ -31,6 +33,8 @@ def test_out_variant_schema_mutates_its_outputs_and_workspace(triton_pkg: Module
     assert [(a.name, a.is_out or (a.alias_info is not None and a.alias_info.is_write)) for a in triton.arguments] == [
         ("c_new", True), ("x", False), ("ids", False), ("c_old", False), ("workspace", True)]
     assert not triton.returns
+    readme = (triton_export / "README.md").read_text()  # the package tells its user how to call them
+    assert f"{TRITON_PKG}.workspace_bytes('OP', *inputs)" in readme and "kmeans_assign_out(out, ..., workspace)" in readme
 
 
 def test_opcheck_every_out_variant(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:

@@ -717,9 +717,10 @@ class OutKernel final : public c10::OperatorKernel {
     for (const at::Tensor* t : outs) ptrs.push_back(reinterpret_cast<uint64_t>(t->data_ptr()));
     const uint64_t base = workspace != nullptr ? reinterpret_cast<uint64_t>(workspace->data_ptr()) : 0;
     for (const Buffer& b : plan.scratch) ptrs.push_back(base + b.workspace_offset);  // none without scratch
-    launch_plan(plan, ptrs.data(), int64_t(n_inputs), lead.device().index(), current_stream(lead.device()));
-    // Written through raw pointers: bump each output's version as an in-place op does (autograd checks it).
+    // Written through raw pointers: bump each output's version as an in-place op does (autograd checks it);
+    // before the launches, so that an inference tensor outside inference mode is refused with nothing queued.
     for (const at::Tensor* t : outs) t->unsafeGetTensorImpl()->bump_version();
+    launch_plan(plan, ptrs.data(), int64_t(n_inputs), lead.device().index(), current_stream(lead.device()));
     torch::jit::drop(*stack, n_outputs_ + n_inputs + 1);
   }
 

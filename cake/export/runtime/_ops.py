@@ -213,9 +213,9 @@ class ExportedOp:
         _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(key, inputs), inputs,
                    self.input_names, workspace, need, self.namespace)
         if isinstance(call, _kernels.CudaCall):
-            call.run_out(inputs, outs, workspace if need else None)
-            for out in outs:  # written through raw pointers: tell autograd the tensors changed
+            for out in outs:  # written through raw pointers: tell autograd the tensors change (as the C++ kernel)
                 torch.autograd.graph.increment_version(out)
+            call.run_out(inputs, outs, workspace if need else None)
         else:
             results = call(*inputs)
             for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
