@@ -626,12 +626,13 @@ void check_out(const Plan& plan, const OutNames& names, c10::ArrayRef<const at::
   }
   const int64_t need = int64_t(plan.layout.workspace_bytes);
   if (need > 0) {
-    const std::string sizing = names.ns + ".workspace_bytes('" + names.op + "', *inputs)";
+    // built only when a check fails (the macros format their message then): nothing per call
+    auto sizing = [&] { return names.ns + ".workspace_bytes('" + names.op + "', *inputs)"; };
     TORCH_CHECK_VALUE(workspace != nullptr, name, ": these inputs need a workspace of ", need,
                       " bytes: pass workspace=torch.empty(", need, ", dtype=torch.uint8, device=...) (its size: ",
-                      sizing, ")");
+                      sizing(), ")");
     TORCH_CHECK_VALUE(workspace->numel() >= need, name, ": `workspace` holds ", workspace->numel(),
-                      " bytes, these inputs need ", need, " (", sizing, ")");
+                      " bytes, these inputs need ", need, " (", sizing(), ")");
     const auto offset = reinterpret_cast<uintptr_t>(workspace->data_ptr()) % SCRATCH_ALIGN;
     TORCH_CHECK_VALUE(offset == 0, name, ": `workspace` must start at a ", SCRATCH_ALIGN,
                       "-byte aligned address (a fresh torch.empty does), got ", offset, " bytes past one");

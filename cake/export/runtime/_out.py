@@ -46,11 +46,19 @@ def shape_text(shape: Sequence[int]) -> str:
 
 def span(t: torch.Tensor) -> tuple[int, int]:
     """The bytes a tensor's elements cover, [first, end); (0, 0) for an empty tensor."""
-    if t.numel() == 0:
+    count = t.numel()
+    if count == 0:
         return 0, 0
-    low = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s < 0)
-    high = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s > 0)
     base, size = t.data_ptr(), t.element_size()
+    if t.is_contiguous():  # every plan's inputs, and every accepted output: no walk over the strides
+        return base, base + count * size
+    low = high = 0
+    for extent, stride in zip(t.shape, t.stride(), strict=True):
+        reach = (extent - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
     return base + low * size, base + (high + 1) * size
 
 
@@ -108,6 +116,7 @@ def check(op: str, name: str, outs: Sequence[Any], out_names: Sequence[str], exp
             raise ValueError(f"{name}: `{WORKSPACE}` must start at a {_kernels.WORKSPACE_ALIGN_BYTES}-byte aligned "
                              f"address (a fresh torch.empty does), got {offset} bytes past one")
     spans = [span(t) for t in inputs]
+    used = span(workspace) if need else (0, 0)
     earlier: list[tuple[str, tuple[int, int]]] = []
     for out, out_name in zip(outs, out_names, strict=True):
         mine = span(out)
@@ -119,12 +128,11 @@ def check(op: str, name: str, outs: Sequence[Any], out_names: Sequence[str], exp
             if overlap(mine, other):
                 raise ValueError(f"{name}: `{out_name}` overlaps the output `{other_name}` in memory; outputs must "
                                  "not alias the inputs, each other or the workspace")
-        if need and overlap(mine, span(workspace)):
+        if overlap(mine, used):
             raise ValueError(f"{name}: `{out_name}` overlaps `{WORKSPACE}` in memory; outputs must not alias the "
                              "inputs, each other or the workspace")
         earlier.append((out_name, mine))
     if need:
-        used = span(workspace)
         for input_name, other in zip(input_names, spans, strict=True):
             if overlap(used, other):
                 raise ValueError(f"{name}: `{WORKSPACE}` overlaps the input `{input_name}` in memory; outputs must "
