@@ -782,7 +782,7 @@ int64_t attach(const std::string& ns, const std::string& op, const std::string& 
                                                   __LINE__);
   library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
   std::lock_guard<std::mutex> lock(attached_mu);
-  attached.push_back({std::move(library), raw, ns, op, nullptr});
+  attached.push_back({std::move(library), raw, ns, op, nullptr, nullptr, nullptr, {}});
   return int64_t(attached.size()) - 1;
 }
 
