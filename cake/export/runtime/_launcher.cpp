@@ -424,10 +424,7 @@ class LaunchKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t first = stack->size() - size_t(n_inputs_);
-    thread_local std::vector<int64_t> key;
-    signature(*stack, first, n_inputs_, key);
-    Plan* plan = find(key);
-    if (plan != nullptr && !tma_aligned(*plan, *stack, first)) plan = nullptr;  // the route copies it
+    Plan* plan = launchable(*stack, first);
     if (plan == nullptr) {
       misses_.fetch_add(1, std::memory_order_relaxed);
       route_.callBoxed(stack);
@@ -465,6 +462,15 @@ class LaunchKernel final : public c10::OperatorKernel {
     std::vector<int64_t> key;
     signature(stack, 0, n_inputs_, key);
     return find(key);
+  }
+
+  // The plan a call with its inputs at `stack[first:]` can launch: its signature's plan, unless a TMA input sits
+  // at an address the plan's tensor maps cannot take (the route copies it); nullptr sends the call to the route.
+  Plan* launchable(const torch::jit::Stack& stack, size_t first) {
+    thread_local std::vector<int64_t> key;
+    signature(stack, first, n_inputs_, key);
+    Plan* plan = find(key);
+    return plan != nullptr && tma_aligned(*plan, stack, first) ? plan : nullptr;
   }
 
   Plan* find(const std::vector<int64_t>& key) {
@@ -671,11 +677,7 @@ class OutKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t n_inputs = size_t(plans_->n_inputs());
     const size_t first = stack->size() - n_outputs_ - n_inputs - 1;
-    const size_t inputs = first + n_outputs_;
-    thread_local std::vector<int64_t> key;
-    signature(*stack, inputs, int64_t(n_inputs), key);
-    Plan* plan = plans_->find(key);
-    if (plan != nullptr && !tma_aligned(*plan, *stack, inputs)) plan = nullptr;  // the route copies it
+    Plan* plan = plans_->launchable(*stack, first + n_outputs_);
     if (plan == nullptr) {
       misses_.fetch_add(1, std::memory_order_relaxed);
       route_.callBoxed(stack);
