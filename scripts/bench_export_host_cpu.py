@@ -6,7 +6,9 @@ Without `--package` it exports `experiments/kmeans/assign_pingpong.cake` (CUDA, 
 temporary directory. The package's CUDA call plan for a tiny bf16 assign (B=1 N=256 K=128 D=64) then runs on
 CPU tensors with `_cuda`'s driver handle replaced by `CountingDriver` (every driver entry point counts its calls
 and returns success), torch's current stream and device stubbed. Per call it reports, for the call plan alone
-and through the package's dispatcher (`ExportedOp.__call__`: signature, route cache, plan):
+through the package's dispatcher (`ExportedOp.__call__`: signature, route cache, plan), and through the
+out-variant's Python path (`ExportedOp.call_out`: the checks, then the plan into ids and a workspace allocated
+once):
 - host µs per call (CPU clock, median of batches; CPU tensors, so torch's allocations are the CPU allocator's);
 - Python-level function calls per call (cProfile's count: Python functions and C builtins);
 - torch tensor allocations per call (torch.empty / full / zeros / empty_like / contiguous copies counted);
@@ -126,6 +128,13 @@ def plan_for(pkg: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[Any, Any]:
     return call, op
 
 
+def aligned_workspace(size: int) -> torch.Tensor:
+    """`size` uint8 at a 256-byte aligned address, as the out-variant asks (torch's CPU allocator aligns to 64)."""
+    raw = torch.empty(size + 256, dtype=torch.uint8)
+    skip = -raw.data_ptr() % 256
+    return raw[skip:skip + size]
+
+
 def measure(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], driver: CountingDriver, calls: int
             ) -> dict[str, Any]:
     batch = 100
@@ -171,8 +180,11 @@ def main() -> None:
                   torch.randn(b, k, d, generator=gen).to(torch.bfloat16))
         call, op = plan_for(pkg, inputs)
         call(*inputs)  # first call: templates, tensor maps
+        ids = torch.empty(b, n, dtype=torch.int32)
+        workspace = aligned_workspace(call.workspace_bytes)
         rows = {"call_plan": measure(call, inputs, driver, args.calls),
-                "dispatcher": measure(op, inputs, driver, args.calls)}
+                "dispatcher": measure(op, inputs, driver, args.calls),
+                "out_variant": measure(lambda *xs: op.call_out(ids, *xs, workspace), inputs, driver, args.calls)}
     result = {"shape": TINY, "python": sys.version.split()[0], "torch": torch.__version__, "paths": rows}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")

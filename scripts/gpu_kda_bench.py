@@ -1,9 +1,14 @@
-"""Time fla's `chunk_kda` (fused flags) and a CAKE KDA schedule at FlashKDA's six shapes, interleaved in
-one process with the verifier's timing protocol (cold L2, rotated input sets, device events, medians, fp64
-spot checks before and after timing), and write JSON:
+"""Time fla's `chunk_kda` (fused flags), other KDA baselines (FlashKDA) and a CAKE KDA schedule at FlashKDA's six
+shapes, interleaved in one process with the verifier's timing protocol (cold L2, rotated input sets, device
+events, medians, fp64 spot checks before and after timing), and write JSON:
 
     python3 scripts/gpu_kda_bench.py --json OUT.json --seed-verdict VERIFY.json [--schedule FILE.cake]
-        [--params '{"C": 32}'] [--shapes h64_fixed ...] [--max-seconds 25]
+        [--params '{"C": 32}'] [--shapes h64_fixed ...] [--max-seconds 25] [--baselines fla_chunk_kda flash_kda]
+
+`--baselines` names the workload's baselines to time (default: fla_chunk_kda alone); one that cannot load here
+(its package missing, no GPU) is listed under `notes` with the reason, printed, and not timed. The schedule's
+speedup is over the fastest baseline at each shape; `baseline_geomean` gives each baseline's geomean speedup over
+the first one named (FlashKDA over fla).
 
 The schedule defaults to the chunk-parallel seed (kda_fused_chunkpar.cake); `--params` binds its params (JSON,
 as `cake verify` and the lowering take them), defaults otherwise. `--dry-run` does everything but time (no GPU:
@@ -40,6 +45,7 @@ from typing import Any
 
 import torch
 from cake.experiments.kda import shapes as kda_shapes
+from cake.experiments.kda.baselines import FLA_CHUNK, FORWARD_BASELINES
 from cake.experiments.kda.reference import segments
 from cake.experiments.workload import Shape
 from cake.verifier.compare import compare
@@ -48,6 +54,7 @@ from cake.verifier.inputs import Layout, ValueFamily, make_case
 from cake.verifier.timing import Check, Clock, Contestant, TimingConfig, Verification, measure
 
 OP = "kda_forward"
+BASELINES = {b.name: b for b in FORWARD_BASELINES}
 SEED_SCHEDULE = Path(__file__).resolve().parents[1] / "experiments" / "kda" / "kda_fused_chunkpar.cake"
 CONFIG = TimingConfig(warmup_calls=3, min_reps=10, max_reps=40, max_wall_s=3.0)
 # One input set per shape (805 MB at H=96, far past the L2; every call starts cold anyway): the fp64 spot
@@ -199,10 +206,23 @@ def _time_shape(shape: Shape, contract: Contract, contestants: Sequence[Contesta
 
 def geomean_speedup(reports: Sequence[dict[str, Any]], name: str) -> float | None:
     """The geomean of `name`'s speedups over every shape; None when any shape (a cut one too) has none."""
-    ratios = [next((m["speedup"] for m in r["measurements"] if m["name"] == name), None) for r in reports]
-    if not ratios or any(r is None for r in ratios):
+    found = [next((m["speedup"] for m in r["measurements"] if m["name"] == name), None) for r in reports]
+    ratios = [float(r) for r in found if r is not None]
+    if not ratios or len(ratios) != len(found):
         return None
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def baseline_geomean(reports: Sequence[dict[str, Any]], over: str, name: str) -> float | None:
+    """The geomean over every shape of `over`'s median / `name`'s median (how much faster `name` is than `over`);
+    None when any shape lacks either median."""
+    ratios = []
+    for report in reports:
+        medians = {m["name"]: m["median_ms"] for m in report["measurements"]}
+        if not medians.get(over) or not medians.get(name):
+            return None
+        ratios.append(medians[over] / medians[name])
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
 
 
 def seed_verification(path: Path | None) -> Verification:
@@ -231,11 +251,12 @@ def main(argv: list[str] | None = None) -> int:
                         choices=[s.name for s in kda_shapes.GPU_SHAPES])
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS,
                         help=f"wall-clock guard per shape (default {MAX_SECONDS:g}; 0: none); a shape past it is cut")
+    parser.add_argument("--baselines", nargs="+", default=[FLA_CHUNK.name], choices=list(BASELINES),
+                        help=f"baselines to time (default {FLA_CHUNK.name}); speedups are over the fastest")
     parser.add_argument("--dry-run", action="store_true", help="lower and list, time nothing (runs on a CPU)")
     args = parser.parse_args(argv)
 
     from cake.experiments.kda.adapt import load_schedule
-    from cake.experiments.kda.baselines import FLA_CHUNK
     from cake.experiments.workload import BaselineUnavailable
     from cake.verifier.timing import CudaClock
 
@@ -243,11 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     shapes = [by_name[name] for name in args.shapes]
     contestants: list[Contestant] = []
     notes: dict[str, str] = {}
-    try:
-        fla = FLA_CHUNK.load()
-        contestants.append(Contestant(FLA_CHUNK.name, fla.run, fla.prepared, candidate=False))
-    except BaselineUnavailable as missing:
-        notes[FLA_CHUNK.name] = str(missing)
+    for name in args.baselines:
+        try:
+            loaded = BASELINES[name].load()
+            contestants.append(Contestant(name, loaded.run, loaded.prepared, candidate=False))
+        except BaselineUnavailable as missing:
+            notes[name] = f"not timed: {missing}"
     verification = seed_verification(args.seed_verdict)
     # Lowered before the verdict is consulted, so bad params or a refused schedule fail here, in a dry run too.
     kernel = load_schedule(args.schedule, params=args.params)
@@ -273,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
                 "contestants": [c.name for c in contestants], "notes": notes, "seed_verification": verification.detail,
                 "shapes": reports, "shapes_asked": args.shapes,
                 "geomean_speedup": {c.name: geomean_speedup(reports, c.name) if len(reports) == len(shapes) else None
-                                    for c in contestants if c.candidate}}
+                                    for c in contestants if c.candidate},
+                "baseline_geomean": {"over": args.baselines[0], **{
+                    name: baseline_geomean(reports, args.baselines[0], name) if len(reports) == len(shapes) else None
+                    for name in args.baselines[1:]}}}
         args.json.write_text(json.dumps(data, indent=2) + "\n")
 
     reports: list[dict[str, Any]] = []
@@ -282,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     elif contestants:
         reports = run_shapes(shapes, contestants, CudaClock(), "cuda", max_seconds=args.max_seconds, on_shape=write)
     write(reports)
-    geomeans = json.loads(args.json.read_text())["geomean_speedup"]
-    print(f"wrote {args.json}; geomean speedup over fla_chunk_kda: {geomeans}")
+    written = json.loads(args.json.read_text())
+    print(f"wrote {args.json}; geomean speedup over the fastest baseline: {written['geomean_speedup']}; "
+          f"baselines over {args.baselines[0]}: {written['baseline_geomean']}")
     return 0
 
 

@@ -28,7 +28,8 @@ from cake.export.hostplan import host_plan, launch_codes
 from cake.export.sources import Candidate
 
 RUNTIME = Path(__file__).resolve().parent / "runtime"
-RUNTIME_FILES = ("_ops.py", "_kernels.py", "_cuda.py", "_launcher.py", "_launcher.cpp", "_integrity.py", "_plugins.py")
+RUNTIME_FILES = ("_ops.py", "_out.py", "_kernels.py", "_cuda.py", "_launcher.py", "_launcher.cpp", "_integrity.py",
+                 "_plugins.py")
 # A workload's user API, copied as `api.py` when the package holds every op it calls.
 WORKLOAD_APIS: dict[str, tuple[Path, frozenset[str]]] = {
     "flash_kmeans": (Path(__file__).resolve().parent / "workload_api" / "flash_kmeans.py",
@@ -335,11 +336,13 @@ def readme(name: str, namespace: str, ops: Mapping[str, Any], variants: Mapping[
                                  for b in meta["buckets"] for v in b["variants"]}))
         lines.append(f"| `torch.ops.{namespace}.{op}` | {sig} | {dom} | {kern} |")
     lines += ["", "```python", f"import {name}  # registers the ops (checks every file against certificate.json)",
-              f"ids = torch.ops.{namespace}.{next(iter(ops))}(...)", f"{name}.fallback_counts()  # calls that took the "
-              "reference, by reason", "```"]
+              f"ids = torch.ops.{namespace}.{next(iter(ops))}(...)",
+              f"torch.ops.{namespace}.{next(iter(ops))}_out(out, ..., workspace)  # into `out`: no allocation",
+              f"{name}.fallback_counts()  # calls that took the reference, by reason", "```"]
     if api:
-        lines += ["", f"`{name}.assign(x, c)`, `{name}.update(x, ids, c_old)` and `{name}.kmeans(x, k, iters)` "
-                  "(Lloyd's algorithm) run on these ops."]
+        lines += ["", f"`{name}.assign(x, c, out=None)`, `{name}.update(x, ids, c_old, out=None)` and "
+                  f"`{name}.kmeans(x, k, iters)` (Lloyd's algorithm: buffers and workspaces allocated once, every "
+                  "iteration through the out-variants) run on these ops."]
     lines += [
         "", "## Behaviour", "",
         "* **CPU tensors** run the contract's fp64 reference (the CPU implementation; `CAKE_EXPORT_INTERPRET=1` with "
@@ -355,6 +358,14 @@ def readme(name: str, namespace: str, ops: Mapping[str, Any], variants: Mapping[
         "* **CUDA kernels** launch from cubins compiled at export for the listed archs (a device with no cubin "
         "raises, naming the arch to export for), on torch's current stream, without host synchronization or "
         "allocation outside torch's caching allocator: they can be captured in CUDA graphs.",
+        "* **Out-variants**: every op `OP` has `OP_out(outs..., inputs..., workspace=None) -> ()`, writing into the "
+        "caller's tensors (vLLM's style: outputs first). CUDA kernels keep their scratch in `workspace` (uint8, "
+        f"256-byte aligned, at least `{name}.workspace_bytes('OP', *inputs)` bytes; None where that is 0), so a "
+        "call allocates nothing: use them when serving, inside CUDA graphs (the buffers are yours, not the graph "
+        "pool's) and in loops of small calls (`kmeans` runs every Lloyd iteration through them). A wrong output "
+        "dtype, shape, device or layout, an output overlapping an input, or a missing, small or misaligned "
+        "workspace raises `TypeError`/`ValueError` before anything runs. Triton kernels allocate inside their "
+        "generated host function: their out-variant copies the result into `out`.",
         "* **Integrity**: on import every file is checked against `certificate.json`; an op whose code changed is "
         "refused (`IntegrityError`). `CAKE_EXPORT_ALLOW_MODIFIED=1` registers modified code for development. "
         "`cake certify PATH` re-runs the contract gates on this machine and appends a row to the certificate.",

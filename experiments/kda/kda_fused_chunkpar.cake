@@ -48,8 +48,8 @@ target sm_90a
 dtype E in {f32, f16, bf16}
 param C = 32 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
-# intra's slice of K (see the launch); BK = K is the unsliced form
-param BK = 32 in {16, 32, 64, 128}
+# intra's slice of K (see the launch); BK = K is the unsliced form. 16 since session 7 (below).
+param BK = 16 in {16, 32, 64, 128}
 # 4 warps (session 6, without a GPU): at 255 registers a thread, 8 warps fill an SM's register file with one intra
 # program, whose chain of small dependent products (Tm's doublings) then stalls the SM at every layout change;
 # 4 warps let two programs share an SM (and Triton spreads a [32, 32] product over 4 warps with half the
@@ -59,18 +59,29 @@ param WARPS_INTRA = 4 in {1, 2, 4, 8}
 # threads, about 53 us a program on the H200); these two params are the levers its SASS shows (sm_90a, Triton
 # 3.6, scripts/aot_kda_sass.py; the table is in scripts/gpu/s7_kdaintra7.sh, which ranks them). Defaults: as
 # measured. Neither changes a value: a register cap and the loops' num_stages change no operation.
+# Measured on the H200 (session 7 call 1, scripts/gpu_kda_profile.py at h96_fixed, ms of kernels per call, intra
+# in brackets; raw results/h200-2026-12-02/s7-call1/kdaintra7_profile.json): {} (BK 32, 3 stages, no cap) 8.356;
+# STAGES_INTRA 1: 7.713; + REGS_INTRA 168: 7.026; BK 16 + 1 stage + 168: 6.921; **BK 16 + 1 stage + 128: 6.836
+# (intra 3.388, was 4.95)**, the defaults now; C 16 + 1 stage + 168: 8.905 (intra 3.062, recur 5.840: twice the
+# serial chunks). ptxas on the H200: 128 registers spill 26 bytes, 168 spill 6 (BK 16).
 # REGS_INTRA caps intra's registers (Triton's maxnreg): 168 fits three programs an SM, 128 four, at the price of
 # spills to local memory. 255 is no cap. With one stage and BK = 16 intra needs 190 registers unbounded and
 # spills 24 bytes at 168 (BK = 32: 160 bytes, 267 spill instructions a program).
-param REGS_INTRA = 255 in {128, 168, 255}
+param REGS_INTRA = 128 in {128, 168, 255}
 # STAGES_INTRA is the num_stages of intra's two K-slice loops (Triton's default, 3, before session 7): over four
 # slices the cp.async staging of three buffers costs index arithmetic, shared-memory traffic and barriers; at 1
 # each slice is loaded in place: 14,987 instructions a warp per program instead of 22,156, 107 block barriers
 # instead of 143, no spills (the loads' latency is exposed instead: only the H200 can weigh the two).
-param STAGES_INTRA = 3 in {1, 2, 3}
+param STAGES_INTRA = 1 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 # recur's chunk loop is software-pipelined over this many buffers of its loads (Triton's num_stages)
 param STAGES_RECUR = 1 in {1, 2, 3}
+# REGS_RECUR caps recur's registers (Triton's maxnreg), as REGS_INTRA does intra's. recur is the serial part: its
+# time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and 4 warps two programs
+# share an SM, so h96_fixed's 384 programs (BV = 32) take two waves on 132 SMs, the second 45% full; 168 registers
+# fit three programs an SM (396 slots: one wave), 128 four, at the price of spills inside the serial loop. A cap
+# changes no operation or rounding. 255 is no cap (the measured default until the H200 ranks the others).
+param REGS_RECUR = 255 in {128, 168, 255}
 dims B, T, H, static K, static V
 
 tensor q: in E[B, T, H, K]
@@ -161,7 +172,7 @@ launch intra {
 
 launch recur {
   grid vt in cdiv(V, BV), h in H, b in B
-  role main: warps WARPS_RECUR {
+  role main: warps WARPS_RECUR, regs REGS_RECUR {
     let scale: f32 = rsqrt(cast(K, f32))
     # The state is held transposed, [BV, K], so both fp32 products of the loop have the V tile as their rows:
     # at BV = 64 a warpgroup's tensor-core product (M = 64) can take its operands from shared memory, where a

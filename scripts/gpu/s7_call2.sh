@@ -1,16 +1,14 @@
-# H200, session 7's second call (issues 17, 18, 14), with carry [".whl"]; about 9.5 minutes (limits: 300 + 130 + 140).
-# 1. evolve (~4.8 min): a clean-start evolve seed of the assign on the CUDA backend (issue 17 needs three; session 5's
-#    died on an import, session 6's first call was cut by the call limit before it began).
-# 2. lloyd (~120 s): the Lloyd iteration at the cell with the update's new default (BN 256; session 6's 1.522x
-#    [1.488, 1.642] ran BN 1024), 3 processes.
-# 3. kda_tolerances (what is left): the KDA GPU tolerance table over seeds 0 1 (session 6's 70 s printed nothing; the
-#    fp64 recurrent reference walks every token at the GPU shapes). The verifier judges with the larger of the CPU and
-#    GPU coefficients, so this table can only loosen a verdict. Commit $RES/kda_tolerances_cuda.json as
-#    experiments/kda/tolerances_cuda.json if the command exits 0.
+# H200, session 7's second call (issue 14), with carry [".whl", ".flashkda"]; about 7.5 minutes (budget 450 s).
+# 1. kda7_verify (<= 115 s; 101 s cold in session 6): every kda_forward gate in bf16 under seeds 0 and 1 on
+#    kda_fused_chunkpar.cake at its new defaults (BK 16, STAGES_INTRA 1, REGS_INTRA 128: the fastest of six at
+#    h96_fixed in call 1, whose verify stage ran out compiling). Look for "kda_forward: PASSED" under both seeds.
+# 2. scripts/gpu/s7_fkda7.sh (what is left, its own 300 s budget capped by ours): FlashKDA built from source, smoke,
+#    gated, and timed beside fla chunk_kda and (given stage 1's passing verdict) our seed at the six FlashKDA shapes.
+# (Session 6's s7_call2.sh — evolve seed, Lloyd at BN 256, KDA tolerance table — gave way to these and to the update
+# fix; the Lloyd figure is re-measured after it.)
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0
-stage evolve 300 python3 scripts/gpu_evolve.py --minutes 4.5 --backend cuda --evals-per-turn 4 --seed 1 --out $RES/evolve
-stage lloyd 130 python3 scripts/gpu_lloyd_bench.py --out $RES/lloyd --shapes cake_cell --processes 3
-stage kda_tolerances 140 sh -c "python3 -m cake.verifier.calibrate --device cuda --op kda_forward --seeds 0 1; rc=\$?;
-  cp experiments/kda/tolerances_cuda.json $RES/kda_tolerances_cuda.json; exit \$rc"
-cat $RES/stages.txt
+stage kda7_verify 115 cake verify --device cuda --timeout 100 --dtypes bf16 --seeds 0 1 \
+  --schedule experiments/kda/kda_fused_chunkpar.cake --json $RES/verify_kda7.json
+grep -q '"passed": true' $RES/verify_kda7.json 2>/dev/null && export FKDA7_SEED_VERDICT=$RES/verify_kda7.json
+source scripts/gpu/s7_fkda7.sh

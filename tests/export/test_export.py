@@ -19,47 +19,16 @@ from typing import Any
 import pytest
 import tomllib
 import torch
-from cake.lowering.cuda.compile import find_nvcc
 
 from cake.cli import main
-from cake.export import ExportError, export_package, from_files
-from cake.export.certify import certify, import_package
-
-FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
-TRITON_PKG = "cake_test_export_triton"
-CUDA_PKG = "cake_test_export_cuda"
+from cake.export import ExportError, export_package
+from cake.export.certify import certify
+from tests.export.packages import CUDA_PKG, FK, TRITON_PKG
 
 # A CPU call of a CUDA-only package runs the reference and warns once with the package's own warning class; under
 # pytest-xdist an uncaught warning whose class lives in a package the controller cannot import crashes the run
 # (INTERNALERROR), so the warning is silenced here and asserted where it matters (the fallback test).
 pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
-
-
-@pytest.fixture(scope="module")
-def triton_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("export") / "triton"
-    export_package(from_files([FK / "assign_plain.cake", FK / "update_onehot.cake"]), out, name=TRITON_PKG)
-    return out
-
-
-@pytest.fixture(scope="module")
-def triton_pkg(triton_export: Path) -> ModuleType:
-    return import_package(triton_export)
-
-
-@pytest.fixture(scope="module")
-def cuda_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if find_nvcc() is None:
-        pytest.skip("nvcc is not installed: the CUDA export compiles cubins at export time")
-    out = tmp_path_factory.mktemp("export") / "cuda"
-    export_package(from_files([FK / "assign_pingpong.cake"]), out, name=CUDA_PKG, backend="cuda",
-                   archs=("sm_90a",), static_overrides={"D": [64]})
-    return out
-
-
-@pytest.fixture(scope="module")
-def cuda_pkg(cuda_export: Path) -> ModuleType:
-    return import_package(cuda_export)
 
 
 def _kmeans_inputs(dtype: torch.dtype = torch.float32, n: int = 97, k: int = 19, d: int = 32) -> tuple[torch.Tensor, ...]:

@@ -1,5 +1,6 @@
 """The CPU paths of the H200 scripts of `cake export` (scripts/gpu_export.py, scripts/gpu_host_overhead.py,
-scripts/gpu/s4_launcher.sh, s5_host5.sh and s6_host6.sh): the host-time loop, the inputs, the summary table, the stage file."""
+scripts/gpu/s4_launcher.sh, s5_host5.sh, s6_host6.sh and s7_host7.sh): the host-time loop, the inputs, the summary
+table, the stage file."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def _run(label: str, kind: str, us: float, stats: dict[str, int]) -> dict[str, o
     return {"label": label, "host_path": {"kind": kind, "why": "test"}, "ids_equal_python_path": True,
             "host_us": dict.fromkeys(gpu_host_overhead.COLUMNS, timing),
             "graph": {"replay_equals_eager": True, "after_inputs_change": True},
+            "out_graph": {"replay_equals_eager": True, "after_inputs_change": True}, "out_equals_functional": True,
             "launcher_stats": {"kmeans_assign": stats} if stats else {}}
 
 
@@ -49,8 +51,10 @@ def test_host_overhead_summary_marks_the_goal(tmp_path: Path, capsys: pytest.Cap
         paths[-1].write_text(json.dumps(_run(label, kind, us, stats)))
     summary = gpu_host_overhead.summarize(paths)
     assert summary["met"] == {"cuda_cpp": True, "cuda_ctypes": False} and summary["goal_us"] == 10.0
+    assert summary["met_out"] == {"cuda_cpp": True, "cuda_ctypes": False}  # the out-variant's column, judged alike
     table = capsys.readouterr().out
     assert "cuda_cpp" in table and "7.5 us" in table and "'launched': 4000" in table
+    assert "torch_ops_out" in table and "True/True" in table  # op and out-variant graphs
 
 
 def test_summary_gives_the_interval_over_separate_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,7 +118,27 @@ def test_poison_scratch_also_fills_blocks_of_the_launchers_shared_block(monkeypa
     assert sizes == [64] * 4 + [1536] * 4  # the scratch's own size, then the block holding ids and scratch
 
 
-@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh"])
+def test_out_buffers_size_the_workspace_from_the_package() -> None:
+    x, c = gpu_export.kmeans_inputs({"B": 2, "N": 5, "K": 3, "D": 8}, "cpu")
+    asked: list[tuple[str, int]] = []
+
+    class Pkg:
+        def __init__(self, size: int):
+            self.size = size
+
+        def workspace_bytes(self, op: str, *inputs: torch.Tensor) -> int:
+            asked.append((op, len(inputs)))
+            return self.size
+
+    for size in (0, 96):
+        pkg = Pkg(size)
+        ids, workspace = gpu_host_overhead.out_buffers(pkg, x, c)
+        assert ids.shape == (2, 5) and ids.dtype == torch.int32
+        assert (workspace is None) if size == 0 else (workspace.dtype == torch.uint8 and workspace.numel() == 96)
+    assert asked == [("kmeans_assign", 2)] * 2
+
+
+@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh", "s7_host7.sh"])
 def test_stage_file_runs_existing_scripts(name: str) -> None:
     stage = ROOT / "scripts" / "gpu" / name
     assert subprocess.run(["bash", "-n", str(stage)], check=False).returncode == 0
@@ -131,3 +155,10 @@ def test_session_6_stage_file_stays_within_its_90_seconds() -> None:
     limits = [int(s) for s in re.findall(r"^stage host6_\w+ (\d+) ", text, re.M)]
     assert len(limits) == 8 and sum(limits) <= 90
     assert text.count("--label cpp_") == 3  # the headline in three processes
+
+
+def test_session_7_stage_file_stays_within_its_120_seconds() -> None:
+    text = (ROOT / "scripts" / "gpu" / "s7_host7.sh").read_text()
+    limits = [int(s) for s in re.findall(r"^stage host7_\w+ (\d+) ", text, re.M)]
+    assert len(limits) == 8 and sum(limits) <= 120
+    assert text.count("--label cpp_") == 3 and "CAKE_EXPORT_HOST_PATH=ctypes" in text

@@ -100,7 +100,42 @@ op.launcher.install(op.table, [x2, c2], call2.plan_values())
 separate = op.launcher_layout((x2, c2))
 same = torch.equal(ops.kmeans_assign(x, c), ops.kmeans_assign_reference(x, c))  # CPU: the CPU implementation
 torch.library.opcheck(ops.kmeans_assign.default, (x, c))
+# The out kernel's checks, on the plan installed for these CPU inputs, against the Python path's (same words)
+def aligned(n):
+    raw = torch.empty(n + 256, dtype=torch.uint8)
+    skip = -raw.data_ptr() % 256
+    return raw[skip:skip + n]
+ids = torch.empty(1, 256, dtype=torch.int32)
+ws = aligned(call.workspace_bytes)
+big = aligned(2048)
+bad_args = {
+    "dtype": ([ids.float()], ws), "shape": ([ids[:, :255]], ws),
+    "strides": ([torch.empty(1, 512, dtype=torch.int32)[:, ::2]], ws), "device": ([ids.to("meta")], ws),
+    "alias": ([x.view(-1).view(torch.int32)[:256].view(1, 256)], ws), "no workspace": ([ids], None),
+    "small": ([ids], aligned(256)), "unaligned": ([ids], aligned(1024)[16:]),
+    "workspace dtype": ([ids], ws.view(torch.int32)), "in workspace": ([big.view(torch.int32)[:256].view(1, 256)], big),
+}
+checks = {}
+for case, (outs, workspace) in bad_args.items():
+    seen = []
+    for check in (lambda: op.launcher.check_out(op.table, outs, [x, c], workspace),
+                  lambda: op.call_out(*outs, x, c, workspace)):
+        try:
+            check()
+            seen.append("accepted")
+        except (TypeError, ValueError) as error:
+            seen.append(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    checks[case] = seen
+good = int(op.launcher.check_out(op.table, [ids], [x, c], ws))
+unplanned_check = int(op.launcher.check_out(op.table, [ids[:, :7]], [x[:, :7], c], ws))
+out_schema = str(ops.kmeans_assign_out.default._schema)
 print(json.dumps({"host_path": pkg.host_path, "stats": pkg.launcher_stats(), "refusals": refusals, "same": same,
+                  "checks": checks, "good": good, "unplanned_check": unplanned_check, "out_schema": out_schema,
+                  "workspace": op.launcher_workspace((x, c)), "python_workspace": [call.workspace_bytes,
+                  list(call.workspace_offsets)], "workspace2": op.launcher_workspace((x2, c2)),
+                  "python_workspace2": [call2.workspace_bytes, list(call2.workspace_offsets)],
+                  "out_autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
+                      f"{pkg.namespace}::kmeans_assign_out", "AutogradCUDA"),
                   "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan), "layout": layout,
                   "separate": separate, "unplanned": op.launcher_layout((x[:, :7], c)),
                   "bypassed": op.autograd_bypassed, "autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
@@ -119,7 +154,24 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["host_path"] == {"kind": "cpp", "why": "C++ launcher (CAKE_EXPORT_HOST_PATH=cpp)"}
     assert result["route"] and result["same"]
-    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 2}}
+    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 2, "out_launched": 0,
+                                                 "out_routed": 0}}
+    assert result["out_schema"].endswith("kmeans_assign_out(Tensor(a!) ids, Tensor x, Tensor c, Tensor(b!)? "
+                                         "workspace=None) -> ()")
+    # the C++ out kernel refuses what the Python path refuses, with the same type and words
+    for case, (cpp, python) in result["checks"].items():
+        assert cpp == python and cpp != "accepted", (case, cpp, python)
+    assert result["checks"]["small"][0] == ("ValueError: kmeans_assign_out: `workspace` holds 256 bytes, these "
+                                            "inputs need 512 (cake_bench_export_host.workspace_bytes("
+                                            "'kmeans_assign', *inputs))")
+    assert result["checks"]["dtype"][0] == "TypeError: kmeans_assign_out: `ids` must be torch.int32, got torch.float32"
+    assert result["good"] == 1 and result["unplanned_check"] == 0  # no plan: a call would go to the Python route
+    # the workspace layout (scratch at 256-byte boundaries from 0) is the same on both host paths
+    assert result["workspace"] == {"workspace_bytes": 512, "scratch_offsets": [0]}
+    assert result["python_workspace"] == [512, [0]]
+    assert result["workspace2"] == {"workspace_bytes": result["python_workspace2"][0],
+                                    "scratch_offsets": result["python_workspace2"][1]}
+    assert result["out_autograd_cuda"]  # integer ids: the out kernel runs at AutogradCUDA too
     # one allocation a call: ids (1 x 256 int32, 1024 bytes), then ||c||^2 (1 x 128 f32) at the next 256 bytes
     assert result["layout"] == {"allocations": 1, "block_bytes": 1024 + 512, "first_output_holds_scratch": True,
                                 "scratch_offsets": [1024]}

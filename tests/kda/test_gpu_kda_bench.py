@@ -160,3 +160,27 @@ def test_a_shape_past_its_guard_is_cut_and_the_next_shape_still_runs(tmp_path: P
     assert {m["name"] for m in reports[1]["measurements"]} == {"fla_stand_in", "seed"}
     assert written == [1, 2]  # the caller saw every shape as it finished
     assert bench.geomean_speedup(reports, "seed") is None  # a cut shape leaves no geomean
+
+
+def test_flashkda_beside_fla_gets_a_baseline_geomean_and_the_seed_is_judged_against_the_faster() -> None:
+    clock = StepClock()
+    contestants = [Contestant("fla_stand_in", costs(clock, 2.0, kda_forward_recurrent), candidate=False),
+                   Contestant("flashkda_stand_in", costs(clock, 1.0, kda_forward_recurrent), candidate=False),
+                   Contestant("seed", costs(clock, 4.0, kda_forward_chunked), verification=PASSED)]
+    reports = bench.run_shapes([shapes.CPU_SHAPE, shapes.CPU_VARLEN], contestants, clock, "cpu", config=CONFIG)
+    assert bench.baseline_geomean(reports, "fla_stand_in", "flashkda_stand_in") == pytest.approx(2.0)
+    assert bench.geomean_speedup(reports, "seed") == pytest.approx(0.25)  # over the fastest baseline, 1.0 ms
+    assert bench.baseline_geomean(reports, "fla_stand_in", "absent") is None
+
+
+def test_a_dry_run_names_each_asked_baseline_that_cannot_load_here(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert bench.main(["--json", str(out), "--dry-run", "--baselines", "fla_chunk_kda", "flash_kda",
+                       "--shapes", "h64_fixed"]) == 0
+    data = json.loads(out.read_text())
+    if not torch.cuda.is_available():
+        assert data["notes"]["flash_kda"].startswith("not timed: ")
+        assert "flash_kda" not in data["contestants"]
+    assert data["baseline_geomean"] == {"over": "fla_chunk_kda", "flash_kda": None}
+    with pytest.raises(SystemExit):
+        bench.main(["--json", str(out), "--dry-run", "--baselines", "no_such_kernel"])

@@ -46,9 +46,9 @@ def test_trip_counts_must_name_every_loop() -> None:
 
 def _report(tmp_path: Path) -> Path:
     rows = {"kda_fused_chunkpar {}": [{"ms_per_call": 4.9}, {"ms_per_call": 3.4}],
-            'kda_fused_chunkpar {"STAGES_INTRA": 1, "REGS_INTRA": 168}': [{"ms_per_call": 3.0}, {"ms_per_call": 3.4}]}
+            'kda_fused_chunkpar {"STAGES_INTRA": 2, "REGS_INTRA": 168}': [{"ms_per_call": 3.0}, {"ms_per_call": 3.4}]}
     path = tmp_path / "profile.json"
-    path.write_text(json.dumps({"schedule": str(SCHEDULE), "params": ["{}", '{"STAGES_INTRA": 1, "REGS_INTRA": 168}'],
+    path.write_text(json.dumps({"schedule": str(SCHEDULE), "params": ["{}", '{"STAGES_INTRA": 2, "REGS_INTRA": 168}'],
                                 "shapes": {"h96_fixed": rows}}))
     return path
 
@@ -58,7 +58,7 @@ def test_the_fastest_variant_becomes_the_defaults_of_a_checked_copy(tmp_path: Pa
     assert best.main([str(_report(tmp_path)), "--write", str(out)]) == 0
     defaults = {p.name: p.default for p in parse(out.read_text(), str(out)).params}
     original = {p.name: p.default for p in parse(SCHEDULE.read_text(), str(SCHEDULE)).params}
-    assert {name: v for name, v in defaults.items() if original[name] != v} == {"STAGES_INTRA": 1, "REGS_INTRA": 168}
+    assert {name: v for name, v in defaults.items() if original[name] != v} == {"STAGES_INTRA": 2, "REGS_INTRA": 168}
 
 
 def test_a_winner_outside_a_params_domain_is_refused(tmp_path: Path) -> None:
@@ -79,8 +79,9 @@ def test_one_stage_intra_issues_fewer_instructions_and_barriers(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = tmp_path / "sass.json"
     proc = subprocess.run([sys.executable, str(Path(sass.__file__)), "--out", str(out), "--trips", "4,4,4",
-                           "--params", "{}", '{"STAGES_INTRA": 1}'], capture_output=True, text=True, env=env,
-                          timeout=600)
+                           "--params", '{"BK": 32, "STAGES_INTRA": 3, "REGS_INTRA": 255}',
+                           '{"BK": 32, "STAGES_INTRA": 1, "REGS_INTRA": 255}'], capture_output=True, text=True,
+                          env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     staged, single = (v["per_program"] for v in json.loads(out.read_text())["variants"])
     assert single["hmma"] == staged["hmma"] > 0

@@ -133,6 +133,25 @@ def test_battery_stops_at_first_failure_and_names_every_gate() -> None:
     assert Verdict.from_json(verdict.to_json()) == verdict
 
 
+def matmul_through_byte_workspaces(a: Tensor, b: Tensor) -> Tensor:
+    # Correct, with the scratch a library kernel allocates for itself (FlashKDA's fwd takes a torch.empty uint8
+    # workspace): POISON fills it with its sentinels and must not overflow the byte dtypes (session 7 on the H200:
+    # "value cannot be converted to type uint8_t without overflow" was the gate's own error, blamed on the kernel).
+    for dtype in (torch.uint8, torch.int8, torch.int16, torch.bool):
+        torch.empty(16, dtype=dtype)
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+def test_poison_fills_small_integer_workspaces_with_sentinels_that_fit() -> None:
+    from cake.verifier.gates.exploits import poison_value
+    for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.float16):
+        first, second = (torch.full((1,), poison_value(dtype, w), dtype=dtype) for w in (0, 1))
+        assert not torch.equal(first, second), dtype  # two different sentinels, or an unwritten byte hides
+    _cache.clear()
+    result = run_gate("POISON", get_contract("matmul"), matmul_through_byte_workspaces)
+    assert result.status is GateStatus.PASS, result
+
+
 def test_a_crash_is_a_runtime_error_never_a_pass() -> None:
     def crashes(x: Tensor) -> Tensor:
         raise ValueError("tile size must divide N")

@@ -22,6 +22,10 @@ from . import _cuda, _launcher
 
 IR_DTYPE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
             torch.int64: "i64", torch.bool: "bool"}
+# Where each scratch buffer starts in a caller's workspace (an out-variant call) and in the C++ launcher's
+# per-call block: TMA needs 16-byte global addresses; 256 keeps each buffer on its own L2 sectors and matches
+# cudaMalloc's alignment. `_launcher.cpp`'s SCRATCH_ALIGN is the same number.
+WORKSPACE_ALIGN_BYTES = 256
 # Functions a generated host expression may call (grid extents, output and scratch shapes).
 EXPR_FUNCTIONS: dict[str, Any] = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 
@@ -179,7 +183,11 @@ class CudaCall:
     A signature whose inputs the kernel takes as they are (contiguous, TMA-addressable) runs `_fast`: no dicts,
     no views, one `torch.empty` per output and scratch buffer, one memset per scratch buffer that needs its
     init, one `cuLaunchKernel` per launch. Other signatures (and a TMA input whose base pointer is not 16-byte aligned)
-    run `_prepared`, which copies or pads first and then launches the same way."""
+    run `_prepared`, which copies or pads first and then launches the same way.
+
+    `run_out` is the out-variant's call: the caller's output tensors, and the scratch buffers at
+    `workspace_offsets` in the caller's workspace (`workspace_bytes` of it): `_fast` then allocates nothing. The
+    caller (`ExportedOp.call_out`) has checked them."""
 
     def __init__(self, variant: CudaVariant, spec: Mapping[str, Any], module: _cuda.Module,
                  dims: Mapping[str, int], dtypes: Mapping[str, str], device: torch.device,
@@ -198,6 +206,8 @@ class CudaCall:
         self.scratch = [ScratchPlan(name, tuple(f(*values) for f in shape), self.extents.get(name),
                                     _torch_dtype(dt, dtypes), init, overwritten)
                         for name, shape, dt, init, overwritten in variant.scratch]
+        self.workspace_offsets, self.workspace_bytes = workspace_layout(self.scratch)
+        self.torch_fills = any(p.initialize and p.memset is None for p in self.scratch)  # `_launch`'s fill_
         # Every tensor a launch names, by position: the inputs, then the outputs, then the scratch buffers.
         self.names = (*variant.inputs, *(name for name, _, _ in self.outputs), *(p.name for p in self.scratch))
         self.source = {name: i for i, name in enumerate(self.names)}
@@ -228,27 +238,56 @@ class CudaCall:
                 return self._call(inputs)
         return self._call(inputs)
 
-    def _call(self, inputs: Sequence[torch.Tensor]) -> Any:
+    def run_out(self, inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor],
+                workspace: torch.Tensor | None) -> None:
+        """The out-variant's call: results into `outs`, scratch in `workspace` (None when `workspace_bytes` is 0)."""
+        if _cuda.current_device() != self.index:
+            with torch.cuda.device(self.index):
+                self._call(inputs, outs, workspace)
+                return
+        self._call(inputs, outs, workspace)
+
+    def _call(self, inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor] | None = None,
+              workspace: torch.Tensor | None = None) -> Any:
         if self.fast:
-            return self._fast(inputs)
+            return self._fast(inputs, outs, workspace)
         if not self.written:
             self.fast = not any(self.copy) and not any(self.pad.values())
-        return self._prepared(inputs)
+        return self._prepared(inputs, outs, workspace)
 
-    def _fast(self, inputs: Sequence[torch.Tensor]) -> Any:
+    def _fast(self, inputs: Sequence[torch.Tensor], given: Sequence[torch.Tensor] | None,
+              workspace: torch.Tensor | None) -> Any:
         ptrs = [t.data_ptr() for t in inputs]
         for i in self.tma_inputs:
             if ptrs[i] % _cuda.TMA_ALIGN_BYTES:  # a view at an odd offset: TMA needs a 16-byte aligned copy
-                return self._prepared(inputs)
+                return self._prepared(inputs, given, workspace)
         device = self.device
-        outs = [torch.empty(shape, dtype=dtype, device=device) for _, shape, dtype in self.outputs]
-        buffers = [torch.empty(plan.alloc, dtype=plan.dtype, device=device) for plan in self.scratch]
+        outs = given if given is not None else [torch.empty(shape, dtype=dtype, device=device)
+                                                for _, shape, dtype in self.outputs]
         ptrs += [t.data_ptr() for t in outs]
-        ptrs += [t.data_ptr() for t in buffers]
+        buffers: Sequence[torch.Tensor]
+        if workspace is None:
+            buffers = [torch.empty(plan.alloc, dtype=plan.dtype, device=device) for plan in self.scratch]
+            ptrs += [t.data_ptr() for t in buffers]
+        else:
+            base = workspace.data_ptr()
+            ptrs += [base + offset for offset in self.workspace_offsets]
+            buffers = self.workspace_views(workspace) if self.torch_fills else ()
         self._launch(ptrs, None, buffers)
+        if given is not None:
+            return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _prepared(self, inputs: Sequence[torch.Tensor]) -> Any:
+    def workspace_views(self, workspace: torch.Tensor) -> list[torch.Tensor]:
+        """Each scratch buffer's allocation as a view of a caller's workspace (uint8, `workspace_bytes` at least)."""
+        views = []
+        for plan, offset in zip(self.scratch, self.workspace_offsets, strict=True):
+            nbytes = math.prod(plan.alloc) * plan.dtype.itemsize
+            views.append(workspace[offset:offset + nbytes].view(plan.dtype).view(plan.alloc))
+        return views
+
+    def _prepared(self, inputs: Sequence[torch.Tensor], given: Sequence[torch.Tensor] | None = None,
+                  workspace: torch.Tensor | None = None) -> Any:
         tensors: dict[str, torch.Tensor] = {}
         views: dict[int, torch.Tensor] = {}  # what a tensor map describes, by source
         for i, (name, t, copy) in enumerate(zip(self.variant.inputs, inputs, self.copy, strict=True)):
@@ -262,20 +301,22 @@ class CudaCall:
                     views[i] = t
             tensors[name] = t
         outs = []
-        for name, shape, dtype in self.outputs:
-            out = tensors[name] = torch.empty(shape, dtype=dtype, device=self.device)
+        for i, (name, shape, dtype) in enumerate(self.outputs):
+            out = tensors[name] = given[i] if given is not None else torch.empty(shape, dtype=dtype,
+                                                                                 device=self.device)
             views[self.source[name]] = out
             outs.append(out)
-        buffers = []
-        for plan in self.scratch:
-            buf = torch.empty(plan.alloc, dtype=plan.dtype, device=self.device)
+        buffers = self.workspace_views(workspace) if workspace is not None else [
+            torch.empty(plan.alloc, dtype=plan.dtype, device=self.device) for plan in self.scratch]
+        for plan, buf in zip(self.scratch, buffers, strict=True):
             tensors[plan.name], views[self.source[plan.name]] = plan.views(buf)
-            buffers.append(buf)
         if not self.written:
             for launch in self.launches:
                 launch.write_static(tensors, self.dims)
             self.written = True
         self._launch([tensors[name].data_ptr() for name in self.names], views, buffers)
+        if given is not None:
+            return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def plan_values(self) -> list[int] | None:
@@ -430,6 +471,17 @@ class ScratchPlan:
         """(what the kernel indexes, what a tensor map describes) of an allocation of `alloc`."""
         view = buf if self.inner is None else buf[..., :self.inner]
         return (view if self.logical is None else view[self.logical]), view
+
+
+def workspace_layout(plans: Sequence[ScratchPlan]) -> tuple[tuple[int, ...], int]:
+    """(each scratch buffer's byte offset in a caller's workspace, the workspace's bytes): the buffers in order,
+    each at the next WORKSPACE_ALIGN_BYTES boundary (`_launcher.cpp`'s `Layout`, its workspace part)."""
+    offsets, end = [], 0
+    for plan in plans:
+        offset = -(-end // WORKSPACE_ALIGN_BYTES) * WORKSPACE_ALIGN_BYTES
+        offsets.append(offset)
+        end = offset + math.prod(plan.alloc) * plan.dtype.itemsize
+    return tuple(offsets), end
 
 
 def _needs_pad(shape: Sequence[int], box_extents: Sequence[int], esize: int) -> bool:

@@ -5,6 +5,9 @@
 // its init with one cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
 // block and calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
 // 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
+// The out-variant `<op>_out(outs..., inputs..., workspace)` runs the same plans with the caller's outputs and
+// scratch in the caller's workspace (`OutKernel`): it checks them (`check_out`: the messages of the Python path's
+// `_out.check`) and allocates nothing.
 //
 // Part of an exported package (copied verbatim by `cake export`, built by `_launcher.py` on first import where a
 // C++ compiler and CUDA's cuda.h exist; links against torch's libc10 and libtorch_cpu only). No host synchronization, no allocation outside torch: capturable.
@@ -29,6 +32,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -152,6 +156,7 @@ struct Buffer {  // an output or a scratch buffer
   size_t units = 0;
   size_t bytes = 0;
   size_t offset = 0;  // a scratch buffer's byte offset inside the call's block (`Layout`)
+  size_t workspace_offset = 0;  // its byte offset inside an out-variant caller's workspace
 };
 
 // One allocation a call: the first output's bytes, then each scratch buffer at the next SCRATCH_ALIGN
@@ -168,6 +173,7 @@ struct Layout {
   bool in_output = false;   // the block is the first output's storage
   bool bare = false;        // no output: the block is a bare allocation for the call (when it has bytes)
   int64_t allocations = 0;  // per call
+  size_t workspace_bytes = 0;  // the out-variant's workspace: the scratch buffers alone, from offset 0
 };
 constexpr const char* SEPARATE_ENV = "CAKE_LAUNCHER_SEPARATE_SCRATCH";
 
@@ -175,6 +181,10 @@ size_t align_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 Layout layout_of(std::vector<Buffer>& outputs, std::vector<Buffer>& scratch) {
   Layout l;
+  for (Buffer& b : scratch) {  // the workspace: `_kernels.workspace_layout` computes the same offsets
+    b.workspace_offset = align_up(l.workspace_bytes, SCRATCH_ALIGN);
+    l.workspace_bytes = b.workspace_offset + b.bytes;
+  }
   const char* separate = std::getenv(SEPARATE_ENV);
   l.shared = separate == nullptr || std::strcmp(separate, "1") != 0;
   if (!l.shared) {
@@ -354,6 +364,58 @@ void signature(const torch::jit::Stack& stack, size_t first, int64_t n, std::vec
   }
 }
 
+// Whether every TMA input of `plan` starts at a 16-byte aligned address (else the Python route copies it).
+bool tma_aligned(const Plan& plan, const torch::jit::Stack& stack, size_t first) {
+  for (int64_t s : plan.tma_inputs) {
+    if (reinterpret_cast<uintptr_t>(stack[first + size_t(s)].toTensor().data_ptr()) % 16) return false;
+  }
+  return true;
+}
+
+template <class F>
+void retrying(int device, const char* what, F call) {
+  CUresult code = call();
+  if (code == CUDA_ERROR_INVALID_CONTEXT) {
+    make_context_current(device);
+    code = call();
+  }
+  TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: ", what, " failed: ", error_name(code));
+}
+
+// A plan's work on `stream`: each scratch buffer that needs its init set by one memset, then each launch with
+// this call's pointers (`ptrs`: the inputs, the outputs, the scratch buffers) and tensor maps patched in.
+void launch_plan(Plan& plan, const uint64_t* ptrs, int64_t n_inputs, int device, CUstream stream) {
+  size_t index = size_t(n_inputs) + plan.outputs.size();
+  for (const Buffer& b : plan.scratch) {
+    CUdeviceptr at = static_cast<CUdeviceptr>(ptrs[index++]);
+    if (b.memset_width == 0) continue;  // overwritten by a launch before any read
+    retrying(device, "cuMemsetD*Async of a scratch buffer", [&] {
+      switch (b.memset_width) {
+        case 4: return driver().memset32(at, b.bits, b.units, stream);
+        case 2: return driver().memset16(at, static_cast<unsigned short>(b.bits), b.units, stream);
+        default: return driver().memset8(at, static_cast<unsigned char>(b.bits), b.units, stream);
+      }
+    });
+  }
+  for (Launch& l : plan.launches) {
+    alignas(64) uint8_t stack_block[1024];
+    std::vector<uint8_t> heap_block;
+    uint8_t* block = stack_block;
+    if (l.block.size() > sizeof(stack_block)) {
+      heap_block.resize(l.block.size());
+      block = heap_block.data();
+    }
+    std::memcpy(block, l.block.data(), l.block.size());
+    for (const auto& [offset, source] : l.pointers) std::memcpy(block + offset, &ptrs[size_t(source)], 8);
+    for (auto& slot : l.tmaps) slot->write(block, ptrs[size_t(slot->source)]);
+    void* params[] = {block};
+    retrying(device, "cuLaunchKernel", [&] {
+      return driver().launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.threads, 1, 1, l.smem, stream,
+                             params, nullptr);
+    });
+  }
+}
+
 // -------------------------------------------------------------------------------------------- the kernel
 
 class LaunchKernel final : public c10::OperatorKernel {
@@ -362,17 +424,7 @@ class LaunchKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t first = stack->size() - size_t(n_inputs_);
-    thread_local std::vector<int64_t> key;
-    signature(*stack, first, n_inputs_, key);
-    Plan* plan = find(key);
-    if (plan != nullptr) {
-      for (int64_t s : plan->tma_inputs) {  // a TMA base must be 16-byte aligned; the route copies it
-        if (reinterpret_cast<uintptr_t>((*stack)[first + size_t(s)].toTensor().data_ptr()) % 16) {
-          plan = nullptr;
-          break;
-        }
-      }
-    }
+    Plan* plan = launchable(*stack, first);
     if (plan == nullptr) {
       misses_.fetch_add(1, std::memory_order_relaxed);
       route_.callBoxed(stack);
@@ -400,6 +452,35 @@ class LaunchKernel final : public c10::OperatorKernel {
     return {hits_.load(), misses_.load(), int64_t(plans_.size())};
   }
 
+  int64_t n_inputs() const { return n_inputs_; }
+
+  // The plan for `inputs`' signature, or nullptr.
+  Plan* plan_for(const std::vector<at::Tensor>& inputs) {
+    TORCH_CHECK(int64_t(inputs.size()) == n_inputs_, "cake launcher: ", inputs.size(), " inputs, the op takes ",
+                n_inputs_);
+    torch::jit::Stack stack(inputs.begin(), inputs.end());
+    std::vector<int64_t> key;
+    signature(stack, 0, n_inputs_, key);
+    return find(key);
+  }
+
+  // The plan a call with its inputs at `stack[first:]` can launch: its signature's plan, unless a TMA input sits
+  // at an address the plan's tensor maps cannot take (the route copies it); nullptr sends the call to the route.
+  Plan* launchable(const torch::jit::Stack& stack, size_t first) {
+    thread_local std::vector<int64_t> key;
+    signature(stack, first, n_inputs_, key);
+    Plan* plan = find(key);
+    return plan != nullptr && tma_aligned(*plan, stack, first) ? plan : nullptr;
+  }
+
+  Plan* find(const std::vector<int64_t>& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& p : plans_) {
+      if (p->key == key) return p.get();
+    }
+    return nullptr;
+  }
+
   // The per-call memory of the plan for `inputs`' signature: [allocations a call makes, the block's bytes, 1 if
   // the first output is its storage, then each scratch buffer's byte offset in it (none where SEPARATE_ENV
   // gave them allocations of their own)]; empty without a plan.
@@ -420,14 +501,6 @@ class LaunchKernel final : public c10::OperatorKernel {
   }
 
  private:
-  Plan* find(const std::vector<int64_t>& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& p : plans_) {
-      if (p->key == key) return p.get();
-    }
-    return nullptr;
-  }
-
   void run(Plan& plan, torch::jit::Stack* stack, size_t first) {
     const at::Tensor& lead = (*stack)[first].toTensor();
     const int device = lead.device().index();
@@ -463,48 +536,9 @@ class LaunchKernel final : public c10::OperatorKernel {
         ptrs.push_back(reinterpret_cast<uint64_t>(separate.back().get()));
       }
     }
-    CUstream stream = current_stream(lead.device());
-    size_t index = size_t(n_inputs_) + plan.outputs.size();
-    for (const Buffer& b : plan.scratch) {
-      CUdeviceptr at = static_cast<CUdeviceptr>(ptrs[index++]);
-      if (b.memset_width == 0) continue;  // overwritten by a launch before any read
-      retrying(device, "cuMemsetD*Async of a scratch buffer", [&] {
-        switch (b.memset_width) {
-          case 4: return driver().memset32(at, b.bits, b.units, stream);
-          case 2: return driver().memset16(at, static_cast<unsigned short>(b.bits), b.units, stream);
-          default: return driver().memset8(at, static_cast<unsigned char>(b.bits), b.units, stream);
-        }
-      });
-    }
-    for (Launch& l : plan.launches) {
-      alignas(64) uint8_t stack_block[1024];
-      std::vector<uint8_t> heap_block;
-      uint8_t* block = stack_block;
-      if (l.block.size() > sizeof(stack_block)) {
-        heap_block.resize(l.block.size());
-        block = heap_block.data();
-      }
-      std::memcpy(block, l.block.data(), l.block.size());
-      for (const auto& [offset, source] : l.pointers) std::memcpy(block + offset, &ptrs[size_t(source)], 8);
-      for (auto& slot : l.tmaps) slot->write(block, ptrs[size_t(slot->source)]);
-      void* params[] = {block};
-      retrying(device, "cuLaunchKernel", [&] {
-        return driver().launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.threads, 1, 1, l.smem, stream,
-                               params, nullptr);
-      });
-    }
+    launch_plan(plan, ptrs.data(), n_inputs_, device, current_stream(lead.device()));
     torch::jit::drop(*stack, size_t(n_inputs_));
     for (auto& t : outs) stack->emplace_back(std::move(t));
-  }
-
-  template <class F>
-  static void retrying(int device, const char* what, F call) {
-    CUresult code = call();
-    if (code == CUDA_ERROR_INVALID_CONTEXT) {
-      make_context_current(device);
-      code = call();
-    }
-    TORCH_CHECK(code == CUDA_SUCCESS, "cake launcher: ", what, " failed: ", error_name(code));
   }
 
   c10::OperatorHandle route_;
@@ -514,25 +548,215 @@ class LaunchKernel final : public c10::OperatorKernel {
   std::atomic<int64_t> hits_{0}, misses_{0};
 };
 
+// ------------------------------------------------------------------------------------ the out-variant
+
+// torch's Python name of a dtype (`torch.int32`): a refusal reads the same on either host path.
+std::string torch_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "torch.float32";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kDouble: return "torch.float64";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kShort: return "torch.int16";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kBool: return "torch.bool";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+// A shape or strides as Python prints a tuple: "(1, 256)", "(5,)".
+std::string tuple_text(c10::IntArrayRef values) {
+  std::string text = "(";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + (values.size() == 1 ? ",)" : ")");
+}
+
+// The bytes a tensor's elements cover, [first, end); {0, 0} for an empty tensor (`_out.span`).
+std::pair<int64_t, int64_t> span(const at::Tensor& t) {
+  if (t.numel() == 0) return {0, 0};
+  int64_t low = 0, high = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d);
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto base = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+  const auto size = static_cast<int64_t>(t.element_size());
+  return {base + low * size, base + (high + 1) * size};
+}
+
+bool overlap(std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
+
+// What an out-variant's messages name: the op (`kmeans_assign`), its out-variant, the package's namespace, and
+// the argument names of the out-variant's schema (outputs, inputs, workspace).
+struct OutNames {
+  std::string op, out, ns;
+  std::vector<std::string> args;
+};
+
+constexpr const char* ALIAS_RULE = " in memory; outputs must not alias the inputs, each other or the workspace";
+
+// `_out.check`'s checks in its order and words, against the plan of the inputs' signature: each output's dtype,
+// device, shape and contiguity; the workspace's dtype, device, contiguity, size and alignment; no output
+// overlapping an input, another output or the workspace. Refused before any work is queued: never a fault.
+void check_out(const Plan& plan, const OutNames& names, c10::ArrayRef<const at::Tensor*> outs,
+               c10::ArrayRef<const at::Tensor*> inputs, const at::Tensor* workspace) {
+  const std::string& name = names.out;
+  TORCH_CHECK(plan.outputs.size() == outs.size(), "cake launcher: ", name, " has ", outs.size(),
+              " outputs, its plan ", plan.outputs.size());
+  const at::Device device = inputs[0]->device();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const at::Tensor& out = *outs[i];
+    const Buffer& b = plan.outputs[i];
+    const std::string& arg = names.args[i];
+    TORCH_CHECK_TYPE(out.scalar_type() == b.dtype, name, ": `", arg, "` must be ", torch_name(b.dtype), ", got ",
+                     torch_name(out.scalar_type()));
+    TORCH_CHECK_VALUE(out.device() == device, name, ": `", arg, "` is on ", out.device().str(), ", the inputs on ",
+                      device.str());
+    TORCH_CHECK_VALUE(out.sizes() == c10::IntArrayRef(b.sizes), name, ": `", arg, "` must have shape ",
+                      tuple_text(b.sizes), " for these inputs, got ", tuple_text(out.sizes()));
+    TORCH_CHECK_VALUE(out.is_contiguous(), name, ": `", arg, "` must be contiguous, got strides ",
+                      tuple_text(out.strides()));
+  }
+  if (workspace != nullptr) {
+    TORCH_CHECK_TYPE(workspace->scalar_type() == at::kByte, name, ": `workspace` must be torch.uint8, got ",
+                     torch_name(workspace->scalar_type()));
+    TORCH_CHECK_VALUE(workspace->device() == device, name, ": `workspace` is on ", workspace->device().str(),
+                      ", the inputs on ", device.str());
+    TORCH_CHECK_VALUE(workspace->is_contiguous(), name, ": `workspace` must be contiguous, got strides ",
+                      tuple_text(workspace->strides()));
+  }
+  const int64_t need = int64_t(plan.layout.workspace_bytes);
+  if (need > 0) {
+    // built only when a check fails (the macros format their message then): nothing per call
+    auto sizing = [&] { return names.ns + ".workspace_bytes('" + names.op + "', *inputs)"; };
+    TORCH_CHECK_VALUE(workspace != nullptr, name, ": these inputs need a workspace of ", need,
+                      " bytes: pass workspace=torch.empty(", need, ", dtype=torch.uint8, device=...) (its size: ",
+                      sizing(), ")");
+    TORCH_CHECK_VALUE(workspace->numel() >= need, name, ": `workspace` holds ", workspace->numel(),
+                      " bytes, these inputs need ", need, " (", sizing(), ")");
+    const auto offset = reinterpret_cast<uintptr_t>(workspace->data_ptr()) % SCRATCH_ALIGN;
+    TORCH_CHECK_VALUE(offset == 0, name, ": `workspace` must start at a ", SCRATCH_ALIGN,
+                      "-byte aligned address (a fresh torch.empty does), got ", offset, " bytes past one");
+  }
+  c10::SmallVector<std::pair<int64_t, int64_t>, 4> spans;
+  for (const at::Tensor* t : inputs) spans.push_back(span(*t));
+  const auto used = need > 0 ? span(*workspace) : std::pair<int64_t, int64_t>{0, 0};
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const auto mine = span(*outs[i]);
+    const std::string& arg = names.args[i];
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      TORCH_CHECK_VALUE(!overlap(mine, spans[j]), name, ": `", arg, "` overlaps the input `",
+                        names.args[outs.size() + j], "`", ALIAS_RULE);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      TORCH_CHECK_VALUE(!overlap(mine, span(*outs[j])), name, ": `", arg, "` overlaps the output `", names.args[j],
+                        "`", ALIAS_RULE);
+    }
+    TORCH_CHECK_VALUE(!overlap(mine, used), name, ": `", arg, "` overlaps `workspace`", ALIAS_RULE);
+  }
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    TORCH_CHECK_VALUE(!overlap(used, spans[j]), name, ": `workspace` overlaps the input `",
+                      names.args[outs.size() + j], "`", ALIAS_RULE);
+  }
+}
+
+// `<op>_out(outs..., inputs..., workspace=None) -> ()`: the functional kernel's plans (keyed by the inputs'
+// signature) run into the caller's outputs, with each scratch buffer at its `workspace_offset` in the caller's
+// workspace: no allocation. A signature without a plan goes to `<op>_out_route` (Python: `ExportedOp.call_out`),
+// which checks, runs and installs the plan for both kernels.
+class OutKernel final : public c10::OperatorKernel {
+ public:
+  OutKernel(LaunchKernel* plans, c10::OperatorHandle route, OutNames names, int64_t n_outputs)
+      : plans_(plans), route_(std::move(route)), names_(std::move(names)), n_outputs_(size_t(n_outputs)) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t n_inputs = size_t(plans_->n_inputs());
+    const size_t first = stack->size() - n_outputs_ - n_inputs - 1;
+    Plan* plan = plans_->launchable(*stack, first + n_outputs_);
+    if (plan == nullptr) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      route_.callBoxed(stack);
+      return;
+    }
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    run(*plan, stack, first);
+  }
+
+  // The checks alone, on the tensors of a would-be call (`check_out` op: tests and debugging, any device):
+  // false when no plan matches the inputs' signature (a call would go to the Python route).
+  bool check(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& inputs,
+             const std::optional<at::Tensor>& workspace) {
+    Plan* plan = plans_->plan_for(inputs);
+    if (plan == nullptr) return false;
+    TORCH_CHECK(outs.size() == n_outputs_, "cake launcher: ", outs.size(), " outputs, ", names_.out, " takes ",
+                n_outputs_);
+    c10::SmallVector<const at::Tensor*, 4> o, i;
+    for (const auto& t : outs) o.push_back(&t);
+    for (const auto& t : inputs) i.push_back(&t);
+    check_out(*plan, names_, o, i, workspace.has_value() ? &*workspace : nullptr);
+    return true;
+  }
+
+  std::pair<int64_t, int64_t> stats() const { return {hits_.load(), misses_.load()}; }
+
+ private:
+  void run(Plan& plan, torch::jit::Stack* stack, size_t first) {
+    const size_t n_inputs = size_t(plans_->n_inputs());
+    c10::SmallVector<const at::Tensor*, 4> outs, inputs;
+    for (size_t i = 0; i < n_outputs_; ++i) outs.push_back(&(*stack)[first + i].toTensor());
+    for (size_t i = 0; i < n_inputs; ++i) inputs.push_back(&(*stack)[first + n_outputs_ + i].toTensor());
+    const c10::IValue& given = (*stack)[first + n_outputs_ + n_inputs];
+    const at::Tensor* workspace = given.isNone() ? nullptr : &given.toTensor();
+    check_out(plan, names_, outs, inputs, workspace);
+    const at::Tensor& lead = *inputs[0];
+    c10::DeviceGuard guard(lead.device());
+    c10::SmallVector<uint64_t, 16> ptrs;
+    for (const at::Tensor* t : inputs) ptrs.push_back(reinterpret_cast<uint64_t>(t->data_ptr()));
+    for (const at::Tensor* t : outs) ptrs.push_back(reinterpret_cast<uint64_t>(t->data_ptr()));
+    const uint64_t base = workspace != nullptr ? reinterpret_cast<uint64_t>(workspace->data_ptr()) : 0;
+    for (const Buffer& b : plan.scratch) ptrs.push_back(base + b.workspace_offset);  // none without scratch
+    // Written through raw pointers: bump each output's version as an in-place op does (autograd checks it);
+    // before the launches, so that an inference tensor outside inference mode is refused with nothing queued.
+    for (const at::Tensor* t : outs) t->unsafeGetTensorImpl()->bump_version();
+    launch_plan(plan, ptrs.data(), int64_t(n_inputs), lead.device().index(), current_stream(lead.device()));
+    torch::jit::drop(*stack, n_outputs_ + n_inputs + 1);
+  }
+
+  LaunchKernel* plans_;
+  c10::OperatorHandle route_;
+  OutNames names_;
+  size_t n_outputs_;
+  std::atomic<int64_t> hits_{0}, misses_{0};
+};
+
 // ------------------------------------------------------------------------------------- registration
 
 struct Attached {
   std::unique_ptr<torch::Library> library;
   LaunchKernel* kernel;  // owned by the dispatcher's registration
   std::string ns, op;
-  std::unique_ptr<torch::Library> autograd;  // the AutogradCUDA registration (`bypass_autograd`), if any
+  std::unique_ptr<torch::Library> autograd;  // the AutogradCUDA registrations (`bypass_autograd`), if any
+  std::unique_ptr<torch::Library> out_library;  // the out-variant's CUDA registration (`attach_out`)
+  OutKernel* out = nullptr;  // owned by that registration
+  std::string out_op;
 };
 
-// The same LaunchKernel, reached from the AutogradCUDA key.
+// The same kernel (LaunchKernel or OutKernel), reached from the AutogradCUDA key.
+template <class Kernel>
 class AtAutograd final : public c10::OperatorKernel {
  public:
-  explicit AtAutograd(LaunchKernel* kernel) : kernel_(kernel) {}
+  explicit AtAutograd(Kernel* kernel) : kernel_(kernel) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
     (*kernel_)(op, keys, stack);
   }
 
  private:
-  LaunchKernel* kernel_;
+  Kernel* kernel_;
 };
 
 std::mutex attached_mu;
@@ -544,6 +768,13 @@ LaunchKernel& kernel(int64_t table) {
   return *attached[size_t(table)].kernel;
 }
 
+OutKernel& out_kernel(int64_t table) {
+  std::lock_guard<std::mutex> lock(attached_mu);
+  TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
+  TORCH_CHECK(attached[size_t(table)].out != nullptr, "cake launcher: table ", table, " has no out-variant");
+  return *attached[size_t(table)].out;
+}
+
 // Register the C++ kernel as `ns::op`'s CUDA implementation, `ns::route` its way back to Python.
 int64_t attach(const std::string& ns, const std::string& op, const std::string& route, int64_t n_inputs) {
   auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + route).c_str(), "");
@@ -553,15 +784,39 @@ int64_t attach(const std::string& ns, const std::string& op, const std::string& 
                                                   __LINE__);
   library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
   std::lock_guard<std::mutex> lock(attached_mu);
-  attached.push_back({std::move(library), raw, ns, op, nullptr});
+  attached.push_back({std::move(library), raw, ns, op, nullptr, nullptr, nullptr, {}});
   return int64_t(attached.size()) - 1;
 }
 
-// Register the kernel at AutogradCUDA too, for an op that mutates nothing and whose outputs are never
-// differentiable (integer ids): a call then skips autograd's not-implemented fallback, which per call walks
-// the arguments for requires_grad, walks the schema's returns, sets a thread-local dispatch guard and
-// redispatches below ADInplaceOrView, all to attach nothing to an integer output. Python decides which ops
-// qualify (`ExportedOp.register`). Idempotent.
+// Register `table`'s out-variant `ns::op_out` (outputs first, then the inputs, then `workspace`): an OutKernel
+// over the same plans as its CUDA implementation, `ns::route` its way back to Python.
+void attach_out(int64_t table, const std::string& op_out, const std::string& route, int64_t n_outputs) {
+  std::lock_guard<std::mutex> lock(attached_mu);
+  TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
+  Attached& a = attached[size_t(table)];
+  TORCH_CHECK(a.out == nullptr, "cake launcher: ", a.ns, "::", op_out, " is attached already");
+  auto& dispatcher = c10::Dispatcher::singleton();
+  auto handle = dispatcher.findSchemaOrThrow((a.ns + "::" + route).c_str(), "");
+  const auto& schema = dispatcher.findSchemaOrThrow((a.ns + "::" + op_out).c_str(), "").schema();
+  OutNames names{a.op, op_out, a.ns, {}};
+  for (const auto& arg : schema.arguments()) names.args.push_back(arg.name());
+  TORCH_CHECK(int64_t(names.args.size()) == n_outputs + a.kernel->n_inputs() + 1, "cake launcher: ", op_out,
+              " takes ", names.args.size(), " arguments, not ", n_outputs, " outputs, ", a.kernel->n_inputs(),
+              " inputs and a workspace");
+  auto owned = std::make_unique<OutKernel>(a.kernel, handle, std::move(names), n_outputs);
+  a.out = owned.get();
+  a.out_op = op_out;
+  a.out_library = std::make_unique<torch::Library>(torch::Library::IMPL, a.ns, c10::DispatchKey::CUDA, __FILE__,
+                                                   __LINE__);
+  a.out_library->impl(op_out.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(owned)));
+}
+
+// Register the kernels at AutogradCUDA too, for an op whose outputs are never differentiable (integer ids): a
+// call then skips autograd's not-implemented fallback, which per call walks the arguments for requires_grad,
+// walks the schema's returns, sets a thread-local dispatch guard and redispatches below ADInplaceOrView, all to
+// attach nothing to an integer output. The out-variant (when attached) comes along: it bumps its outputs'
+// versions itself, as the fallback's in-place handling would. Python decides which ops qualify
+// (`ExportedOp.register`). Idempotent.
 void bypass_autograd(int64_t table) {
   std::lock_guard<std::mutex> lock(attached_mu);
   TORCH_CHECK(table >= 0 && table < int64_t(attached.size()), "cake launcher: no table ", table);
@@ -569,14 +824,46 @@ void bypass_autograd(int64_t table) {
   if (a.autograd) return;
   a.autograd = std::make_unique<torch::Library>(torch::Library::IMPL, a.ns, c10::DispatchKey::AutogradCUDA,
                                                 __FILE__, __LINE__);
-  a.autograd->impl(a.op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AtAutograd>(a.kernel)));
+  a.autograd->impl(a.op.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                     std::make_unique<AtAutograd<LaunchKernel>>(a.kernel)));
+  if (a.out != nullptr) {
+    a.autograd->impl(a.out_op.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                           std::make_unique<AtAutograd<OutKernel>>(a.out)));
+  }
 }
 
 void install(int64_t table, const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& plan) {
   kernel(table).install(inputs, plan);
 }
 
-std::vector<int64_t> stats(int64_t table) { return kernel(table).stats(); }
+// [calls launched, routed to Python, plans, out-variant calls launched, routed]
+std::vector<int64_t> stats(int64_t table) {
+  std::vector<int64_t> out = kernel(table).stats();
+  std::pair<int64_t, int64_t> more{0, 0};
+  {
+    std::lock_guard<std::mutex> lock(attached_mu);
+    if (table < int64_t(attached.size()) && attached[size_t(table)].out != nullptr) {
+      more = attached[size_t(table)].out->stats();
+    }
+  }
+  out.push_back(more.first);
+  out.push_back(more.second);
+  return out;
+}
+
+// The out-variant's workspace for `inputs`' signature: [bytes, each scratch buffer's offset]; empty without a plan.
+std::vector<int64_t> workspace(int64_t table, const std::vector<at::Tensor>& inputs) {
+  Plan* plan = kernel(table).plan_for(inputs);
+  if (plan == nullptr) return {};
+  std::vector<int64_t> out{int64_t(plan->layout.workspace_bytes)};
+  for (const Buffer& b : plan->scratch) out.push_back(int64_t(b.workspace_offset));
+  return out;
+}
+
+int64_t check_out_args(int64_t table, const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& inputs,
+                       const std::optional<at::Tensor>& workspace) {
+  return out_kernel(table).check(outs, inputs, workspace) ? 1 : 0;
+}
 
 std::vector<int64_t> layout(int64_t table, const std::vector<at::Tensor>& inputs) {
   return kernel(table).layout(inputs);
@@ -586,11 +873,15 @@ int64_t plan_format() { return PLAN_FORMAT; }
 
 }  // namespace cake_launcher
 
-TORCH_LIBRARY(cake_launcher_v1, m) {
+TORCH_LIBRARY(cake_launcher_v2, m) {
   m.def("attach(str ns, str op, str route, int n_inputs) -> int", &cake_launcher::attach);
   m.def("install(int table, Tensor[] inputs, int[] plan) -> ()", &cake_launcher::install);
   m.def("stats(int table) -> int[]", &cake_launcher::stats);
   m.def("layout(int table, Tensor[] inputs) -> int[]", &cake_launcher::layout);
   m.def("bypass_autograd(int table) -> ()", &cake_launcher::bypass_autograd);
+  m.def("attach_out(int table, str op_out, str route, int n_outputs) -> ()", &cake_launcher::attach_out);
+  m.def("workspace(int table, Tensor[] inputs) -> int[]", &cake_launcher::workspace);
+  m.def("check_out(int table, Tensor[] outs, Tensor[] inputs, Tensor? workspace) -> int",
+        &cake_launcher::check_out_args);
   m.def("plan_format() -> int", &cake_launcher::plan_format);
 }

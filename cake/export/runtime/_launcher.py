@@ -36,7 +36,8 @@ HOST_PATH_ENV = "CAKE_EXPORT_HOST_PATH"
 AUTOGRAD_FALLBACK_ENV = "CAKE_LAUNCHER_AUTOGRAD_FALLBACK"
 CACHE_ENV = "CAKE_EXPORT_CACHE"
 CHOICES = ("auto", "cpp", "ctypes")
-NAMESPACE = "cake_launcher_v1"  # bump with PLAN_FORMAT when the ops' schemas change
+# bump with PLAN_FORMAT, or when the library's ops change (v2: the out-variant's attach_out, workspace, check_out)
+NAMESPACE = "cake_launcher_v2"
 PLAN_FORMAT = 2  # `_launcher.cpp`'s PLAN_FORMAT
 # The plan format's dtype codes (`_launcher.cpp`'s scalar_type).
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.int64: 4,
@@ -127,7 +128,7 @@ _load_lock = threading.Lock()
 
 
 def load() -> Any:
-    """`torch.ops.cake_launcher_v1`, its library loaded once per process (every package shares it)."""
+    """`torch.ops.cake_launcher_v2`, its library loaded once per process (every package shares it)."""
     with _load_lock:
         ops = getattr(torch.ops, NAMESPACE)
         if not hasattr(ops, "attach"):

@@ -4,7 +4,8 @@ torch.library registration.
 Part of an exported package (copied verbatim by `cake export`): standard library, torch and triton only.
 
 Every op `OP` of the package is registered as `torch.ops.<namespace>.OP` (plus `OP_reference`, the
-fp64 reference as an opaque op). A call is validated (tensor count, device, rank, dtype, agreeing dims:
+fp64 reference as an opaque op, and `OP_out`, the out-variant: results into the caller's tensors, scratch in the
+caller's workspace; `_out`). A call is validated (tensor count, device, rank, dtype, agreeing dims:
 a clear `TypeError`/`ValueError` otherwise), then routed once per call signature (shapes, strides, dtype,
 device): inside the declared shape domain, to the first variant of the nearest bucket that runs it;
 outside, or when no variant runs it, to the reference — counted (`fallback_counts()`), with one warning
@@ -29,7 +30,7 @@ from typing import Any
 
 import torch
 
-from . import _integrity, _kernels, _launcher
+from . import _integrity, _kernels, _launcher, _out
 
 FORMAT = 1
 FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -81,6 +82,10 @@ class ExportedOp:
         self.table = -1  # this op's plan table in the launcher
         self.autograd_bypassed = False  # the launcher also runs at AutogradCUDA (`_launcher.cpp: bypass_autograd`)
         self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
+        self.expected: dict[tuple[Any, ...], list[tuple[tuple[int, ...], torch.dtype]]] = {}  # outputs per signature
+        self.out_name = f"{name}_out"
+        self.out_names = [o["name"] for o in self.outputs]
+        self.input_names = [i["name"] for i in self.inputs]
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -160,6 +165,88 @@ class ExportedOp:
             self.offer(key, call, inputs)
         return out
 
+    # --------------------------------------------------------------------------------- out-variant
+
+    def cached_route(self, inputs: Sequence[torch.Tensor]) -> tuple[tuple[Any, ...] | None, Callable[..., Any]]:
+        """(the signature, or None while tracing, and its route), as `__call__` finds them."""
+        for t in inputs:
+            if type(t) is not torch.Tensor:
+                return None, self.route(inputs)
+        key = signature(inputs)
+        call = self.routes.get(key)
+        if call is None:
+            with self._lock:
+                call = self.routes[key] = self.route(inputs)
+        return key, call
+
+    def output_specs(self, key: tuple[Any, ...] | None, inputs: Sequence[torch.Tensor]
+                     ) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        """(shape, dtype) of each output for these inputs (cached per signature)."""
+        specs = self.expected.get(key) if key is not None else None
+        if specs is None:
+            dims, _, _ = self.bind(inputs)
+            specs = [(tuple(dims[d] for d in spec["dims"]), self.out_dtype(spec, inputs)) for spec in self.outputs]
+            if key is not None:
+                self.expected[key] = specs
+        return specs
+
+    def workspace_bytes(self, inputs: Sequence[torch.Tensor]) -> int:
+        """The bytes of workspace `OP_out` needs for these inputs (0: none; pass workspace=None)."""
+        _, call = self.cached_route(inputs)
+        return call.workspace_bytes if isinstance(call, _kernels.CudaCall) else 0
+
+    def split_out_args(self, args: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
+        n_out, n_in = len(self.outputs), len(self.inputs)
+        if len(args) not in (n_out + n_in, n_out + n_in + 1):
+            raise TypeError(f"{self.out_name} takes {n_out} outputs ({', '.join(self.out_names)}), {n_in} inputs "
+                            f"({', '.join(self.input_names)}) and an optional workspace, got {len(args)} arguments")
+        workspace = args[n_out + n_in] if len(args) > n_out + n_in else None
+        return list(args[:n_out]), list(args[n_out:n_out + n_in]), workspace
+
+    def call_out(self, *args: Any) -> None:
+        """`OP_out(outs..., inputs..., workspace=None)`: the op's route with the caller's outputs and workspace.
+        A CUDA call plan writes straight into them (nothing allocated where its inputs are contiguous and
+        TMA-addressable); a Triton kernel or the reference computes the results and copies them in."""
+        outs, inputs, workspace = self.split_out_args(args)
+        key, call = self.cached_route(inputs)
+        need = call.workspace_bytes if isinstance(call, _kernels.CudaCall) else 0
+        _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(key, inputs), inputs,
+                   self.input_names, workspace, need, self.namespace)
+        if isinstance(call, _kernels.CudaCall):
+            for out in outs:  # written through raw pointers: tell autograd the tensors change (as the C++ kernel)
+                torch.autograd.graph.increment_version(out)
+            call.run_out(inputs, outs, workspace if need else None)
+        else:
+            results = call(*inputs)
+            for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
+                out.copy_(result)
+        if key is not None and self.launcher is not None and key not in self.offered:
+            self.offer(key, call, inputs)
+
+    def fake_out_impl(self, *args: Any) -> None:
+        """Checks what tracing can check (dtypes, shapes, devices, contiguity); writes nothing."""
+        outs, inputs, workspace = self.split_out_args(args)
+        _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(None, inputs), inputs,
+                   self.input_names, workspace, None, self.namespace)
+
+    def cpu_out_impl(self, *args: Any) -> None:
+        outs, inputs, workspace = self.split_out_args(args)
+        if _kernels.interpreter_on():
+            self.call_out(*args)
+            return
+        _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(None, inputs), inputs,
+                   self.input_names, workspace, 0, self.namespace)
+        results = self.reference_impl(*inputs)
+        for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
+            out.copy_(result)
+
+    def out_signature(self) -> inspect.Signature:
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params = [inspect.Parameter(o["name"], kind, annotation=torch.Tensor) for o in self.outputs]
+        params += [inspect.Parameter(i["name"], kind, annotation=torch.Tensor) for i in self.inputs]
+        params.append(inspect.Parameter(_out.WORKSPACE, kind, default=None, annotation=torch.Tensor | None))
+        return inspect.Signature(params, return_annotation=None)
+
     def offer(self, key: tuple[Any, ...], call: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> None:
         """Hand a signature's plan to the C++ launcher once it has run here (its plan is fixed by then); a
         signature only the Python path runs (a Triton variant, the reference, copied inputs) is offered once."""
@@ -172,11 +259,21 @@ class ExportedOp:
             self.launcher.install(self.table, list(inputs), plan)
 
     def launcher_stats(self) -> dict[str, int]:
-        """Calls the C++ launcher ran (`launched`), sent back to Python (`routed`), and its plans; {} without it."""
+        """Calls the C++ launcher ran (`launched`), sent back to Python (`routed`), and its plans, then the same
+        for the out-variant (`out_launched`, `out_routed`); {} without it."""
         if self.launcher is None:
             return {}
-        launched, routed, plans = (int(v) for v in self.launcher.stats(self.table))
-        return {"launched": launched, "routed": routed, "plans": plans}
+        launched, routed, plans, out_launched, out_routed = (int(v) for v in self.launcher.stats(self.table))
+        return {"launched": launched, "routed": routed, "plans": plans, "out_launched": out_launched,
+                "out_routed": out_routed}
+
+    def launcher_workspace(self, inputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """The C++ launcher's workspace layout for `inputs`' signature (bytes, each scratch buffer's offset): the
+        same as the Python plan's (`CudaCall.workspace_offsets`); {} without the launcher or a plan."""
+        if self.launcher is None:
+            return {}
+        values = [int(v) for v in self.launcher.workspace(self.table, list(inputs))]
+        return {"workspace_bytes": values[0], "scratch_offsets": values[1:]} if values else {}
 
     def launcher_layout(self, inputs: Sequence[torch.Tensor]) -> dict[str, Any]:
         """The C++ launcher's per-call memory for `inputs`' signature: the allocations a call makes, the shared
@@ -250,6 +347,7 @@ class ExportedOp:
         qualified = f"{self.namespace}::{self.name}"
         torch.library.custom_op(f"{qualified}_reference", self.reference_impl, mutates_args=(),
                                 schema=self.schema()).register_fake(self.fake_impl)
+        out_schema = _out.schema(self.outputs, self.inputs)
         if triton_only:
             def body(*args: torch.Tensor, **kwargs: torch.Tensor) -> Any:
                 inputs = [*args, *(kwargs[i["name"]] for i in self.inputs[len(args):])]
@@ -262,6 +360,27 @@ class ExportedOp:
             op: Any = torch.library.triton_op(qualified, body, mutates_args=())
             op.register_fake(self.fake_impl)
             op.register_kernel("cpu")(self.cpu_impl)
+
+            def body_out(*args: Any, **kwargs: Any) -> None:
+                names = [*self.out_names, *self.input_names, _out.WORKSPACE]
+                values = [*args, *(kwargs[n] for n in names[len(args):] if n in kwargs)]
+                inputs = values[len(self.outputs):len(self.outputs) + len(self.inputs)]
+                if inputs[0].device.type == "cpu" and not _kernels.interpreter_on():
+                    outs, _, workspace = self.split_out_args(values)
+                    self.fake_out_impl(*values)  # the checks a trace can make, then the opaque reference op
+                    results = self.reference_op(*inputs)
+                    for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
+                        out.copy_(result)
+                    return
+                self.call_out(*values)
+
+            body_out.__signature__ = self.out_signature()  # type: ignore[attr-defined]
+            body_out.__name__ = self.out_name
+            out_op: Any = torch.library.triton_op(f"{qualified}_out", body_out,
+                                                  mutates_args=(*self.out_names, _out.WORKSPACE))
+            out_op.register_fake(self.fake_out_impl)
+            out_op.register_kernel("cpu")(self.cpu_out_impl)
+            self._out_op = out_op
         else:
             # Registered on a Library fragment directly (as vLLM's direct_register_custom_op): the custom_op
             # wrapper's Python layers would cost more than the whole fast host path.
@@ -269,15 +388,23 @@ class ExportedOp:
             lib.define(f"{self.name}{self.schema()}")
             lib.impl(self.name, self.cpu_impl, "CPU")
             torch.library.register_fake(qualified, self.fake_impl, lib=lib)
+            lib.define(f"{self.out_name}{out_schema}")
+            lib.impl(self.out_name, self.cpu_out_impl, "CPU")
+            torch.library.register_fake(f"{qualified}_out", self.fake_out_impl, lib=lib)
             if launcher is None:
                 lib.impl(self.name, self, "CUDA")
-            else:  # the C++ kernel runs the call signatures it has plans for; `<op>_route` (this) the rest
+                lib.impl(self.out_name, self.call_out, "CUDA")
+            else:  # the C++ kernels run the call signatures they have plans for; `<op>_route` (this) the rest
                 lib.define(f"{self.name}_route{self.schema()}")
                 lib.impl(f"{self.name}_route", self, "CUDA")
+                lib.define(f"{self.out_name}_route{out_schema}")
+                lib.impl(f"{self.out_name}_route", self.call_out, "CUDA")
                 self.table = int(launcher.attach(self.namespace, self.name, f"{self.name}_route", len(self.inputs)))
+                launcher.attach_out(self.table, self.out_name, f"{self.out_name}_route", len(self.outputs))
                 self.launcher = launcher
-                if self.integer_outputs() and _launcher.bypasses_autograd() and hasattr(launcher, "bypass_autograd"):
-                    launcher.bypass_autograd(self.table)  # nothing to differentiate: skip autograd's fallback
+                if self.integer_outputs() and _launcher.bypasses_autograd():
+                    # nothing to differentiate: skip autograd's fallback (the out kernel bumps the versions)
+                    launcher.bypass_autograd(self.table)
                     self.autograd_bypassed = True
             self._library = lib  # a fragment's registrations live as long as the object
 
@@ -335,6 +462,12 @@ class Package:
                 op.register(triton_only=backends <= {"triton"}, launcher=launcher if "cuda" in backends else None)
                 self.ops[name] = op
             self._registered = True
+
+    def workspace_bytes(self, op: str, *inputs: torch.Tensor) -> int:
+        """The bytes of workspace `torch.ops.<namespace>.<op>_out` needs for these inputs (0: pass None)."""
+        if op not in self.ops:
+            raise KeyError(f"{self.name} has no op {op!r}; its ops: {', '.join(self.ops)}")
+        return self.ops[op].workspace_bytes(inputs)
 
     def fallback_counts(self) -> dict[str, dict[str, int]]:
         """Per op, how many calls fell back to the reference, by reason."""

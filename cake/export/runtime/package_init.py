@@ -17,6 +17,9 @@ PACKAGE.register()
 namespace = PACKAGE.namespace
 certificate = PACKAGE.certificate
 fallback_counts = PACKAGE.fallback_counts
+# workspace_bytes(op, *inputs): the uint8 workspace `torch.ops.<namespace>.<op>_out(outs..., inputs..., workspace)`
+# needs for these inputs (0: pass None); allocate it once and reuse it (README: "Out-variants")
+workspace_bytes = PACKAGE.workspace_bytes
 host_path = PACKAGE.host_path  # the CUDA ops' host path (C++ launcher or ctypes) and why
 
 
@@ -31,7 +34,7 @@ def register() -> None:
 
 
 __all__ = ["HostPathWarning", "IntegrityError", "OutOfDomainWarning", "certificate", "fallback_counts", "host_path",
-           "launcher_stats", "namespace", "register"]
+           "launcher_stats", "namespace", "register", "workspace_bytes"]
 
 if PACKAGE.manifest.get("api"):  # the workload's user API (e.g. flash_kmeans: assign, update, kmeans)
     from . import api  # type: ignore[attr-defined]

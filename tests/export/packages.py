@@ -1,0 +1,10 @@
+"""Names the export tests share: the kmeans schedules' folder and the exported packages' names (one per process:
+a package's ops register once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
+TRITON_PKG = "cake_test_export_triton"
+CUDA_PKG = "cake_test_export_cuda"

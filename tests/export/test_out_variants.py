@@ -1,0 +1,263 @@
+"""The out-variants of exported ops (`<op>_out(outs..., inputs..., workspace=None) -> ()`) on the CPU: schema,
+opcheck, torch.compile, the checks on outputs and workspace, the CUDA call plan writing into the caller's
+tensors with nothing allocated (driver replaced at the ctypes boundary), and `kmeans` on the out-variants."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from tests.export.packages import CUDA_PKG, TRITON_PKG
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
+
+
+def _inputs(dtype: torch.dtype = torch.float32, b: int = 2, n: int = 97, k: int = 19, d: int = 32
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(b, n, d, generator=gen).to(dtype), torch.randn(b, k, d, generator=gen).to(dtype)
+
+
+def test_out_variant_schema_mutates_its_outputs_and_workspace(triton_pkg: ModuleType, cuda_pkg: ModuleType,
+                                                             triton_export: Path) -> None:
+    cuda = str(getattr(torch.ops, CUDA_PKG).kmeans_assign_out.default._schema)
+    assert cuda == (f"{CUDA_PKG}::kmeans_assign_out(Tensor(a!) ids, Tensor x, Tensor c, Tensor(b!)? workspace=None)"
+                    " -> ()")
+    triton = getattr(torch.ops, TRITON_PKG).kmeans_update_out.default._schema
+    assert [(a.name, a.is_out or (a.alias_info is not None and a.alias_info.is_write)) for a in triton.arguments] == [
+        ("c_new", True), ("x", False), ("ids", False), ("c_old", False), ("workspace", True)]
+    assert not triton.returns
+    readme = (triton_export / "README.md").read_text()  # the package tells its user how to call them
+    assert f"{TRITON_PKG}.workspace_bytes('OP', *inputs)" in readme and "kmeans_assign_out(out, ..., workspace)" in readme
+
+
+def test_opcheck_every_out_variant(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
+    ops = getattr(torch.ops, TRITON_PKG)
+    x, c = _inputs()
+    ids = torch.empty(2, 97, dtype=torch.int32)
+    ops.kmeans_assign_out(ids, x, c)
+    assert torch.equal(ids, ops.kmeans_assign(x, c))
+    torch.library.opcheck(ops.kmeans_assign_out.default, (ids, x, c, None))
+    c_new = torch.empty_like(c)
+    ops.kmeans_update_out(c_new, x, ids.long(), c, workspace=None)
+    assert torch.equal(c_new, ops.kmeans_update(x, ids.long(), c))
+    torch.library.opcheck(ops.kmeans_update_out.default, (c_new, x, ids.long(), c, None))
+    cuda = getattr(torch.ops, CUDA_PKG)
+    xb, cb = _inputs(torch.bfloat16, d=64)
+    ids_b = torch.full((2, 97), -1, dtype=torch.int32)
+    cuda.kmeans_assign_out(ids_b, xb, cb)
+    assert torch.equal(ids_b, cuda.kmeans_assign_reference(xb, cb))
+    torch.library.opcheck(cuda.kmeans_assign_out.default, (ids_b, xb, cb, None))
+    assert cuda_pkg.workspace_bytes("kmeans_assign", xb, cb) == 0  # CPU: the reference keeps no scratch
+
+
+def test_compile_fullgraph_traces_the_out_variants(triton_pkg: ModuleType, cuda_pkg: ModuleType) -> None:
+    ops, cuda = getattr(torch.ops, TRITON_PKG), getattr(torch.ops, CUDA_PKG)
+
+    def lloyd_step(x: torch.Tensor, c: torch.Tensor, ids: torch.Tensor, c_new: torch.Tensor) -> torch.Tensor:
+        ops.kmeans_assign_out(ids, x, c)
+        ops.kmeans_update_out(c_new, x, ids.long(), c)
+        return c_new * 2
+
+    x, c = _inputs()
+    ids, c_new = torch.empty(2, 97, dtype=torch.int32), torch.empty_like(c)
+    doubled = torch.compile(lloyd_step, fullgraph=True, backend="aot_eager")(x, c, ids, c_new)
+    expected_ids = ops.kmeans_assign(x, c)
+    assert torch.equal(ids, expected_ids) and torch.equal(doubled, ops.kmeans_update(x, expected_ids.long(), c) * 2)
+
+    def cuda_assign(x: torch.Tensor, c: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        cuda.kmeans_assign_out(ids, x, c, None)
+        return ids + 1
+
+    xb, cb = _inputs(torch.bfloat16, d=64)
+    ids_b = torch.empty(2, 97, dtype=torch.int32)
+    shifted = torch.compile(cuda_assign, fullgraph=True, backend="aot_eager")(xb, cb, ids_b)
+    assert torch.equal(shifted, cuda.kmeans_assign_reference(xb, cb) + 1) and torch.equal(shifted, ids_b + 1)
+
+
+def _overlapping_int32(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """A contiguous int32 tensor of `shape` over the first bytes of `t` (an output aliasing an input)."""
+    return t.view(-1).view(torch.int32)[:shape[0] * shape[1]].view(shape)
+
+
+BAD_OUT: list[tuple[str, Callable[[torch.Tensor], Any], type[Exception], str]] = [
+    ("dtype", lambda x: torch.empty(2, 97), TypeError, "`ids` must be torch.int32, got torch.float32"),
+    ("shape", lambda x: torch.empty(2, 96, dtype=torch.int32), ValueError,
+     r"`ids` must have shape \(2, 97\) for these inputs, got \(2, 96\)"),
+    ("strides", lambda x: torch.empty(97, 2, dtype=torch.int32).t(), ValueError,
+     r"`ids` must be contiguous, got strides \(1, 2\)"),
+    ("alias", lambda x: _overlapping_int32(x, (2, 97)), ValueError,
+     "`ids` overlaps the input `x` in memory; outputs must not alias the inputs, each other or the workspace"),
+    ("not a tensor", lambda x: [0] * 194, TypeError, "`ids` must be a torch.Tensor, got list"),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "error", "message"), BAD_OUT, ids=[b[0] for b in BAD_OUT])
+def test_bad_out_is_refused_clearly(triton_pkg: ModuleType, cuda_pkg: ModuleType, case: str,
+                                    make: Callable[[torch.Tensor], Any], error: type[Exception], message: str) -> None:
+    x, c = _inputs()
+    op = triton_pkg.PACKAGE.ops["kmeans_assign"]
+    with pytest.raises(error, match=f"^kmeans_assign_out: {message}"):
+        op.call_out(make(x), x, c)
+    if case != "not a tensor":  # the schema's own type check comes first there
+        with pytest.raises(error, match=f"^kmeans_assign_out: {message}"):
+            getattr(torch.ops, TRITON_PKG).kmeans_assign_out(make(x), x, c)
+        xb, cb = _inputs(torch.bfloat16, d=64)  # the CUDA package's CPU implementation checks the same
+        with pytest.raises(error, match=f"^kmeans_assign_out: {message}"):
+            getattr(torch.ops, CUDA_PKG).kmeans_assign_out(make(xb), xb, cb)
+
+
+def test_bad_out_device_and_workspace_type(triton_pkg: ModuleType) -> None:
+    x, c = _inputs()
+    op = triton_pkg.PACKAGE.ops["kmeans_assign"]
+    ids = torch.empty(2, 97, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^kmeans_assign_out: `ids` is on meta, the inputs on cpu$"):
+        op.call_out(ids.to("meta"), x, c)
+    with pytest.raises(TypeError, match=r"^kmeans_assign_out: `workspace` must be torch.uint8, got torch.float32$"):
+        op.call_out(ids, x, c, torch.empty(16))
+    with pytest.raises(TypeError, match=r"^kmeans_assign_out takes 1 outputs \(ids\), 2 inputs \(x, c\) and an "):
+        op.call_out(ids, x)
+    with pytest.raises(KeyError, match="has no op 'kmeans_argmin'; its ops: kmeans_assign, kmeans_update"):
+        triton_pkg.workspace_bytes("kmeans_argmin", x, c)
+
+
+class _Recorder:
+    """torch.ops.<namespace> as the API sees it, recording each op called and the ids of its tensor arguments."""
+
+    def __init__(self, ops: Any):
+        self.ops, self.calls = ops, []  # type: ignore[var-annotated]
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> Any:
+            self.calls.append((name, tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)))
+            return getattr(self.ops, name)(*args)
+        return call
+
+
+def test_kmeans_runs_every_iteration_through_the_out_variants(triton_pkg: ModuleType,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    x, _ = _inputs()
+    ops = getattr(torch.ops, TRITON_PKG)
+    c0, ids0 = triton_pkg.kmeans(x, 5, 3)
+    # the functional Lloyd loop (the API before out-variants), from the same seeded picks
+    gen = torch.Generator().manual_seed(0)
+    picks = torch.stack([torch.randperm(97, generator=gen)[:5] for _ in range(2)])
+    c = torch.gather(x, 1, picks[:, :, None].expand(2, 5, 32)).contiguous()
+    ids = ops.kmeans_assign(x, c)
+    for _ in range(3):
+        c = ops.kmeans_update(x, ids.long(), c)
+        ids = ops.kmeans_assign(x, c)
+    assert torch.equal(c0, c) and torch.equal(ids0, ids)  # bit for bit
+    recorder = _Recorder(ops)
+    monkeypatch.setattr(triton_pkg.api, "_ops", lambda: recorder)
+    triton_pkg.kmeans(x, 5, 3)
+    names = [name for name, _ in recorder.calls]
+    assert names == ["kmeans_assign_out"] + ["kmeans_update_out", "kmeans_assign_out"] * 3
+    ids_buffers = {args[0] for name, args in recorder.calls if name == "kmeans_assign_out"}
+    centroid_buffers = {args[0] for name, args in recorder.calls if name == "kmeans_update_out"}
+    assert len(ids_buffers) == 1 and len(centroid_buffers) == 2  # allocated once; two centroid buffers alternate
+    flat_c, flat_ids = triton_pkg.kmeans(x[0], 5, 0)
+    assert flat_c.shape == (5, 32) and torch.equal(flat_ids, ops.kmeans_assign(x[:1], flat_c[None])[0])
+
+
+def test_assign_and_update_take_out(triton_pkg: ModuleType) -> None:
+    x, c = _inputs()
+    ids = torch.empty(2, 97, dtype=torch.int32)
+    assert triton_pkg.assign(x, c, out=ids) is ids and torch.equal(ids, triton_pkg.assign(x, c))
+    c_new = torch.empty_like(c)
+    assert triton_pkg.update(x, ids, c, out=c_new) is c_new
+    assert torch.equal(c_new, triton_pkg.update(x, ids, c))
+    with pytest.raises(ValueError, match=r"`c_new` must have shape \(2, 19, 32\) for these inputs"):
+        triton_pkg.update(x, ids, c, out=c_new[:, :3])
+
+
+# ------------------------------------------------------------- the CUDA call plan, driver replaced (ctypes path)
+
+
+def _aligned_bytes(n: int) -> torch.Tensor:
+    """n uint8 at a 256-byte aligned address (torch's CPU allocator aligns to 64; its CUDA one to 512)."""
+    raw = torch.empty(n + 256, dtype=torch.uint8)
+    skip = -raw.data_ptr() % 256
+    return raw[skip:skip + n]
+
+
+
+@pytest.fixture
+def stubbed_call(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """A CUDA call plan of the ping-pong for CPU inputs, run against a counting fake driver."""
+    import bench_export_host_cpu as bench
+
+    driver = bench.CountingDriver()
+    monkeypatch.setattr(cuda_pkg._cuda, "_lib", driver)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    op = cuda_pkg.PACKAGE.ops["kmeans_assign"]
+    monkeypatch.setattr(op, "routes", {})
+    monkeypatch.setattr(op, "expected", {})
+
+    def make(k: int) -> tuple[Any, Any, Any, tuple[torch.Tensor, torch.Tensor]]:
+        x, c = _inputs(torch.bfloat16, b=1, n=256, k=k, d=64)
+        call, _ = bench.plan_for(cuda_pkg, (x, c))
+        return call, op, driver, (x, c)
+
+    return make
+
+
+@pytest.mark.parametrize(("k", "need", "memsets"), [
+    (128, 512, 0),  # ||c||^2: 1 x 128 f32, overwritten whole by the norms launch: no memset
+    (130, 528, 1),  # rows padded to 132 floats: the padding is zeroed
+])
+def test_cuda_out_call_allocates_nothing(cuda_pkg: ModuleType, stubbed_call: Callable[..., Any],
+                                         monkeypatch: pytest.MonkeyPatch, k: int, need: int, memsets: int) -> None:
+    call, op, driver, (x, c) = stubbed_call(k)
+    assert cuda_pkg.workspace_bytes("kmeans_assign", x, c) == call.workspace_bytes == need
+    assert call.workspace_offsets == (0,)
+    ids = torch.empty(1, 256, dtype=torch.int32)
+    workspace = _aligned_bytes(need)
+    op.call_out(ids, x, c, workspace)  # first call: static fields of the argument blocks
+    allocations: collections.Counter[str] = collections.Counter()
+    for name in ("empty", "full", "zeros", "empty_like", "zeros_like", "full_like"):
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, _n=name, _f=real, **kw: (allocations.update([_n]), _f(*a, **kw))[1])
+    driver.calls.clear()
+    driver.memsets.clear()
+    for _ in range(5):
+        op.call_out(ids, x, c, workspace)
+    assert dict(allocations) == {}
+    expected = {"cuLaunchKernel": 5 * len(call.launches)} | ({"cuMemsetD32Async": 5} if memsets else {})
+    assert dict(driver.calls) == expected
+    if memsets:  # the scratch is the workspace's first bytes
+        assert driver.memsets[-1][1] == workspace.data_ptr()
+    scratch_ptrs = {call.launches[0].words[w] for w, s in call.launches[0].pointers if s == 3}
+    assert scratch_ptrs == {workspace.data_ptr()}  # source 3: the first scratch buffer (x, c, ids, csq_g)
+    ids_ptrs = {launch.words[w] for launch in call.launches for w, s in launch.pointers if s == 2}
+    assert ids_ptrs == {ids.data_ptr()}
+    plan = call.plan_values()
+    assert plan is not None  # the C++ launcher gets the same plan; its out kernel takes the same workspace
+
+
+@pytest.mark.parametrize(("workspace", "message"), [
+    (None, r"these inputs need a workspace of 512 bytes: pass workspace=torch.empty\(512, dtype=torch.uint8, "
+           rf"device=...\) \(its size: {CUDA_PKG}.workspace_bytes\('kmeans_assign', \*inputs\)\)"),
+    (lambda: _aligned_bytes(256), "`workspace` holds 256 bytes, these inputs need 512"),
+    (lambda: _aligned_bytes(1024)[16:], "`workspace` must start at a 256-byte aligned address "
+                                                        r"\(a fresh torch.empty does\), got 16 bytes past one"),
+    (lambda: _aligned_bytes(2048)[::2], r"`workspace` must be contiguous, got strides \(2,\)"),
+])
+def test_cuda_out_call_refuses_a_bad_workspace(stubbed_call: Callable[..., Any], workspace: Any, message: str) -> None:
+    call, op, driver, (x, c) = stubbed_call(128)
+    ids = torch.empty(1, 256, dtype=torch.int32)
+    with pytest.raises(ValueError, match=f"^kmeans_assign_out: {message}"):
+        op.call_out(ids, x, c, workspace() if workspace else None)
+    assert driver.calls["cuLaunchKernel"] == 0  # refused before any work was queued
+    ws = _aligned_bytes(1024)
+    with pytest.raises(ValueError, match="`ids` overlaps `workspace` in memory"):
+        op.call_out(ws.view(torch.int32)[:256].view(1, 256), x, c, ws)
