@@ -1,4 +1,5 @@
-# H200, session 7's third call (issue 14's audit), with carry [".whl"]; about 9 minutes (limits 290 + 230).
+# H200, a later session's call (issue 14's audit of fla), with carry [".whl"]; about 9 minutes (limits 290 + 230). Written for
+# session 7's third call, which went to the update fix, the Lloyd iteration and the host path instead.
 # fla-core 0.6.0's KDA kernels under every kda_forward gate in bf16 (issue 14 item 6). Sessions 3 and 4 cut both at
 # 40-170 s: each (K, V) pair the battery visits compiles fla's Triton kernels (autotuned) anew, and no verdict was
 # written. This call gives each the time it needs; look for "kda_forward: PASSED/FAILED" and the replay tokens of any
