@@ -80,8 +80,11 @@ param STAGES_RECUR = 1 in {1, 2, 3}
 # time is about (waves of programs) x (chunks) x (one chunk's latency). At 255 registers and 4 warps two programs
 # share an SM, so h96_fixed's 384 programs (BV = 32) take two waves on 132 SMs, the second 45% full; 168 registers
 # fit three programs an SM (396 slots: one wave), 128 four, at the price of spills inside the serial loop. A cap
-# changes no operation or rounding. 255 is no cap (the measured default until the H200 ranks the others).
-param REGS_RECUR = 255 in {128, 168, 255}
+# changes no operation or rounding. Measured on the H200 (session 7 call 3, scripts/gpu_kda_profile.py at
+# h96_fixed, ms of kernels per call, recur in brackets; raw results/h200-2026-12-02/s7-call3/kda7_recur.json):
+# 255 (no cap) 6.74 [3.40]; **168: 5.738 [2.367]**, ptxas spills 58 bytes; 128: 7.702 [4.332], 194 bytes; BV 64
+# uncapped 6.606 [3.230]. 168 passed every kda_forward gate in bf16 under seeds 0 and 1 there (call 4).
+param REGS_RECUR = 168 in {128, 168, 255}
 dims B, T, H, static K, static V
 
 tensor q: in E[B, T, H, K]

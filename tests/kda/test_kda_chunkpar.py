@@ -91,20 +91,22 @@ def test_intras_register_cap_and_stages_reach_its_launch() -> None:
     # REGS_INTRA is Triton's maxnreg for intra alone (three programs an SM at 168); STAGES_INTRA the num_stages of
     # its K-slice loops. Recur keeps its own stages and no register cap.
     kernel = parse(SCHEDULE.read_text(), str(SCHEDULE))
-    source = lower(kernel, "triton", arch="sm_90a", params={"REGS_INTRA": 168, "STAGES_INTRA": 1},
-                   filename=str(SCHEDULE)).source
+    source = lower(kernel, "triton", arch="sm_90a", params={"REGS_INTRA": 168, "STAGES_INTRA": 1,
+                                                               "REGS_RECUR": 255}, filename=str(SCHEDULE)).source
     intra, recur = _launches(source)
     assert "maxnreg=168," in intra and "num_stages=1," in intra, intra
     assert "maxnreg=" not in recur and "num_stages=1," in recur, recur
     # a budget of 255 is the target's own limit: no maxnreg (ptxas allocates differently with one: the f16 tail of
     # the compile test below spilled 72 bytes with maxnreg=255, 64 without)
-    uncapped = lower(kernel, "triton", arch="sm_90a", params={"REGS_INTRA": 255, "STAGES_INTRA": 3},
-                     filename=str(SCHEDULE)).source
+    uncapped = lower(kernel, "triton", arch="sm_90a",
+                     params={"REGS_INTRA": 255, "STAGES_INTRA": 3, "REGS_RECUR": 255}, filename=str(SCHEDULE)).source
     assert "maxnreg=" not in uncapped and "num_stages=3," in uncapped
-    # the defaults are the H200's fastest (session 7): four programs an SM at 128 registers, one stage
+    # the defaults are the H200's fastest (session 7): intra four programs an SM at 128 registers, one stage;
+    # recur three at 168
     default = lower(kernel, "triton", arch="sm_90a", filename=str(SCHEDULE)).source
-    intra = _launches(default)[0]
+    intra, recur = _launches(default)
     assert "maxnreg=128," in intra and "num_stages=1," in intra, intra
+    assert "maxnreg=168," in recur, recur
 
 
 def test_recurs_register_cap_reaches_its_launch_alone() -> None:
@@ -133,11 +135,12 @@ def test_chunkpar_compiles_for_sm_90a_without_loop_spills() -> None:
     # under it): the compile an H200's first call makes, at the benchmark's K = V = 128 in bf16 and a tail in f16.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).resolve().parent / "aot_compile_kda.py"
-    # Uncapped (REGS_INTRA 255): the spills the schedule's operations cost. The default caps intra at 128 registers
-    # and trades spills for a fourth program an SM (26 bytes under the H200's Triton 3.6, 176 under Triton 3.9 here:
-    # the H200 ranks that trade, session 7), which says nothing about the dots this test guards.
-    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE), '{"REGS_INTRA": 255}'], capture_output=True,
-                          text=True, env=env, timeout=600)
+    # Uncapped (REGS_INTRA and REGS_RECUR 255): the spills the schedule's operations cost. The defaults cap intra at
+    # 128 registers and recur at 168, trading spills for more programs an SM (intra: 26 bytes under the H200's
+    # Triton 3.6, 176 under Triton 3.9 here; recur: 58 there, 296 here; the H200 ranked that trade in session 7),
+    # which says nothing about the dots this test guards.
+    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE), '{"REGS_INTRA": 255, "REGS_RECUR": 255}'],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
