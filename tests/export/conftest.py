@@ -39,3 +39,19 @@ def cuda_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cuda_pkg(cuda_export: Path) -> ModuleType:
     return import_package(cuda_export)
+
+
+@pytest.fixture
+def fake_driver(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The CUDA package's driver replaced by scripts/bench_export_host_cpu.py's counting fake on device 0 of an
+    H200-sized GPU (132 SMs), so a CUDA call plan runs, and is counted, on CPU tensors. Returns the fake."""
+    import bench_export_host_cpu as bench
+    import torch
+
+    driver = bench.CountingDriver()
+    monkeypatch.setattr(cuda_pkg._cuda, "_lib", driver)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_stream", lambda index: 77)
+    monkeypatch.setattr(cuda_pkg._cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    return driver

@@ -337,19 +337,12 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     (128, 0),  # the norms launch overwrites csq_g [B, K] whole before the assign reads it, no padding: no memset
     (130, 1),  # K=130 f32 rows padded to 132 (16 bytes): the padding is never written, so it is zeroed
 ])
-def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch, k: int,
-                                                 memsets: int) -> None:
+def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, fake_driver: Any,
+                                                 monkeypatch: pytest.MonkeyPatch, k: int, memsets: int) -> None:
     """Per steady-state call, counted at the ctypes boundary (scripts/bench_export_host_cpu.py's driver): one
     cuLaunchKernel per kernel, one memset for the scratch only where its init is live (no fill kernel), no
     tensor-map encoding (cached), and no torch allocation but the output and the scratch buffer."""
-    import bench_export_host_cpu as bench
-
-    driver = bench.CountingDriver()
-    monkeypatch.setattr(cuda_pkg._cuda, "_lib", driver)
-    monkeypatch.setattr(cuda_pkg._cuda, "current_stream", lambda index: 77)
-    monkeypatch.setattr(cuda_pkg._cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    driver = fake_driver
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     spec = variant.specs["T=bf16;D=64"]
     monkeypatch.setattr(variant, "module", lambda spec, device: (_fake_module(spec), "sm_90a"))

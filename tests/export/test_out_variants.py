@@ -189,16 +189,11 @@ def _aligned_bytes(n: int) -> torch.Tensor:
 
 
 @pytest.fixture
-def stubbed_call(cuda_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def stubbed_call(cuda_pkg: ModuleType, fake_driver: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """A CUDA call plan of the ping-pong for CPU inputs, run against a counting fake driver."""
     import bench_export_host_cpu as bench
 
-    driver = bench.CountingDriver()
-    monkeypatch.setattr(cuda_pkg._cuda, "_lib", driver)
-    monkeypatch.setattr(cuda_pkg._cuda, "current_stream", lambda index: 77)
-    monkeypatch.setattr(cuda_pkg._cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"multi_processor_count": 132}))
+    driver = fake_driver
     op = cuda_pkg.PACKAGE.ops["kmeans_assign"]
     monkeypatch.setattr(op, "routes", {})
     monkeypatch.setattr(op, "expected", {})
