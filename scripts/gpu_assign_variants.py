@@ -2,16 +2,24 @@
 then timed interleaved with flash-kmeans. A table and JSON of every variant's median against flash-kmeans'.
 
     python3 scripts/gpu_assign_variants.py --out "$OUT" [--max-seconds 3]
+    python3 scripts/gpu_assign_variants.py --out "$OUT" --rounds 3 \
+        --variants assign_pingpong.cake assign_pingpong_fused.cake assign_pingpong.cake:STAGES=3
 
 Each variant is a shipped schedule at a param assignment, written specialized (`experiments.schedules`)
 and lowered by the CUDA backend. The bench worker runs in its own process per variant, so a variant that
 crashes or hangs costs its own time only; it refuses to time one that fails its gates (bf16 battery).
+
+`--variants` names the variants (`FILE.cake[:NAME=VALUE,...]`, files under experiments/kmeans; default: the list
+below) and `--rounds` repeats the whole list, so each variant is timed in that many separate processes interleaved
+with the others (round 1 all variants, then round 2 ...): two variants are compared by their speedups over the
+flash-kmeans timed in the same process, median [min, max] over the rounds (`summary` in the JSON).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -52,21 +60,59 @@ def bench_variant(path: Path, max_seconds: float) -> dict[str, object]:
             "tail": tail.splitlines()[-6:]}
 
 
+def parse_variant(spec: str) -> tuple[str, dict[str, int]]:
+    """`FILE.cake[:NAME=VALUE,...]` -> (file, params); a malformed spec is a usage error naming it."""
+    name, _, binds = spec.partition(":")
+    if not name.endswith(".cake") or not (FOLDER / name).is_file():
+        raise argparse.ArgumentTypeError(f"{spec!r}: {name!r} is not a schedule file under {FOLDER}")
+    params: dict[str, int] = {}
+    for bind in filter(None, binds.split(",")):
+        key, eq, value = bind.partition("=")
+        if not eq or not value.lstrip("-").isdigit():
+            raise argparse.ArgumentTypeError(f"{spec!r}: {bind!r} is not NAME=INTEGER")
+        params[key] = int(value)
+    return name, params
+
+
+def label(name: str, params: dict[str, int]) -> str:
+    return name + ("" if not params else ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items())))
+
+
+def summarize(rows: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    """Per variant: its speedups over the same process's flash-kmeans, median [min, max] over the rounds."""
+    by_variant: dict[str, list[float]] = {}
+    for row in rows:
+        by_variant.setdefault(str(row["variant"]), [])
+        if isinstance(row.get("speedup"), float):
+            by_variant[str(row["variant"])].append(row["speedup"])  # type: ignore[arg-type]
+    return {name: {"rounds_timed": len(s), "median": statistics.median(s) if s else None,
+                   "min": min(s, default=None), "max": max(s, default=None)} for name, s in by_variant.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--max-seconds", type=float, default=3.0, help="timing guard per variant")
+    parser.add_argument("--variants", nargs="+", type=parse_variant, default=list(VARIANTS),
+                        metavar="FILE.cake[:NAME=VALUE,...]", help="the variants to time (default: the list above)")
+    parser.add_argument("--rounds", type=int, default=1, help="time the whole list this many times, one process each")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name, params in VARIANTS:
-        path = write_specialized(FOLDER / name, params, args.out)
-        row = {"schedule": name, "params": params, **bench_variant(path, args.max_seconds)}
-        rows.append(row)
-        speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "-"
-        print(f"{name:28} {json.dumps(params):36} {row.get('ms') or '-':>10} ms  fk {row.get('flash_kmeans_ms') or '-'}"
-              f"  {speed}  {row['status']}", flush=True)
-        (args.out / "assign_variants.json").write_text(json.dumps(rows, indent=1))
+    rows: list[dict[str, object]] = []
+    for round_ in range(1, args.rounds + 1):
+        for name, params in args.variants:
+            path = write_specialized(FOLDER / name, params, args.out)
+            row = {"variant": label(name, params), "schedule": name, "params": params, "round": round_,
+                   **bench_variant(path, args.max_seconds)}
+            rows.append(row)
+            speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "-"
+            print(f"r{round_} {label(name, params):40} {row.get('ms') or '-':>10} ms  fk "
+                  f"{row.get('flash_kmeans_ms') or '-'}  {speed}  {row['status']}", flush=True)
+            (args.out / "assign_variants.json").write_text(json.dumps({"rows": rows, "summary": summarize(rows)},
+                                                                      indent=1))
+    for name, s in summarize(rows).items():
+        span = f"{s['median']:.3f}x [{s['min']:.3f}, {s['max']:.3f}]" if s["median"] is not None else "not timed"
+        print(f"summary {name:40} over flash-kmeans {span} ({s['rounds_timed']} of {args.rounds} rounds)")
     return 0
 
 
