@@ -4,6 +4,7 @@
     diagnostics = check(kernel)                          # the kernel's own target, backend-neutral
     diagnostics = check(kernel, arch="sm_80", backend="triton")
     diagnostics = check_text(text, "assign.cake")        # parse + check; parse errors come back as diagnostics
+    bindings = servable_dtype_bindings(kernel, backend="cuda")  # the dtype bindings that backend can lower
 
 A check that crashes on odd input is a bug in CAKE, not a finding about the schedule: the driver raises
 `cake.errors.InternalError` naming the check and carrying the schedule text (never a diagnostic, so it can
@@ -13,10 +14,12 @@ never read as a rejection).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
+from cake.ir.analysis import dtype_bindings
 from cake.ir.checks.context import CheckContext
 from cake.ir.checks.registry import Backend, CheckSpec, Family, Finding, all_checks
-from cake.ir.nodes import Kernel
+from cake.ir.nodes import DType, Kernel
 
 from cake.diagnostics import Diagnostic, DiagnosticError, Severity
 from cake.errors import InternalError
@@ -82,6 +85,27 @@ def _diagnostic(spec: CheckSpec, f: Finding, file: str) -> Diagnostic:
 def _order(d: Diagnostic) -> tuple[int, int, str]:
     span = d.span
     return (span.line if span else 0, span.column if span else 0, d.code)
+
+
+def servable_dtype_bindings(kernel: Kernel, *, arch: str | None = None, backend: str | Backend | None = None,
+                            file: str = "<input>") -> tuple[dict[str, DType], ...]:
+    """The bindings of the kernel's dtype variables (`dtype T in {f32, f16, bf16}`: T = f32, T = f16, T = bf16)
+    that `backend` can lower: each narrowed to that one choice, as a call narrows it (the lowering's
+    `bind_dtypes`), and accepted by the checks with no error.
+
+    A schedule may declare a type its backend cannot serve: the CUDA backend's `via dot` takes 16-bit operands
+    only, so E0611 warns about f32 for the whole domain and refuses a call bound to it. Whoever chooses the
+    dtypes a kernel is verified or timed in asks this first, instead of feeding it a type every call refuses."""
+    bindings = dtype_bindings(kernel)
+    if not kernel.dtype_vars:
+        return bindings
+    served = []
+    for binding in bindings:
+        narrowed = replace(kernel, dtype_vars=tuple(replace(v, choices=(binding[v.name],))
+                                                    for v in kernel.dtype_vars))
+        if not errors(check(narrowed, arch=arch, backend=backend, file=file)):
+            served.append(binding)
+    return tuple(served)
 
 
 def check_text(text: str, filename: str = "<input>", *, arch: str | None = None,

@@ -222,10 +222,13 @@ class ScheduleEvaluator:
     # ------------------------------------------------------------------------------------ promotion
 
     def declared_dtypes(self, path: Path) -> tuple[str, ...]:
-        """The contract dtypes the schedule declares (`dtype T in {...}`), fitness dtype first; the fitness
-        dtype alone when the schedule declares no type variable."""
+        """The contract dtypes the schedule declares (`dtype T in {...}`) and the run's backend can lower
+        (`servable_dtype_bindings`: the CUDA backend refuses every f32 call of a `via dot` schedule, so f32 is
+        not one of them there), fitness dtype first; the fitness dtype alone when the schedule declares no
+        type variable."""
         from cake.experiments.workload import get_workload
         from cake.ir import nodes as n
+        from cake.ir.check import servable_dtype_bindings
         from cake.ir.parser import parse
         from cake.verifier.registry import get_contract
         from cake.verifier.tolerance import dtype_name
@@ -234,7 +237,8 @@ class ScheduleEvaluator:
         fitness = str(get_workload(self.workload).op(self.op).shape(self.shape).torch_dtype).removeprefix("torch.")
         known = {dtype_name(d) for d in get_contract(self.op).dtypes}
         kernel = parse(path.read_text(), path.name)
-        declared = [names[c] for v in kernel.dtype_vars for c in v.choices if c in names]
+        served = servable_dtype_bindings(kernel, arch=self.arch, backend=self.settings.backend, file=path.name)
+        declared = [names[c] for binding in served for c in binding.values() if c in names]
         return tuple(dict.fromkeys([fitness] + [d for d in declared if d in known]))
 
     def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:

@@ -6,6 +6,13 @@
 # one warp per centroid). The work is redundant (both consumers sum the same tile) but it sits in the phase where a
 # consumer waits for its turn on the tensor cores, and it removes a launch, the f32[B, K] scratch and its TMA copy:
 # a serving call issues one kernel (issue 15's host path) instead of two.
+# Measured on the H200 (session 8, scripts/gpu/s8_call1.sh; results/h200-2026-12-02/s8-calls/): gated in bf16 and
+# fp16 under seeds 0 and 1, and one launch does bring the exported out-variant's host time to 8.1 us [6.3, 8.5]
+# (three processes) — but the kernel takes 3.388 ms at the cell against the two-launch ping-pong's 1.140 ms
+# (0.453x vs 1.411x of flash-kmeans, three rounds each). The CUDA backend lowers this row sum as it lowers any
+# reduction of a tile no mma lays out (`coop_reduce`: one warp per centroid, lanes across D, five shuffles and a
+# shared-memory write per centroid, two role barriers per k-step): about 4x the cycles of the wgmma it was meant to
+# hide behind. Kept as the schedule a cheaper row-sum lowering (a thread per row) has to make fast; not exported.
 schedule assign_pingpong_fused implements kmeans_assign
 target sm_90a
 

@@ -259,22 +259,34 @@ def specialize_for_call(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], 
                         file: str = "<input>") -> Kernel:
     """`kernel` (params already bound) run through the backend's pipeline for one call: dtype variables
     narrowed to the call's, then the checker with the call's static dims bound. A refusal that the smallest
-    static dims (all 1) do not have depends on the shape: ShapeNotSupported. Any other refusal is the
+    static dims (all 1) do not have depends on the shape, and one that the schedule's whole dtype domain does
+    not have depends on the call's dtypes (E0611: a type the backend's `via dot` cannot take, a warning for the
+    domain): both are the kernel declining these inputs, ShapeNotSupported. Any other refusal is the
     schedule's (DiagnosticError)."""
     ctx = LowerContext("cuda", arch, {}, file, dims=dict(statics), dtypes=dict(dtypes))
     try:
         return run_passes(kernel, PASSES, ctx)
     except DiagnosticError as error:
-        if not statics:
-            raise
-        smallest = LowerContext("cuda", arch, {}, file, dims={name: 1 for name in statics}, dtypes=dict(dtypes))
-        try:
-            run_passes(kernel, PASSES, smallest)
-        except DiagnosticError:
-            raise error from None
-        shape = ", ".join(f"{name}={value}" for name, value in sorted(statics.items()))
         reason = "; ".join(f"{d.code} {d.message}" for d in error.diagnostics if d.is_error)
-        raise ShapeNotSupported(f"`{kernel.name}` cannot run at {shape}: {reason}") from error
+        smallest = {name: 1 for name in statics}
+        if statics and _accepts(kernel, arch, dtypes, smallest, file):
+            shape = ", ".join(f"{name}={value}" for name, value in sorted(statics.items()))
+            raise ShapeNotSupported(f"`{kernel.name}` cannot run at {shape}: {reason}") from error
+        declared = {var.name: var.choices for var in kernel.dtype_vars}
+        if dtypes and all(dtype in declared.get(name, ()) for name, dtype in dtypes.items()) \
+                and _accepts(kernel, arch, {}, smallest, file):  # (an undeclared binding stays E0703)
+            binding = ", ".join(f"{name} = {dtype.value}" for name, dtype in sorted(dtypes.items()))
+            raise ShapeNotSupported(f"`{kernel.name}` cannot run with {binding}: {reason}") from error
+        raise
+
+
+def _accepts(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int], file: str) -> bool:
+    """Whether the pipeline accepts `kernel` for calls with these dtypes (none: the whole domain) and static dims."""
+    try:
+        run_passes(kernel, PASSES, LowerContext("cuda", arch, {}, file, dims=dict(statics), dtypes=dict(dtypes)))
+    except DiagnosticError:
+        return False
+    return True
 
 
 def shape_refusal(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int],

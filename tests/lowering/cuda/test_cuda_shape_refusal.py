@@ -46,6 +46,18 @@ def test_the_call_time_check_sees_the_static_dims() -> None:
     assert [d.code for d in refused.value.diagnostics] == ["E0703"]
 
 
+def test_a_declared_dtype_the_backend_cannot_lower_is_a_refusal() -> None:
+    """assign_plain declares f32, which the CUDA backend's `via dot` cannot take (E0611, a warning for the whole
+    domain): a call bound to it is refused like a shape, not a crash of the verifier's worker (session 8's GPU
+    evolve lost its seed to one); f16 at the same dims lowers."""
+    kernel = parse((KMEANS / "assign_plain.cake").read_text(), "assign_plain.cake")
+    with pytest.raises(ShapeNotSupported) as refused:
+        specialize_for_call(kernel, "sm_90a", {"T": DType.F32}, {"D": 64})
+    assert "cannot run with T = f32" in refused.value.reason and "E0611" in refused.value.reason
+    assert [d.choices for d in specialize_for_call(kernel, "sm_90a", {"T": DType.F16}, {"D": 64}).dtype_vars] \
+        == [(DType.F16,)]
+
+
 def test_an_overflow_at_every_shape_stays_a_compile_error() -> None:
     text = (KMEANS / "assign_cp_async.cake").read_text()
     text = text.replace("smem cs[STAGES]: T[BK, D] swizzle 128B", "smem cs[STAGES]: T[BK, D] swizzle 128B\nsmem pad: f32[65536]")
