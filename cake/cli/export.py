@@ -105,5 +105,5 @@ def run_certify(args: argparse.Namespace) -> int:
         verdict = row["verdict"]
         failed = [g["gate"] for g in verdict["gates"] if g["status"] not in ("PASS", "SKIP")]
         status = "PASSED" if row["passed"] else "FAILED " + ", ".join(failed)
-        print(f"{row['op']} on {row['device']}: {status} ({len(verdict['gates'])} gates, seed {row['seed']})")
+        print(f"{row['entry']} on {row['device']}: {status} ({len(verdict['gates'])} gates, seed {row['seed']})")
     return ExitCode.OK if all(r["passed"] for r in rows) else ExitCode.FINDINGS

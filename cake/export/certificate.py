@@ -4,7 +4,7 @@ tie it to the package's files (the package's `_integrity` checks them on import)
 `certificate.json` holds: the op contracts and their hashes; per variant the schedule text, its IR hash,
 params, the generated sources' hashes and the verdict it was exported with (gates per dtype, seed, replay
 tokens, device); the toolchain versions; the date; the hash of every file; and `certifications`, one row per
-`cake certify` run (device, date, verdict). The certificate is not itself hashed: certify appends to it.
+entry point (the op and its out-variant) and `cake certify` run (device, date, verdict). The certificate is not itself hashed: certify appends to it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@ row per op to its certificate.
 
 The battery calls each registered op (`torch.ops.<namespace>.<op>`) as a user would, except that a call the
 package would route to the reference fallback is refused (`ShapeNotSupported`: not run, not judged)
-— the certificate speaks for the kernels, not for the reference. On the CPU the Triton kernels run under the
+— the certificate speaks for the kernels, not for the reference. It then runs again through the op's out-variant
+(`<op>_out(outs..., inputs..., workspace)`, outputs and workspace allocated per call as a caller sizes them:
+`output_specs`, `workspace_bytes`), which serving code calls instead and which runs its own host path (the C++
+launcher's `OutKernel`, the Triton host function writing into given tensors): one row per entry point. On the CPU the Triton kernels run under the
 interpreter (`TRITON_INTERPRET=1`, set for the duration; triton must not be imported before). The battery runs
 in this process.
 """
@@ -95,6 +98,32 @@ def _interpreter(on: bool) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _entry_points(op: Any, registered: Any, registered_out: Any, fallback: Any) -> list[tuple[str, Any]]:
+    """(entry name, a kernel the battery calls) for the op and its out-variant. Both refuse the calls the package
+    would send to the reference (`ShapeNotSupported`), so the rows judge the package's kernels only."""
+    import torch
+
+    def kernels_only(inputs: tuple[Any, ...]) -> None:
+        call = op.route(inputs)
+        if isinstance(call, fallback):
+            raise ShapeNotSupported(f"the package sends this call to the reference: {call.reason}")
+
+    def functional(*inputs: Any) -> Any:
+        kernels_only(inputs)
+        return registered(*inputs)  # the registered op, as a user calls it
+
+    def out_variant(*inputs: Any) -> Any:
+        kernels_only(inputs)
+        device = next(t.device for t in inputs if isinstance(t, torch.Tensor))
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in op.output_specs(None, inputs)]
+        need = op.workspace_bytes(inputs)
+        workspace = torch.empty(need, dtype=torch.uint8, device=device) if need else None
+        registered_out(*outs, *inputs, workspace)  # as serving code calls it: outputs it sized, its workspace
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return [(op.name, functional), (op.out_name, out_variant)]
+
+
 def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, seed: int = 0,
             gates: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Run the battery on every op of the package at `path`; append and return the rows."""
@@ -116,23 +145,19 @@ def certify(path: Path, *, device: str, dtypes: Sequence[str] | None = None, see
     with _interpreter(device == "cpu"):
         module = import_package(pkg)
         fallback = module._ops.Fallback
+        namespace = getattr(torch.ops, module.PACKAGE.namespace)
         for name, op in module.PACKAGE.ops.items():
-            registered = getattr(getattr(torch.ops, module.PACKAGE.namespace), name)
-
-            def kernel(*inputs: Any, op: Any = op, registered: Any = registered) -> Any:
-                call = op.route(inputs)
-                if isinstance(call, fallback):
-                    raise ShapeNotSupported(f"the package sends this call to the reference: {call.reason}")
-                return registered(*inputs)  # the registered op, as a user calls it
-
-            verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
-                                  all_gates=True, interpreter=device == "cpu", gates=gates,
-                                  resource_report=worst_resources(manifest, name, device))
-            summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device), seed=seed)
-            rows.append({"op": name, "date": cert.now(), "device": cert.device_name(device), "seed": seed,
-                         "gates_requested": list(gates) if gates else "all", "toolchain": cert.toolchain(),
-                         "passed": verdict.passed, "verdict": summary,
-                         "host_path": {**module.PACKAGE.host_path, **op.launcher_stats()}})
+            for entry, kernel in _entry_points(op, getattr(namespace, name), getattr(namespace, op.out_name),
+                                               fallback):
+                verdict = run_battery(get_contract(name), kernel, device=device, dtypes=dtypes, seed=seed,
+                                      all_gates=True, interpreter=device == "cpu", gates=gates,
+                                      resource_report=worst_resources(manifest, name, device))
+                summary = cert.verdict_summary(json.loads(verdict.to_json()), device=cert.device_name(device),
+                                               seed=seed)
+                rows.append({"op": name, "entry": entry, "date": cert.now(), "device": cert.device_name(device),
+                             "seed": seed, "gates_requested": list(gates) if gates else "all",
+                             "toolchain": cert.toolchain(), "passed": verdict.passed, "verdict": summary,
+                             "host_path": {**module.PACKAGE.host_path, **op.launcher_stats()}})
     certificate_path = pkg / "certificate.json"
     data = json.loads(certificate_path.read_text())
     data["certifications"].extend(rows)

@@ -144,13 +144,17 @@ def test_out_of_domain_falls_back_and_counts(interpreted: dict[str, Any]) -> Non
 
 def test_certify_appends_a_row(interpreted: dict[str, Any], triton_export: Path, triton_pkg: ModuleType) -> None:
     rows = interpreted["rows"]
-    assert [r["op"] for r in rows] == ["kmeans_assign", "kmeans_update"]
+    # a row per entry point: the op and its out-variant (outputs and workspace sized as a caller sizes them)
+    assert [(r["op"], r["entry"]) for r in rows] == [
+        ("kmeans_assign", "kmeans_assign"), ("kmeans_assign", "kmeans_assign_out"),
+        ("kmeans_update", "kmeans_update"), ("kmeans_update", "kmeans_update_out")]
     assert all(r["passed"] for r in rows)
-    gate = rows[0]["verdict"]["gates"][0]
-    assert gate["gate"] == "CMP-01" and gate["status"] == "PASS" and gate["cases"] > 0
+    for row in rows:
+        gate = row["verdict"]["gates"][0]
+        assert gate["gate"] == "CMP-01" and gate["status"] == "PASS" and gate["cases"] > 0
     assert "Triton interpreter" in rows[0]["device"]
     stored = json.loads((triton_export / TRITON_PKG / "certificate.json").read_text())
-    assert stored["certifications"][-2:] == rows
+    assert stored["certifications"][-4:] == rows
     assert triton_pkg._integrity.verify(triton_export / TRITON_PKG, stored) == {}  # certify keeps the hashes
 
 
