@@ -117,6 +117,7 @@ class _Counter:
     serial_loads: float = 0.0
     register_load_bytes: float = 0.0  # global bytes loaded into register tiles (not copies)
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
+    lazy: set[str] = field(default_factory=set)  # 1-D vectors loaded from global that the backend re-reads per use
     in_mma_operand: bool = False  # reading an mma's operands: the tensor cores read shared memory themselves
 
     def val(self, expr: n.Expr) -> int:
@@ -187,6 +188,7 @@ class _Counter:
             _, eb_ = self.expr(e.rhs, mult)
             shape = self.shape(e)
             self.cuda_ops += mult * math.prod(shape)
+            self.lazy_reads((e.lhs, e.rhs), shape, mult)
             return shape, max(ea, eb_)
         if isinstance(e, n.Mma):
             return self.mma(e.a, e.b, e.form, mult, e.acc)
@@ -213,7 +215,17 @@ class _Counter:
             return shape, counted[0][1]
         eb = 4 if e.func != "cast" else max(1, an.elem_bytes(self._elem(e), self.env))
         self.cuda_ops += mult * math.prod(shape) * (self.consts.sfu_op_cost if row.special else row.ops)
+        self.lazy_reads(e.args, shape, mult)
         return shape, eb
+
+    def lazy_reads(self, operands: tuple[n.Expr, ...], shape: tuple[int, ...], mult: float) -> None:
+        """A backend that keeps a loaded 1-D vector lazy re-reads it from global memory at every element of the
+        elementwise expression that uses it (a broadcast `v[None, :]` over a [BN, BK] tile: BN x BK loads)."""
+        if self.consts.lazy_vector_load_ops_per_element <= 0:
+            return
+        for operand in operands:
+            if isinstance(operand, (n.Name, n.Index)) and an.ref_name(operand) in self.lazy:
+                self.cuda_ops += mult * math.prod(shape) * self.consts.lazy_vector_load_ops_per_element
 
     def _elem(self, e: n.Expr) -> n.DType | n.TypeVar:
         ty = self.typing.of(e)
@@ -307,6 +319,9 @@ class _Counter:
             if s.type is not None:
                 eb = an.elem_bytes(s.type.elem, self.env)
             self.scope[s.name] = _Tile(shape, eb, "reg")
+            self.lazy.discard(s.name)
+            if len(shape) == 1 and isinstance(s.value, n.Load) and self.global_bytes > before:
+                self.lazy.add(s.name)
             row = BUILTINS.get(s.value.func) if isinstance(s.value, n.Call) else None
             if row is not None and row.kind in _ALONG_AXIS and len(shape) == 1:
                 self.reduced.add(s.name)
@@ -396,6 +411,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     for role in launch.roles:
         for _ in an.role_instances(role, env):
             c.scope = dict(base_scope)
+            c.lazy = set()
             c.iterations = c.serial_loads = 0.0
             c.body(role.body, 1.0, 1)
             chain = max(chain, c.iterations)  # roles run concurrently: their chains overlap

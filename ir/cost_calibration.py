@@ -59,6 +59,10 @@ class CostConstants:
     # 0: a tile load issues its vectors together (one memory latency). N > 0: each thread issues its N-byte
     # vectors one after another, each waiting a full memory latency (a dependent chain of the CTA).
     serial_load_vector_bytes: int
+    # Issue slots per element of an elementwise expression that reads a 1-D vector loaded from global memory,
+    # for a backend that keeps such a vector lazy (re-read from global at each element access; 0: the backend
+    # holds it in registers, loaded once).
+    lazy_vector_load_ops_per_element: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str

@@ -117,8 +117,10 @@ def test_a_run_without_device_needs_a_stated_assumption(tmp_path: Path, capsys: 
 # level in the fit): held-out-by-run figures within one timing shape, as (n, rho at least, top-5 recall at least).
 # Session 5 reported 0.555 / 0.2 (CUDA) and 0.689 / 0.2 (Triton) at the same shape.
 REPORTED = {
-    # session 7 added two runs of 12 (the WARPS 4 vs 8 test): 107 -> 125 held out by run at this shape
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 125, 0.76, 0.2),
+    # session 7 added two runs of 12 (the WARPS 4 vs 8 test): 107 -> 125 held out by run at this shape;
+    # session 8 priced the CUDA backend's lazy vector loads (one global load per element that reads the norms):
+    # rho 0.762 -> 0.776
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 125, 0.77, 0.2),
     "triton/H200/triton-3.6.0+torch-2.11.0": ("B=8,D=128,K=1024,N=16384 bf16", 171, 0.72, 0.4),
 }
 
