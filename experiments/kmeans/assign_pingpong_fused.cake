@@ -12,7 +12,9 @@
 # (0.453x vs 1.411x of flash-kmeans, three rounds each). The CUDA backend lowers this row sum as it lowers any
 # reduction of a tile no mma lays out (`coop_reduce`: one warp per centroid, lanes across D, five shuffles and a
 # shared-memory write per centroid, two role barriers per k-step): about 4x the cycles of the wgmma it was meant to
-# hide behind. Kept as the schedule a cheaper row-sum lowering (a thread per row) has to make fast; not exported.
+# hide behind. Since then (CUDA codegen version 2) a sum of whole warps' worth of outputs is warp-transposed: lanes
+# across 32 centroids at once, then a 31-shuffle butterfly (`warp_transposed_sum`); not yet timed on the H200
+# (scripts/gpu/s9_fused.sh). Not exported until it is as fast as the two-launch ping-pong.
 schedule assign_pingpong_fused implements kmeans_assign
 target sm_90a
 

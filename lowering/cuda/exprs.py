@@ -589,8 +589,9 @@ class ExprGen:
         return value, text
 
     def coop_reduce(self, src: Value, rule: rules.ReduceRule, axis: int, hint: str | None) -> Value:
-        """A reduction of a tile no mma lays out: one warp per output element, lanes across the reduced
-        axis, into a shared-memory row the whole role then reads."""
+        """A reduction of a tile no mma lays out, into a shared-memory row the whole role then reads. A sum of
+        whole warps' worth of outputs takes `warp_transposed_sum`; anything else one warp per output element,
+        lanes across the reduced axis."""
         rows, cols = src.shape
         n_out, n_red = (rows, cols) if axis == 1 else (cols, rows)
         out = DType.I32 if rule.index else (DType.F32 if src.dtype.is_float else src.dtype)
@@ -598,6 +599,8 @@ class ExprGen:
         offset = self.lc.smem.alloc(f"{self.slot.name}:{stem}", n_out * 4 * self.slot.replicas)
         ptr = f"reinterpret_cast<{CTYPE[out]}*>(smem + {offset} + {self.inst} * {n_out * 4})"
         warps = self.slot.warps
+        if not rule.better and n_out % THREADS_PER_WARP == 0:
+            return self.warp_transposed_sum(src, axis, n_out, n_red, out, stem, ptr)
         self.w.comment(f"{rule.name}(axis={axis}) of a [{rows}, {cols}] tile: one warp per output, lanes across "
                        f"the reduced axis, into shared memory")
         if self.loop_depth:
@@ -625,6 +628,46 @@ class ExprGen:
                     self.w.line(f"cake_a += __shfl_xor_sync({FULL_MASK}, cake_a, cake_s);")
             result = "cake_ai" if rule.index else "cake_a"
             self.w.line(f"if (cake_lane == 0) {stem}_s[cake_o] = {result};")
+        self.role_sync()  # type: ignore[attr-defined]
+        return SmemVec(out, (n_out,), f"{stem}_s")
+
+    def warp_transposed_sum(self, src: Value, axis: int, n_out: int, n_red: int, out: DType, stem: str,
+                            ptr: str) -> Value:
+        """A sum along an axis, 32 outputs per warp at a time: lane l adds elements l, l + 32, ... of each of the
+        32 lines (coalesced reads, 32 independent accumulators), then a transposing butterfly leaves line l's
+        total in lane l — at each step s = 16, 8, .., 1 a lane keeps the half of its partial sums that its bit s
+        selects and adds its partner's (lane ^ s) copy of that half: 31 shuffles for 32 outputs, where one warp
+        per output spends five dependent shuffles on each (session 8: `assign_pingpong_fused`'s ||c||^2 at a
+        warp per centroid made the kernel 3x slower than the wgmma it sat beside). The sum over a line runs in
+        a fixed order (lane-strided, then the butterfly's), so it is deterministic."""
+        lanes = THREADS_PER_WARP
+        acc_t = CTYPE[out]
+        zero = rules.REDUCTIONS["sum"].identity(out)
+        self.w.comment(f"sum(axis={axis}) into {n_out} outputs: {lanes} lines a warp, lanes across each line, then "
+                       "a transposing butterfly (lane l ends with line l's total)")
+        if self.loop_depth:
+            self.role_sync()  # type: ignore[attr-defined]
+        self.w.line(f"{acc_t}* {stem}_s = {ptr};")
+        step = self.slot.warps * lanes
+        with self.w.block(f"for (int cake_o0 = cake_rwarp * {lanes}; cake_o0 < {n_out}; cake_o0 += {step})"):
+            self.w.line(f"{acc_t} cake_v[{lanes}];")
+            self.w.line("#pragma unroll")
+            self.w.line(f"for (int cake_r = 0; cake_r < {lanes}; ++cake_r) cake_v[cake_r] = {zero};")
+            with self.w.block(f"for (int cake_j = cake_lane; cake_j < {n_red}; cake_j += {lanes})"):
+                self.w.line("#pragma unroll")
+                with self.w.block(f"for (int cake_r = 0; cake_r < {lanes}; ++cake_r)"):
+                    e = Elem.generic("(cake_o0 + cake_r)", "cake_j") if axis == 1 else \
+                        Elem.generic("cake_j", "(cake_o0 + cake_r)")
+                    self.w.line(f"cake_v[cake_r] += {rules.convert(src.at(e), src.dtype, out)};")
+            for half in butterfly_steps(lanes):  # literal steps: every index is a constant, cake_v stays in registers
+                with self.w.block(f"/* butterfly step {half} */"):
+                    self.w.line(f"const bool cake_hi = (cake_lane & {half}) != 0;")
+                    self.w.line("#pragma unroll")
+                    with self.w.block(f"for (int cake_i = 0; cake_i < {half}; ++cake_i)"):
+                        self.w.line(f"const {acc_t} cake_keep = cake_hi ? cake_v[cake_i + {half}] : cake_v[cake_i];")
+                        self.w.line(f"const {acc_t} cake_send = cake_hi ? cake_v[cake_i] : cake_v[cake_i + {half}];")
+                        self.w.line(f"cake_v[cake_i] = cake_keep + __shfl_xor_sync({FULL_MASK}, cake_send, {half});")
+            self.w.line(f"{stem}_s[cake_o0 + cake_lane] = cake_v[0];")
         self.role_sync()  # type: ignore[attr-defined]
         return SmemVec(out, (n_out,), f"{stem}_s")
 
@@ -746,6 +789,11 @@ class ExprGen:
 # ------------------------------------------------------------------------------------------- builtin rules
 
 CallRule = Callable[[ExprGen, Call, str | None], Value]
+
+
+def butterfly_steps(lanes: int) -> tuple[int, ...]:
+    """The exchange distances of `warp_transposed_sum`'s butterfly, halving: 16, 8, 4, 2, 1 for a warp of 32."""
+    return tuple(lanes >> k for k in range(1, lanes.bit_length()) if lanes >> k)
 
 
 def _cdiv(g: ExprGen, expr: Call, hint: str | None) -> Value:
