@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from cake.lowering.cuda.exprs import butterfly_steps
+from cake.lowering.cuda.reductions import butterfly_steps
 from cuda_cases import HAVE_NVCC, NO_NVCC, compiled, program
 
 LANES = 32
