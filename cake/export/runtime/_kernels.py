@@ -58,8 +58,17 @@ def compile_expr(text: str, names: Sequence[str]) -> Callable[..., int]:
     return fn
 
 
+def triton_workspace_sizer(call: Any) -> Callable[..., int] | None:
+    """A route's workspace sizing when it is a generated Triton launcher (`<launcher>.workspace_bytes(*inputs)`:
+    the bytes its `workspace=` takes, by the layout it carves the scratch with), None for any other route."""
+    sizer = getattr(call, "workspace_bytes", None)
+    return sizer if callable(sizer) else None
+
+
 class TritonVariant:
-    """A generated Triton module; its `@triton.jit` functions are wrapped for torch.compile (`wrap_triton`)."""
+    """A generated Triton module; its `@triton.jit` functions are wrapped for torch.compile (`wrap_triton`). Its
+    launcher is every call signature's route: it allocates its outputs and scratch, or writes into the caller's
+    (`out=`, `workspace=`: the out-variant's path, `ExportedOp.call_out`)."""
 
     backend = "triton"
 

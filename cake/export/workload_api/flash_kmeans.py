@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from . import namespace, workspace_bytes  # type: ignore[attr-defined]  # the exported package's
+from ._kernels import WORKSPACE_ALIGN_BYTES  # type: ignore[import-not-found]
 
 __all__ = ["assign", "kmeans", "update"]
 
@@ -19,9 +20,16 @@ def _ops() -> Any:
 
 
 def _workspace(op: str, *inputs: torch.Tensor) -> torch.Tensor | None:
-    """A workspace for `op_out` at these inputs (None where the op keeps no scratch)."""
+    """A workspace for `op_out` at these inputs (None where the op keeps no scratch), starting at the
+    WORKSPACE_ALIGN_BYTES-aligned address the out-variants require: torch's CUDA allocator returns one, its CPU
+    allocator (Triton kernels under the interpreter) only 64-byte aligned ones, so the workspace is cut from an
+    allocation that much larger."""
     size = workspace_bytes(op, *inputs)
-    return torch.empty(size, dtype=torch.uint8, device=inputs[0].device) if size else None
+    if not size:
+        return None
+    raw = torch.empty(size + WORKSPACE_ALIGN_BYTES - 1, dtype=torch.uint8, device=inputs[0].device)
+    skip = -raw.data_ptr() % WORKSPACE_ALIGN_BYTES
+    return raw[skip:skip + size]
 
 
 def assign(x: torch.Tensor, c: torch.Tensor, *, out: torch.Tensor | None = None,
@@ -64,8 +72,8 @@ def kmeans(x: torch.Tensor, k: int, iters: int, *, seed: int = 0) -> tuple[torch
     Every buffer is allocated once, before the loop: the int32 ids, their int64 copy the update reads, two
     centroid buffers the iterations alternate between, and each op's workspace. Every iteration then runs
     through the out-variants (`kmeans_assign_out`, `kmeans_update_out`) and a `copy_` of the ids: no allocation
-    per iteration on the CUDA kernels' path (a Triton kernel or the reference fallback computes into a fresh
-    tensor and copies it into the buffer). The results equal `assign`/`update` called in the same order.
+    per iteration on the CUDA and Triton kernels' paths (the reference fallback computes into a fresh tensor and
+    copies it into the buffer). The results equal `assign`/`update` called in the same order.
     """
     batched = x.dim() == 3
     xb = x if batched else x.unsqueeze(0)
