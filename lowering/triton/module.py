@@ -162,32 +162,39 @@ CALL_PLAN_PRELUDE = '''
 
 def _k_signature(tensors, out=None, workspace=None):
     """The plan key of a call, or None (no plan: plans are off, an argument is not a tensor and the checks below
-    will say so, or a tensor has no storage: torch.compile traces the launcher with FakeTensors and
-    FunctionalTensors). `out=` tensors and the workspace are in it, tagged: a call that gives them never replays
-    a plan that allocates, nor the reverse, and their layouts and alignments are the ones the record checked."""
+    will say so, or a tensor is one of torch.compile's tracing tensors). `out=` tensors and the workspace are in
+    it, tagged: a call that gives them never replays a plan that allocates, nor the reverse, and their layouts and
+    alignments are the ones the record checked."""
     if not _K_PLANS_ON:
         return None
     key = []
-    try:
-        for tensor in tensors:
-            if not isinstance(tensor, torch.Tensor):
+    for tensor in tensors:
+        if type(tensor) is not torch.Tensor and not _k_real(tensor):
+            return None
+        key.append((tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.data_ptr() % 16 == 0))
+    if out is not None or workspace is not None:
+        given = () if out is None else (out,) if isinstance(out, torch.Tensor) else out
+        if not isinstance(given, (tuple, list)) or not all(_k_real(t) for t in given):
+            return None
+        key += [("out", t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) for t in given]
+        if workspace is not None:
+            if not _k_real(workspace):
                 return None
-            key.append((tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.data_ptr() % 16 == 0))
-        if out is not None or workspace is not None:
-            given = () if out is None else (out,) if isinstance(out, torch.Tensor) else out
-            if not isinstance(given, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in given):
-                return None
-            key += [("out", t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) for t in given]
-            if workspace is not None:
-                if not isinstance(workspace, torch.Tensor):
-                    return None
-                key.append(("workspace", workspace.shape, workspace.stride(), workspace.dtype, workspace.device,
-                            workspace.data_ptr() % _K_POINTER_ALIGN == 0))
-    except RuntimeError:  # `data_ptr()` of a tensor without storage (tracing): no plan
-        return None
+            key.append(("workspace", workspace.shape, workspace.stride(), workspace.dtype, workspace.device,
+                        workspace.data_ptr() % _K_POINTER_ALIGN == 0))
     if tensors and tensors[0].is_cuda:
         key.append(torch.cuda.current_device())  # Triton launches on the current device, whatever the inputs'
     return tuple(key)
+
+
+def _k_real(tensor):
+    """Whether `tensor` is a tensor with memory of its own: not a tracing tensor (torch.compile traces the launcher
+    with FakeTensors and FunctionalTensors: they have shapes, but no data pointer, or one that means nothing)."""
+    if type(tensor) is torch.Tensor:
+        return True
+    from torch._subclasses.fake_tensor import is_fake
+
+    return isinstance(tensor, torch.Tensor) and not is_fake(tensor)
 
 
 def _k_stream():
@@ -196,11 +203,8 @@ def _k_stream():
 
 
 def _k_address(tensor):
-    """A tensor's data pointer, or None for one without storage (tracing)."""
-    try:
-        return tensor.data_ptr()
-    except RuntimeError:
-        return None
+    """A tensor's data pointer, or None for a tracing tensor (no addresses to compare)."""
+    return tensor.data_ptr() if _k_real(tensor) else None
 
 
 def _k_given(out, names):
@@ -213,7 +217,7 @@ def _k_given(out, names):
     given = (out,) if isinstance(out, torch.Tensor) else out
     wanted = ", ".join(f"`{name}`" for name in names)
     if not isinstance(given, (tuple, list)) or len(given) != len(names):
-        got = f"{len(given)} tensors" if isinstance(given, (tuple, list)) else type(out).__name__
+        got = f"a {type(out).__name__} of {len(given)}" if isinstance(given, (tuple, list)) else type(out).__name__
         shape = "a tensor" if len(names) == 1 else f"a tuple of {len(names)} tensors"
         raise TypeError(f"out= takes {shape} ({wanted}), got {got}")
     for name, tensor in zip(names, given):
