@@ -58,11 +58,14 @@ def compile_expr(text: str, names: Sequence[str]) -> Callable[..., int]:
     return fn
 
 
-def triton_workspace_sizer(call: Any) -> Callable[..., int] | None:
-    """A route's workspace sizing when it is a generated Triton launcher (`<launcher>.workspace_bytes(*inputs)`:
-    the bytes its `workspace=` takes, by the layout it carves the scratch with), None for any other route."""
+def triton_workspace(call: Any) -> tuple[Callable[..., int], int] | None:
+    """A route's workspace rule when it is a generated Triton launcher: (its `workspace_bytes(*inputs)`, the bytes
+    its `workspace=` takes by the layout it carves the scratch with; the alignment it needs of the workspace's
+    start, `_K_POINTER_ALIGN`), None for any other route."""
     sizer = getattr(call, "workspace_bytes", None)
-    return sizer if callable(sizer) else None
+    if not callable(sizer):
+        return None
+    return sizer, int(call.__globals__["_K_POINTER_ALIGN"])
 
 
 class TritonVariant:

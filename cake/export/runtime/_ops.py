@@ -83,7 +83,7 @@ class ExportedOp:
         self.autograd_bypassed = False  # the launcher also runs at AutogradCUDA (`_launcher.cpp: bypass_autograd`)
         self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.expected: dict[tuple[Any, ...], list[tuple[tuple[int, ...], torch.dtype]]] = {}  # outputs per signature
-        self.out_routes: dict[tuple[Any, ...], tuple[str, int]] = {}  # `out_route` per signature
+        self.out_routes: dict[tuple[Any, ...], tuple[str, int, int]] = {}  # `out_route` per signature
         self.out_name = f"{name}_out"
         self.out_names = [o["name"] for o in self.outputs]
         self.input_names = [i["name"] for i in self.inputs]
@@ -197,20 +197,22 @@ class ExportedOp:
         return self.out_route(key, call, inputs)[1]
 
     def out_route(self, key: tuple[Any, ...] | None, call: Callable[..., Any], inputs: Sequence[torch.Tensor]
-                  ) -> tuple[str, int]:
-        """How `OP_out` runs a route, and the workspace bytes it takes (cached per signature): `cuda`, a CUDA plan
-        into the caller's outputs and workspace (`CudaCall.run_out`); `triton`, the generated Triton launcher given
-        them (`out=`, `workspace=`, sized by its `workspace_bytes`); `copy`, the reference computes and its
-        results are copied in."""
+                  ) -> tuple[str, int, int]:
+        """How `OP_out` runs a route, the workspace bytes it takes and the alignment of the workspace's start it
+        needs (cached per signature): `cuda`, a CUDA plan into the caller's outputs and workspace
+        (`CudaCall.run_out`; 256 bytes, the launcher's layout rule); `triton`, the generated Triton launcher given
+        them (`out=`, `workspace=`, sized by its `workspace_bytes`; 16 bytes, Triton's pointer alignment); `copy`,
+        the reference computes and its results are copied in (no workspace)."""
         found = self.out_routes.get(key) if key is not None else None
         if found is None:
-            sizer = _kernels.triton_workspace_sizer(call)
+            triton = _kernels.triton_workspace(call)
             if isinstance(call, _kernels.CudaCall):
-                found = ("cuda", call.workspace_bytes)
-            elif sizer is not None:
-                found = ("triton", int(sizer(*inputs)))
+                found = ("cuda", call.workspace_bytes, _kernels.WORKSPACE_ALIGN_BYTES)
+            elif triton is not None:
+                sizer, align = triton
+                found = ("triton", int(sizer(*inputs)), align)
             else:
-                found = ("copy", 0)
+                found = ("copy", 0, _kernels.WORKSPACE_ALIGN_BYTES)
             if key is not None:
                 self.out_routes[key] = found
         return found
@@ -230,9 +232,9 @@ class ExportedOp:
         computes the results and copies them in."""
         outs, inputs, workspace = self.split_out_args(args)
         key, call = self.cached_route(inputs)
-        how, need = self.out_route(key, call, inputs)
+        how, need, align = self.out_route(key, call, inputs)
         _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(key, inputs), inputs,
-                   self.input_names, workspace, need, self.namespace)
+                   self.input_names, workspace, need, self.namespace, align)
         if how == "copy":
             results = call(*inputs)
             for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):

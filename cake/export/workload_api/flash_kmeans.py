@@ -10,7 +10,6 @@ from typing import Any
 import torch
 
 from . import namespace, workspace_bytes  # type: ignore[attr-defined]  # the exported package's
-from ._kernels import WORKSPACE_ALIGN_BYTES  # type: ignore[import-not-found]
 
 __all__ = ["assign", "kmeans", "update"]
 
@@ -20,16 +19,9 @@ def _ops() -> Any:
 
 
 def _workspace(op: str, *inputs: torch.Tensor) -> torch.Tensor | None:
-    """A workspace for `op_out` at these inputs (None where the op keeps no scratch), starting at the
-    WORKSPACE_ALIGN_BYTES-aligned address the out-variants require: torch's CUDA allocator returns one, its CPU
-    allocator (Triton kernels under the interpreter) only 64-byte aligned ones, so the workspace is cut from an
-    allocation that much larger."""
+    """A workspace for `op_out` at these inputs (None where the op keeps no scratch)."""
     size = workspace_bytes(op, *inputs)
-    if not size:
-        return None
-    raw = torch.empty(size + WORKSPACE_ALIGN_BYTES - 1, dtype=torch.uint8, device=inputs[0].device)
-    skip = -raw.data_ptr() % WORKSPACE_ALIGN_BYTES
-    return raw[skip:skip + size]
+    return torch.empty(size, dtype=torch.uint8, device=inputs[0].device) if size else None
 
 
 def assign(x: torch.Tensor, c: torch.Tensor, *, out: torch.Tensor | None = None,
