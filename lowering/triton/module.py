@@ -4,21 +4,45 @@ function per launch, and the host launcher with the op's signature.
 The launcher binds dims from the input shapes and each dtype variable from the inputs declared with it
 (checking that they agree), allocates outputs (`torch.empty`) and scratch (`torch.full` with its init, or
 `torch.empty` where `cake.ir.overwrite` proves that a launch stores the whole buffer before any launch reads it:
-the fill is dead work, a fill kernel per buffer and call on a GPU), computes each launch's grid, launches in order and returns the outputs. The module needs only torch and
-triton, so `cake lower -o kernel.py` is a self-contained file.
+the fill is dead work, a fill kernel per buffer and call on a GPU), computes each launch's grid, launches in
+order and returns the outputs. The module needs only torch and triton, so `cake lower -o kernel.py` is a
+self-contained file.
+
+Outputs and workspace. `launcher(*inputs, out=None, workspace=None)`: both keywords are optional, and a call
+without them is the functional call above.
+- `out=` the output tensors to write instead of allocating them: the tensor for a schedule with one `out` tensor,
+  a tuple (or list) in declaration order for several; the launcher returns them. Each must be what the launcher
+  would allocate (dtype, device, shape for these inputs: TypeError for a dtype, ValueError otherwise, naming the
+  output), in any layout whose elements are distinct (the kernels address every tensor through its runtime
+  strides, so a transposed tensor or a window of a larger buffer is written in place; an expanded one, whose
+  elements share memory, is refused). A schedule without `out` tensors (its `inout` tensors are written in
+  place) refuses `out=`.
+- `workspace=` uint8 memory for the scratch buffers, instead of allocating them: contiguous, on the inputs'
+  device, at least `launcher.workspace_bytes(*inputs)` bytes from a POINTER_ALIGN_BYTES-aligned start. Each
+  buffer is a view at the next WORKSPACE_ALIGN_BYTES boundary after the previous one (`_k_workspace_layout`:
+  the one rule the launcher carves by and `workspace_bytes` sizes by), filled with its init unless the fill is
+  dead, exactly as an allocation would be. Its bytes are scratch: any content on entry, garbage after.
+- Neither may overlap an input (nor an output another output or the workspace's scratch bytes): refused by
+  address on every call, before any byte is written. A refused call leaves no plan.
+Fills are the scratch's: an `out` tensor has no declared init (the grammar gives one to scratch only), so a
+given output, like an allocated one, is what the launches store.
 
 Call plans. All of that host work is a function of the call signature (each input's shape, strides, dtype,
-device and 16-byte pointer alignment, and the current CUDA device), and on a slow host it costs more than the
-kernels: the update's six launches took ~0.3-0.5 ms of host time at B = 1 on the H200's host against 0.23 ms of
-kernels, so every call made with an idle GPU measured the host. So the launcher records its first call at each
-signature (`_KRecorder`: the allocations with their fills, each launch with its grid and arguments, tensors
-as slots) and replays that record at later calls (`_KPlan`): one key and one dict lookup, the allocations, and
-each launch straight through the `CompiledKernel` Triton's JIT returned for it (`compiled[grid](*every
-parameter, stream=...)`: since Triton 3.3 the JIT hands its launcher every parameter in order, constexprs
-included; before that the replay goes through the JIT). What the replay skips is what cannot change at a
-signature: the checks, dim binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A
-launch function swapped in the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched
-as it is now, through its `[grid]`. `CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
+device and 16-byte pointer alignment, the same of the `out=` tensors and the workspace when given, and the
+current CUDA device), and on a slow host it costs more than the kernels: the update's six launches took
+~0.3-0.5 ms of host time at B = 1 on the H200's host against 0.23 ms of kernels, so every call made with an idle
+GPU measured the host. So the launcher records its first call at each signature (`_KRecorder`: the caller's
+tensors, the allocations with their fills, the workspace views, each launch with its grid and arguments, tensors
+as slots) and replays that record at later calls (`_KPlan`): one key and one dict lookup, the address checks
+of a call given `out=` or `workspace=`, the allocations or views, and each launch straight through the
+`CompiledKernel` Triton's JIT returned for it (`compiled[grid](*every parameter, stream=...)`: since Triton 3.3
+the JIT hands its launcher every parameter in order, constexprs included; before that the replay goes through
+the JIT). Given tensors are tagged in the key, so a call that gives its outputs never replays a plan that
+allocates them, nor the reverse. What the replay skips is what cannot change at a signature: the checks, dim
+binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A launch function swapped in
+the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched as it is now, through its
+`[grid]`. torch.compile's tracing tensors (FakeTensor, FunctionalTensor: an exported `triton_op`'s body is
+traced) get no plan and no address checks. `CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
 """
 
 from __future__ import annotations
