@@ -395,7 +395,7 @@ class _KRecorder:
         self.workspace = workspace
         self.sizer = sizer  # the launcher's name, for the workspace's size hint
         self.allocs = []  # (shape, dtype, device, fill): the outputs not given, then the scratch not carved
-        self.carves = []  # (offset, bytes, dtype, shape, fill): the scratch buffers in the caller's workspace
+        self.carves = []  # (offset, bytes, dtype, shape, fill, zero: the fill's bytes are 0): buffers in a workspace
         self.launches = []
         self.disjoint = None
 
@@ -437,7 +437,8 @@ class _KRecorder:
             tensor = flat[offset:offset + size].view(dtype).view(shape)
             if fill is not None:
                 tensor.fill_(fill)
-            self.carves.append((offset, size, dtype, tuple(shape), fill))
+            zero = fill is not None and fill == 0 and math.copysign(1.0, fill) > 0  # all its bytes 0 (not -0.0)
+            self.carves.append((offset, size, dtype, tuple(shape), fill, zero))
             self.tensors.append(tensor)
             carved.append(tensor)
         return tuple(carved)
@@ -455,14 +456,21 @@ class _KRecorder:
 
 class _KPlan:
     """A recorded call, replayed: check the caller's addresses, take its outputs or allocate, carve the workspace
-    or allocate, fill, launch, return."""
+    or allocate, fill, launch, return.
 
-    __slots__ = ("inputs", "given", "allocs", "carves", "flatten", "launches", "returned", "disjoint", "direct")
+    Carving: when every launch goes straight to the kernel Triton compiled for it (its launcher takes an integer
+    as a pointer), a scratch buffer in the workspace is passed as its address, and only a buffer whose fill is
+    live is touched, as bytes (a slice and `zero_`, or a typed view and `fill_`): no view per buffer a call.
+    Otherwise (the interpreter, a wrapper, a swapped launch) each buffer is a typed view of its shape."""
+
+    __slots__ = ("inputs", "given", "allocs", "carves", "flatten", "launches", "returned", "disjoint", "direct",
+                 "all_direct")
 
     def __init__(self, inputs, given, allocs, carves, flatten, launches, returned, disjoint):
         self.inputs, self.given, self.allocs, self.carves, self.flatten = inputs, given, allocs, carves, flatten
         self.launches, self.returned, self.disjoint = launches, returned, disjoint
         self.direct = any(launch.direct_args is not None for launch in launches)
+        self.all_direct = all(launch.direct_args is not None for launch in launches)
 
     def run(self, inputs, out=None, workspace=None):
         tensors = list(inputs)
@@ -475,15 +483,24 @@ class _KPlan:
         for shape, dtype, device, fill in self.allocs:
             tensors.append(torch.empty(shape, dtype=dtype, device=device) if fill is None
                            else torch.full(shape, fill, dtype=dtype, device=device))
+        module = globals()
         if self.carves:
             flat = workspace.view(-1) if self.flatten else workspace
-            for offset, size, dtype, shape, fill in self.carves:
-                tensor = flat[offset:offset + size].view(dtype).view(shape)
-                if fill is not None:
-                    tensor.fill_(fill)
-                tensors.append(tensor)
+            if self.all_direct and all(module[launch.name] is launch.fn for launch in self.launches):
+                base = workspace.data_ptr()
+                for offset, size, dtype, _, fill, zero in self.carves:
+                    if zero:
+                        flat[offset:offset + size].zero_()
+                    elif fill is not None:
+                        flat[offset:offset + size].view(dtype).fill_(fill)
+                    tensors.append(base + offset)
+            else:
+                for offset, size, dtype, shape, fill, _ in self.carves:
+                    tensor = flat[offset:offset + size].view(dtype).view(shape)
+                    if fill is not None:
+                        tensor.fill_(fill)
+                    tensors.append(tensor)
         stream = _k_stream() if self.direct else None
-        module = globals()
         for launch in self.launches:
             launch.run(tensors, stream, module)
         if len(self.returned) == 1:

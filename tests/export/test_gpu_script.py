@@ -175,7 +175,7 @@ def test_triton_out_script_dry_run(triton_scratch_pkg: ModuleType, tmp_path: Pat
     # the CPU implementation everywhere (no CAKE_EXPORT_INTERPRET): the plumbing, the comparisons, the JSON
     import gpu_triton_out
 
-    package = Path(triton_scratch_pkg.__file__).resolve().parents[1]
+    package = Path(str(triton_scratch_pkg.__file__)).resolve().parents[1]
     assert gpu_triton_out.main(["--package", str(package), "--out", str(tmp_path), "--device", "cpu",
                                 "--calls", "50"]) == 0
     result = json.loads((tmp_path / "triton_out.json").read_text())
