@@ -34,10 +34,10 @@ current CUDA device), and on a slow host it costs more than the kernels: the upd
 GPU measured the host. So the launcher records its first call at each signature (`_KRecorder`: the caller's
 tensors, the allocations with their fills, the workspace views, each launch with its grid and arguments, tensors
 as slots) and replays that record at later calls (`_KPlan`): one key and one dict lookup, the address checks
-of a call given `out=` or `workspace=`, the allocations or views, and each launch straight through the
-`CompiledKernel` Triton's JIT returned for it (`compiled[grid](*every parameter, stream=...)`: since Triton 3.3
-the JIT hands its launcher every parameter in order, constexprs included; before that the replay goes through
-the JIT). Given tensors are tagged in the key, so a call that gives its outputs never replays a plan that
+of a call given `out=` or `workspace=`, the allocations or the workspace's buffers (their addresses where every
+launch is direct: `_KPlan`), and each launch straight through the `CompiledKernel` Triton's JIT returned for it
+(`compiled[grid](*every parameter, stream=...)`: since Triton 3.3 the JIT hands its launcher every parameter in
+order, constexprs included; before that the replay goes through the JIT). Given tensors are tagged in the key, so a call that gives its outputs never replays a plan that
 allocates them, nor the reverse. What the replay skips is what cannot change at a signature: the checks, dim
 binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A launch function swapped in
 the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched as it is now, through its
