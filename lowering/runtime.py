@@ -93,9 +93,11 @@ class LoadedKernel:
         self._compile_errors = self.backend.compile_errors()
         self.__name__ = self.lowered.schedule
 
-    def __call__(self, *inputs: Any) -> Any:
+    def __call__(self, *inputs: Any, **given: Any) -> Any:
+        """The op at these inputs; keyword arguments go to the backend's callable (the Triton launcher's `out=` and
+        `workspace=`: lowering/triton/module.py)."""
         try:
-            return self.fn(*inputs)
+            return self.fn(*inputs, **given)
         except self._compile_errors as error:
             raise KernelCompileError([self.backend.diagnose(self.lowered, error)]) from error
 

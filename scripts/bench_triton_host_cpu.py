@@ -5,8 +5,9 @@
 The op's update (the bucket table `experiments/kmeans/update_buckets.json` through `load_bucketed`, the callable
 `scripts/gpu_update_bench.py` times) runs on CPU tensors at a small shape (B=1 N=4096 K=64 D=128 fp32), call plans
 off and on (the generated module's `_K_PLANS_ON`, what CAKE_TRITON_PLANS=0 sets at import; lowering/triton/
-module.py, "Call plans"), for the generated launcher alone and through the bench's callable (BucketedUpdate ->
-LoadedKernel -> TritonLauncher -> launcher), two ways:
+module.py, "Call plans"), for the generated launcher alone, the launcher given its output and workspace
+(`launcher_out`: `out=`, `workspace=`, as an exported out-variant calls it; module.py, "Outputs and workspace"),
+and through the bench's callable (BucketedUpdate -> LoadedKernel -> TritonLauncher -> launcher), two ways:
 - `stubbed`: each launch's `@triton.jit` function swapped for a stub that counts `fn[grid](...)` and returns:
   host µs per call, Python-level function calls per call (cProfile), torch allocations and launches per call;
 - `jit`: the real `JITFunction`s with Triton's driver replaced by one that names an sm_90 target and a compile
@@ -141,16 +142,18 @@ def python_calls(call: Callable[[], Any], calls: int = 50) -> float:
 
 
 def measure(entry: Callable[..., Any], module: Any, inputs: tuple[torch.Tensor, ...], calls: int,
-            launches: dict[str, int]) -> dict[str, Any]:
+            launches: dict[str, int], given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`given`: the launcher's `out=` and `workspace=` (the `launcher_out` path), else None."""
     allocations: dict[str, int] = {}
-    entry(*inputs)  # the first call at this signature (it records the plan when plans are on)
+    extra = given or {}
+    entry(*inputs, **extra)  # the first call at this signature (it records the plan when plans are on)
     launches.clear()
     with counted_allocations(module.__name__, allocations):
         for _ in range(10):
-            entry(*inputs)
+            entry(*inputs, **extra)
     launched = sum(launches.values()) / 10
-    return {"us_per_call": per_call_us(lambda: entry(*inputs), calls),
-            "python_calls_per_call": python_calls(lambda: entry(*inputs)),
+    return {"us_per_call": per_call_us(lambda: entry(*inputs, **extra), calls),
+            "python_calls_per_call": python_calls(lambda: entry(*inputs, **extra)),
             "allocations_per_call": {k: v / 10 for k, v in sorted(allocations.items())},
             "launches_per_call": launched}
 
@@ -186,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         for plans in (False, True):
             module._K_PLANS_ON = plans
             module._k_plans.clear()
-            for path, entry in (("launcher", module.__dict__[loaded.lowered.entry]), ("bench_callable", update)):
-                row = measure(entry, module, inputs, args.calls, launch_counts)
+            launcher = module.__dict__[loaded.lowered.entry]
+            given = {"out": torch.empty(b, k, d), "workspace": torch.empty(launcher.workspace_bytes(*inputs),
+                                                                           dtype=torch.uint8)}
+            for path, entry, extra in (("launcher", launcher, None), ("launcher_out", launcher, given),
+                                       ("bench_callable", update, None)):
+                row = measure(entry, module, inputs, args.calls, launch_counts, extra)
                 row["direct"] = bool(plans and all(p.direct for p in module._k_plans.values()))
                 if mode == "jit":
                     row["launches_per_call"] = None  # counted by the stubs only

@@ -359,13 +359,14 @@ def readme(name: str, namespace: str, ops: Mapping[str, Any], variants: Mapping[
         "raises, naming the arch to export for), on torch's current stream, without host synchronization or "
         "allocation outside torch's caching allocator: they can be captured in CUDA graphs.",
         "* **Out-variants**: every op `OP` has `OP_out(outs..., inputs..., workspace=None) -> ()`, writing into the "
-        "caller's tensors (vLLM's style: outputs first). CUDA kernels keep their scratch in `workspace` (uint8, "
-        f"256-byte aligned, at least `{name}.workspace_bytes('OP', *inputs)` bytes; None where that is 0), so a "
-        "call allocates nothing: use them when serving, inside CUDA graphs (the buffers are yours, not the graph "
-        "pool's) and in loops of small calls (`kmeans` runs every Lloyd iteration through them). A wrong output "
-        "dtype, shape, device or layout, an output overlapping an input, or a missing, small or misaligned "
-        "workspace raises `TypeError`/`ValueError` before anything runs. Triton kernels allocate inside their "
-        "generated host function: their out-variant copies the result into `out`.",
+        "caller's tensors (vLLM's style: outputs first). CUDA and Triton kernels write the outputs in place and "
+        "keep their scratch in `workspace` (uint8, 256-byte aligned for CUDA kernels and 16 for Triton ones, as a "
+        f"fresh `torch.empty` is, at least `{name}.workspace_bytes('OP', *inputs)` bytes; None where that is 0), "
+        "so a call allocates and copies nothing: use them when serving, inside CUDA graphs (the buffers are "
+        "yours, not the graph pool's) and in loops of small calls (`kmeans` runs every Lloyd iteration through "
+        "them). A wrong output dtype, shape, device or layout, an output overlapping an input, or a missing, "
+        "small or misaligned workspace raises `TypeError`/`ValueError` before anything runs. The reference "
+        "fallback computes and copies its result into `out`.",
         "* **Integrity**: on import every file is checked against `certificate.json`; an op whose code changed is "
         "refused (`IntegrityError`). `CAKE_EXPORT_ALLOW_MODIFIED=1` registers modified code for development. "
         "`cake certify PATH` re-runs the contract gates on this machine and appends a row to the certificate.",

@@ -33,7 +33,9 @@ PASSES: tuple[Pass, ...] = (
 class TritonBackend:
     name = "triton"
     # Bump when the generated code changes meaning: the compile cache keys on it.
-    codegen_version = "6"  # 6: call plans (a call signature seen before replays its record); 5: dead fills dropped
+    # 7: out= and workspace= (a caller's outputs and scratch memory); 6: call plans (a call signature seen before
+    # replays its record); 5: dead fills dropped
+    codegen_version = "7"
     source_suffix = ".py"
 
     @property

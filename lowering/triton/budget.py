@@ -83,13 +83,16 @@ class TritonLauncher:
         self.__name__ = getattr(self.fn, "__name__", "kernel")
         # Callers find the generated module (its jit functions, `_k_compiled`) through `fn.__module__`.
         self.__module__ = getattr(self.fn, "__module__", type(self).__module__)
+        # The bytes the launcher's `workspace=` takes at some inputs (the generated `<launcher>.workspace_bytes`).
+        self.workspace_bytes: Callable[..., int] | None = getattr(self.fn, "workspace_bytes", None)
         self._checked: dict[tuple[Any, ...], str | None] = {}
         # The refusal per call signature (each input's shape and dtype: a superset of what `refusal` reads), so
         # a repeated call pays one tuple and one dict lookup, not the walk over the declarations (host time
         # shows at B = 1, where the GPU waits for the launches).
         self._by_call: dict[tuple[Any, ...], str | None] = {}
 
-    def __call__(self, *inputs: Any) -> Any:
+    def __call__(self, *inputs: Any, **given: Any) -> Any:
+        """The launcher at these inputs; `given` passes its `out=` and `workspace=` through."""
         from triton.runtime.errors import OutOfResources
 
         if self.kernel is not None:
@@ -98,7 +101,7 @@ class TritonLauncher:
             if reason is not None:
                 raise ShapeNotSupported(reason)
         try:
-            return self.fn(*inputs)
+            return self.fn(*inputs, **given)
         except OutOfResources as error:
             raise ShapeNotSupported(f"`{self.__name__}` at input shapes {[tuple(t.shape) for t in inputs]}: "
                                     f"Triton: {error}") from error

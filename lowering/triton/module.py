@@ -4,21 +4,45 @@ function per launch, and the host launcher with the op's signature.
 The launcher binds dims from the input shapes and each dtype variable from the inputs declared with it
 (checking that they agree), allocates outputs (`torch.empty`) and scratch (`torch.full` with its init, or
 `torch.empty` where `cake.ir.overwrite` proves that a launch stores the whole buffer before any launch reads it:
-the fill is dead work, a fill kernel per buffer and call on a GPU), computes each launch's grid, launches in order and returns the outputs. The module needs only torch and
-triton, so `cake lower -o kernel.py` is a self-contained file.
+the fill is dead work, a fill kernel per buffer and call on a GPU), computes each launch's grid, launches in
+order and returns the outputs. The module needs only torch and triton, so `cake lower -o kernel.py` is a
+self-contained file.
+
+Outputs and workspace. `launcher(*inputs, out=None, workspace=None)`: both keywords are optional, and a call
+without them is the functional call above.
+- `out=` the output tensors to write instead of allocating them: the tensor for a schedule with one `out` tensor,
+  a tuple (or list) in declaration order for several; the launcher returns them. Each must be what the launcher
+  would allocate (dtype, device, shape for these inputs: TypeError for a dtype, ValueError otherwise, naming the
+  output), in any layout whose elements are distinct (the kernels address every tensor through its runtime
+  strides, so a transposed tensor or a window of a larger buffer is written in place; an expanded one, whose
+  elements share memory, is refused). A schedule without `out` tensors (its `inout` tensors are written in
+  place) refuses `out=`.
+- `workspace=` uint8 memory for the scratch buffers, instead of allocating them: contiguous, on the inputs'
+  device, at least `launcher.workspace_bytes(*inputs)` bytes from a POINTER_ALIGN_BYTES-aligned start. Each
+  buffer is a view at the next WORKSPACE_ALIGN_BYTES boundary after the previous one (`_k_workspace_layout`:
+  the one rule the launcher carves by and `workspace_bytes` sizes by), filled with its init unless the fill is
+  dead, exactly as an allocation would be. Its bytes are scratch: any content on entry, garbage after.
+- Neither may overlap an input (nor an output another output or the workspace's scratch bytes): refused by
+  address on every call, before any byte is written. A refused call leaves no plan.
+Fills are the scratch's: an `out` tensor has no declared init (the grammar gives one to scratch only), so a
+given output, like an allocated one, is what the launches store.
 
 Call plans. All of that host work is a function of the call signature (each input's shape, strides, dtype,
-device and 16-byte pointer alignment, and the current CUDA device), and on a slow host it costs more than the
-kernels: the update's six launches took ~0.3-0.5 ms of host time at B = 1 on the H200's host against 0.23 ms of
-kernels, so every call made with an idle GPU measured the host. So the launcher records its first call at each
-signature (`_KRecorder`: the allocations with their fills, each launch with its grid and arguments, tensors
-as slots) and replays that record at later calls (`_KPlan`): one key and one dict lookup, the allocations, and
-each launch straight through the `CompiledKernel` Triton's JIT returned for it (`compiled[grid](*every
-parameter, stream=...)`: since Triton 3.3 the JIT hands its launcher every parameter in order, constexprs
-included; before that the replay goes through the JIT). What the replay skips is what cannot change at a
-signature: the checks, dim binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A
-launch function swapped in the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched
-as it is now, through its `[grid]`. `CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
+device and 16-byte pointer alignment, the same of the `out=` tensors and the workspace when given, and the
+current CUDA device), and on a slow host it costs more than the kernels: the update's six launches took
+~0.3-0.5 ms of host time at B = 1 on the H200's host against 0.23 ms of kernels, so every call made with an idle
+GPU measured the host. So the launcher records its first call at each signature (`_KRecorder`: the caller's
+tensors, the allocations with their fills, the workspace views, each launch with its grid and arguments, tensors
+as slots) and replays that record at later calls (`_KPlan`): one key and one dict lookup, the address checks
+of a call given `out=` or `workspace=`, the allocations or the workspace's buffers (their addresses where every
+launch is direct: `_KPlan`), and each launch straight through the `CompiledKernel` Triton's JIT returned for it
+(`compiled[grid](*every parameter, stream=...)`: since Triton 3.3 the JIT hands its launcher every parameter in
+order, constexprs included; before that the replay goes through the JIT). Given tensors are tagged in the key, so a call that gives its outputs never replays a plan that
+allocates them, nor the reverse. What the replay skips is what cannot change at a signature: the checks, dim
+binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A launch function swapped in
+the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched as it is now, through its
+`[grid]`. torch.compile's tracing tensors (FakeTensor, FunctionalTensor: an exported `triton_op`'s body is
+traced) get no plan and no address checks. `CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
 """
 
 from __future__ import annotations
@@ -46,6 +70,7 @@ from cake.ir.visit import walk
 from cake.lowering import codes
 from cake.lowering.lowered import EmitResult, SourceMap
 from cake.lowering.triton.kernel_fn import ROW_ALIGN, LaunchCode, emit_launch
+from cake.lowering.triton.names import OUT_KEYWORD, WORKSPACE_KEYWORD
 from cake.lowering.triton.symbols import Symbols
 from cake.lowering.triton.values import TORCH_DTYPES, float_text
 
@@ -57,6 +82,12 @@ CPU_PERSISTENT_PROGRAMS = 3
 # JIT hands the compiled kernel's launcher every parameter in order, constexprs included.
 PLANS_ENV = "CAKE_TRITON_PLANS"
 DIRECT_SINCE = (3, 3)
+# A caller's workspace (module docstring, "Outputs and workspace"): each scratch buffer at the next multiple of
+# WORKSPACE_ALIGN_BYTES from its start (the number an exported package's CUDA plans use: `cake.export` runtime's
+# `_kernels.WORKSPACE_ALIGN_BYTES`), the start itself aligned to POINTER_ALIGN_BYTES (Triton specializes pointers
+# on 16-byte alignment; every dtype's alignment divides it).
+WORKSPACE_ALIGN_BYTES = 256
+POINTER_ALIGN_BYTES = 16
 
 PRELUDE = f'''
 _K_CPU_PROGRAMS = {CPU_PERSISTENT_PROGRAMS}  # persistent grids under the CPU interpreter
@@ -131,12 +162,14 @@ def _k_expect_dtype(tensor, name, dtype):
         raise TypeError(f"`{{name}}` must be {{dtype}}, got {{tensor.dtype}}")
 '''
 
-# The host path per call signature (module docstring, "Call plans"): generic, the launcher only records into it.
-CALL_PLAN_PRELUDE = f"""
+# The host path per call signature (module docstring, "Call plans"), and the caller's outputs and workspace
+# (module docstring, "Outputs and workspace"): generic, the launcher only records into it.
+CALL_PLAN_CONSTANTS = f"""
 
 # Call plans. The first call at a call signature (each input's shape, strides, dtype, device and 16-byte pointer
-# alignment, and the current CUDA device) runs the checks below, allocates, launches through Triton's JIT and
-# records what it did; later calls at that signature replay the record: one dict lookup, the allocations, the
+# alignment, the same for `out=` tensors and `workspace=` when given, and the current CUDA device) runs the checks
+# below, allocates what the caller did not give, launches through Triton's JIT and records what it did; later
+# calls at that signature replay the record: one dict lookup, the allocations (or views of the workspace), the
 # scratch fills and each launch straight through the kernel Triton compiled for it (`CompiledKernel[grid]`, the
 # arguments Triton's JIT passes it since Triton 3.3: every parameter in order, constexprs included). Nothing a
 # call computes on the host depends on anything else, so the replay launches exactly what the JIT would.
@@ -144,33 +177,169 @@ CALL_PLAN_PRELUDE = f"""
 _K_PLANS_ON = os.environ.get({PLANS_ENV!r}, "1") != "0"
 _K_DIRECT = tuple(int(part) for part in triton.__version__.split(".")[:2]) >= {DIRECT_SINCE!r}
 _K_OPTIONS = frozenset({{"num_warps", "num_stages", "maxnreg"}})  # launch options, not kernel parameters
+_K_WORKSPACE_ALIGN = {WORKSPACE_ALIGN_BYTES}  # each scratch buffer starts this many bytes apart in a workspace
+_K_POINTER_ALIGN = {POINTER_ALIGN_BYTES}  # a workspace's start: Triton's pointer specialization, any dtype's alignment
 _k_plans = {{}}  # call signature -> _KPlan
+"""
 
+CALL_PLAN_PRELUDE = '''
 
-def _k_signature(tensors):
-    \"\"\"The plan key of a call, or None (no plan: plans are off, or an argument is not a tensor and the checks
-    below will say so).\"\"\"
+def _k_signature(tensors, out=None, workspace=None):
+    """The plan key of a call, or None (no plan: plans are off, an argument is not a tensor and the checks below
+    will say so, or a tensor is one of torch.compile's tracing tensors). `out=` tensors and the workspace are in
+    it, tagged: a call that gives them never replays a plan that allocates, nor the reverse, and their layouts and
+    alignments are the ones the record checked."""
     if not _K_PLANS_ON:
         return None
     key = []
     for tensor in tensors:
-        if not isinstance(tensor, torch.Tensor):
+        if type(tensor) is not torch.Tensor and not _k_real(tensor):
             return None
         key.append((tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.data_ptr() % 16 == 0))
+    if out is not None or workspace is not None:
+        given = () if out is None else (out,) if isinstance(out, torch.Tensor) else out
+        if not isinstance(given, (tuple, list)) or not all(_k_real(t) for t in given):
+            return None
+        key += [("out", t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) for t in given]
+        if workspace is not None:
+            if not _k_real(workspace):
+                return None
+            key.append(("workspace", workspace.shape, workspace.stride(), workspace.dtype, workspace.device,
+                        workspace.data_ptr() % _K_POINTER_ALIGN == 0))
     if tensors and tensors[0].is_cuda:
         key.append(torch.cuda.current_device())  # Triton launches on the current device, whatever the inputs'
     return tuple(key)
 
 
+def _k_real(tensor):
+    """Whether `tensor` is a tensor with memory of its own: not a tracing tensor (torch.compile traces the launcher
+    with FakeTensors and FunctionalTensors: they have shapes, but no data pointer, or one that means nothing)."""
+    if type(tensor) is torch.Tensor:
+        return True
+    from torch._subclasses.fake_tensor import is_fake
+
+    return isinstance(tensor, torch.Tensor) and not is_fake(tensor)
+
+
 def _k_stream():
-    \"\"\"The stream Triton's JIT launches on: the current device's current stream.\"\"\"
+    """The stream Triton's JIT launches on: the current device's current stream."""
     return triton.runtime.driver.active.get_current_stream(torch.cuda.current_device())
 
 
+def _k_address(tensor):
+    """A tensor's data pointer, or None for a tracing tensor (no addresses to compare)."""
+    return tensor.data_ptr() if _k_real(tensor) else None
+
+
+def _k_given(out, names):
+    """`out=` as a tuple with one tensor per output, in declaration order (None: the launcher allocates them)."""
+    if out is None:
+        return None
+    if not names:
+        raise TypeError("out= was given, but this schedule declares no `out` tensor (its `inout` tensors are "
+                        "written in place)")
+    given = (out,) if isinstance(out, torch.Tensor) else out
+    wanted = ", ".join(f"`{name}`" for name in names)
+    if not isinstance(given, (tuple, list)) or len(given) != len(names):
+        got = f"a {type(out).__name__} of {len(given)}" if isinstance(given, (tuple, list)) else type(out).__name__
+        shape = "a tensor" if len(names) == 1 else f"a tuple of {len(names)} tensors"
+        raise TypeError(f"out= takes {shape} ({wanted}), got {got}")
+    for name, tensor in zip(names, given):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"out= `{name}` must be a torch.Tensor, got {type(tensor).__name__}")
+    return tuple(given)
+
+
+def _k_check_out(tensor, name, shape, dtype, device):
+    """A caller's output must be what the launcher would allocate (dtype, device, shape), in any layout whose
+    elements are distinct: the kernels address every tensor through its runtime strides."""
+    if tensor.dtype != dtype:
+        raise TypeError(f"out= `{name}` must be {dtype}, got {tensor.dtype}")
+    if tensor.device != device:
+        raise ValueError(f"out= `{name}` is on {tensor.device}, the inputs on {device}")
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"out= `{name}` must have shape {tuple(shape)} for these inputs, got {tuple(tensor.shape)}")
+    reach = 0  # the furthest element the smaller strides reach: each larger stride must step past it
+    for stride, size in sorted((s, n) for n, s in zip(tensor.shape, tensor.stride()) if n > 1):
+        if stride <= reach:
+            raise ValueError(f"out= `{name}` has elements that share memory (strides {tuple(tensor.stride())}): "
+                             f"give a tensor whose elements are distinct, e.g. torch.empty({tuple(shape)})")
+        reach += (size - 1) * stride
+
+
+def _k_check_workspace(workspace, device, need, sizer):
+    """A caller's workspace: uint8, contiguous, on the inputs' device; when the scratch needs bytes, at least
+    `need` of them from a _K_POINTER_ALIGN-aligned start."""
+    if not isinstance(workspace, torch.Tensor):
+        raise TypeError(f"workspace= must be a torch.Tensor or None, got {type(workspace).__name__}")
+    if workspace.dtype != torch.uint8:
+        raise TypeError(f"workspace= must be torch.uint8, got {workspace.dtype}")
+    if workspace.device != device:
+        raise ValueError(f"workspace= is on {workspace.device}, the inputs on {device}")
+    if not workspace.is_contiguous():
+        raise ValueError(f"workspace= must be contiguous, got strides {tuple(workspace.stride())}")
+    if need and workspace.numel() < need:
+        raise ValueError(f"workspace= holds {workspace.numel()} bytes, these inputs need {need} "
+                         f"({sizer}.workspace_bytes(*inputs))")
+    address = _k_address(workspace)
+    if need and address is not None and address % _K_POINTER_ALIGN:
+        raise ValueError(f"workspace= must start at a {_K_POINTER_ALIGN}-byte aligned address, got "
+                         f"{address % _K_POINTER_ALIGN} bytes past one")
+
+
+def _k_workspace_layout(specs):
+    """(each scratch buffer's byte offset in a caller's workspace, the bytes they take in all) for `specs`, one
+    (name, shape, dtype, fill) per buffer: in declaration order, each at the next _K_WORKSPACE_ALIGN-byte boundary.
+    The launcher carves the buffers by it and `<launcher>.workspace_bytes` sizes the workspace by it."""
+    offsets, end = [], 0
+    for _, shape, dtype, _ in specs:
+        offset = -(-end // _K_WORKSPACE_ALIGN) * _K_WORKSPACE_ALIGN
+        offsets.append(offset)
+        end = offset + math.prod(shape) * dtype.itemsize
+    return tuple(offsets), end
+
+
+class _KDisjoint:
+    """The address checks of a call given `out=` or a workspace: no output may overlap an input or another output,
+    and the workspace's scratch bytes none of them (a kernel would read what another writes). Each tensor's byte
+    extent is fixed by the call signature, so a replay reads only the data pointers."""
+
+    __slots__ = ("names", "extents", "pairs", "workspace")
+
+    def __init__(self, inputs, input_names, given, out_names, workspace, scratch_bytes):
+        """`given`: the caller's outputs (empty when it gave none); `workspace` is checked where scratch takes bytes."""
+        self.workspace = workspace is not None and scratch_bytes > 0
+        self.names = [f"the input `{n}`" for n in input_names] + [f"out= `{n}`" for n in out_names[:len(given)]]
+        self.extents = [_k_extent(t) for t in (*inputs, *given)]
+        if self.workspace:
+            self.names.append("workspace=")
+            self.extents.append(scratch_bytes)
+        # each tensor the call writes against every tensor before it
+        self.pairs = tuple((w, other) for w in range(len(inputs), len(self.extents)) for other in range(w)
+                           if self.extents[w] and self.extents[other])
+
+    def tensors(self, inputs, given, workspace):
+        return [*inputs, *given, workspace] if self.workspace else [*inputs, *given]
+
+    def check(self, addresses):
+        for w, other in self.pairs:
+            a, b = addresses[w], addresses[other]
+            if a < b + self.extents[other] and b < a + self.extents[w]:
+                raise ValueError(f"{self.names[w]} overlaps {self.names[other]} in memory; outputs must not alias "
+                                 "the inputs, each other or the workspace")
+
+
+def _k_extent(tensor):
+    """The bytes from a tensor's data pointer to the end of its last element (0: no elements)."""
+    if tensor.numel() == 0:
+        return 0
+    return (sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1) * tensor.element_size()
+
+
 class _KLaunch:
-    \"\"\"One recorded launch: its function's module name, the object launched, the kernel Triton compiled (or
+    """One recorded launch: its function's module name, the object launched, the kernel Triton compiled (or
     None: the interpreter, or a wrapper such as torch's wrap_triton), the grid and the arguments, tensors left
-    as slots (an index into the call's inputs then allocations).\"\"\"
+    as slots (an index into the call's inputs then allocations)."""
 
     __slots__ = ("name", "fn", "compiled", "grid", "jit_grid", "args", "kwargs", "slots", "direct_args",
                  "direct_slots")
@@ -211,16 +380,24 @@ def _k_slot(tensors, value, where):
     for slot, tensor in enumerate(tensors):
         if tensor is value:
             return slot
-    raise AssertionError(f"launch `{{where}}` was passed a tensor that is neither an input nor an allocation")
+    raise AssertionError(f"launch `{where}` was passed a tensor that is neither an input nor an allocation")
 
 
 class _KRecorder:
-    \"\"\"The first call at a signature: allocates and launches as asked, and remembers it for the plan.\"\"\"
+    """The first call at a signature: checks the caller's `out=` tensors and workspace, allocates the rest, launches
+    as asked, and remembers it all for the plan."""
 
-    def __init__(self, inputs):
+    def __init__(self, inputs, names, out, out_names, workspace, sizer):
         self.tensors = list(inputs)
-        self.allocs = []
+        self.names = names
+        self.out_names = out_names
+        self.given = _k_given(out, out_names)
+        self.workspace = workspace
+        self.sizer = sizer  # the launcher's name, for the workspace's size hint
+        self.allocs = []  # (shape, dtype, device, fill): the outputs not given, then the scratch not carved
+        self.carves = []  # (offset, bytes, dtype, shape, fill, zero: the fill's bytes are 0): buffers in a workspace
         self.launches = []
+        self.disjoint = None
 
     def alloc(self, shape, dtype, device, fill=None):
         tensor = (torch.empty(shape, dtype=dtype, device=device) if fill is None
@@ -229,39 +406,107 @@ class _KRecorder:
         self.tensors.append(tensor)
         return tensor
 
+    def output(self, index, shape, dtype, device):
+        """Output `index`: the caller's tensor (checked) when `out=` was given, else a fresh one."""
+        if self.given is None:
+            return self.alloc(shape, dtype, device)
+        tensor = self.given[index]
+        _k_check_out(tensor, self.out_names[index], shape, dtype, device)
+        self.tensors.append(tensor)
+        return tensor
+
+    def scratch(self, device, specs):
+        """The scratch buffers, one (name, shape, dtype, fill or None) each, after the outputs: views of the caller's
+        workspace at `_k_workspace_layout`'s offsets when one was given, else fresh allocations; each filled when
+        its fill is live. The caller's tensors are checked for overlaps first, before any byte is written."""
+        offsets, need = _k_workspace_layout(specs)
+        if self.workspace is not None:
+            _k_check_workspace(self.workspace, device, need, self.sizer)
+        if self.given is not None or (self.workspace is not None and need):
+            inputs, given = self.tensors[:len(self.names)], self.given or ()
+            self.disjoint = _KDisjoint(inputs, self.names, given, self.out_names, self.workspace, need)
+            addresses = [_k_address(t) for t in self.disjoint.tensors(inputs, given, self.workspace)]
+            if None not in addresses:  # tracing tensors have no addresses to compare
+                self.disjoint.check(addresses)
+        if self.workspace is None:
+            return tuple(self.alloc(shape, dtype, device, fill) for _, shape, dtype, fill in specs)
+        flat = self.workspace.view(-1)
+        carved = []
+        for (_, shape, dtype, fill), offset in zip(specs, offsets):
+            size = math.prod(shape) * dtype.itemsize
+            tensor = flat[offset:offset + size].view(dtype).view(shape)
+            if fill is not None:
+                tensor.fill_(fill)
+            zero = fill is not None and fill == 0 and math.copysign(1.0, fill) > 0  # all its bytes 0 (not -0.0)
+            self.carves.append((offset, size, dtype, tuple(shape), fill, zero))
+            self.tensors.append(tensor)
+            carved.append(tensor)
+        return tuple(carved)
+
     def launch(self, name, fn, grid, /, *args, **kwargs):
         compiled = fn[grid](*args, **kwargs)
         self.launches.append(_KLaunch(name, fn, compiled, grid, args, kwargs, self.tensors))
         return compiled
 
     def plan(self, returned):
-        inputs = len(self.tensors) - len(self.allocs)
-        return _KPlan(inputs, tuple(self.allocs), tuple(self.launches),
-                      tuple(_k_slot(self.tensors, t, "return") for t in returned))
+        return _KPlan(len(self.names), self.given is not None, tuple(self.allocs), tuple(self.carves),
+                      self.workspace is not None and self.workspace.dim() != 1, tuple(self.launches),
+                      tuple(_k_slot(self.tensors, t, "return") for t in returned), self.disjoint)
 
 
 class _KPlan:
-    \"\"\"A recorded call, replayed: allocate, fill, launch, return.\"\"\"
+    """A recorded call, replayed: check the caller's addresses, take its outputs or allocate, carve the workspace
+    or allocate, fill, launch, return.
 
-    __slots__ = ("inputs", "allocs", "launches", "returned", "direct")
+    Carving: when every launch goes straight to the kernel Triton compiled for it (its launcher takes an integer
+    as a pointer), a scratch buffer in the workspace is passed as its address, and only a buffer whose fill is
+    live is touched, as bytes (a slice and `zero_`, or a typed view and `fill_`): no view per buffer a call.
+    Otherwise (the interpreter, a wrapper, a swapped launch) each buffer is a typed view of its shape."""
 
-    def __init__(self, inputs, allocs, launches, returned):
-        self.inputs, self.allocs, self.launches, self.returned = inputs, allocs, launches, returned
+    __slots__ = ("inputs", "given", "allocs", "carves", "flatten", "launches", "returned", "disjoint", "direct",
+                 "all_direct")
+
+    def __init__(self, inputs, given, allocs, carves, flatten, launches, returned, disjoint):
+        self.inputs, self.given, self.allocs, self.carves, self.flatten = inputs, given, allocs, carves, flatten
+        self.launches, self.returned, self.disjoint = launches, returned, disjoint
         self.direct = any(launch.direct_args is not None for launch in launches)
+        self.all_direct = all(launch.direct_args is not None for launch in launches)
 
-    def run(self, inputs):
+    def run(self, inputs, out=None, workspace=None):
         tensors = list(inputs)
+        given = ()
+        if self.given:
+            given = (out,) if isinstance(out, torch.Tensor) else out
+            tensors.extend(given)
+        if self.disjoint is not None:
+            self.disjoint.check([t.data_ptr() for t in self.disjoint.tensors(inputs, given, workspace)])
         for shape, dtype, device, fill in self.allocs:
             tensors.append(torch.empty(shape, dtype=dtype, device=device) if fill is None
                            else torch.full(shape, fill, dtype=dtype, device=device))
-        stream = _k_stream() if self.direct else None
         module = globals()
+        if self.carves:
+            flat = workspace.view(-1) if self.flatten else workspace
+            if self.all_direct and all(module[launch.name] is launch.fn for launch in self.launches):
+                base = workspace.data_ptr()
+                for offset, size, dtype, _, fill, zero in self.carves:
+                    if zero:
+                        flat[offset:offset + size].zero_()
+                    elif fill is not None:
+                        flat[offset:offset + size].view(dtype).fill_(fill)
+                    tensors.append(base + offset)
+            else:
+                for offset, size, dtype, shape, fill, _ in self.carves:
+                    tensor = flat[offset:offset + size].view(dtype).view(shape)
+                    if fill is not None:
+                        tensor.fill_(fill)
+                    tensors.append(tensor)
+        stream = _k_stream() if self.direct else None
         for launch in self.launches:
             launch.run(tensors, stream, module)
         if len(self.returned) == 1:
             return tensors[self.returned[0]]
         return tuple(tensors[slot] for slot in self.returned)
-"""
+'''
 
 # Emitted only into modules whose kernels call `rank_equal`: the other modules stay as they were.
 RANK_EQUAL_PRELUDE = '''
@@ -374,11 +619,12 @@ def emit_module(kernel: Kernel, arch: str, filename: str) -> EmitResult:
     params = ", ".join(f"{p.name}={p.value}" for p in symbols.params.values()) or "none"
     lines += [f'"""Generated by CAKE from schedule `{kernel.name}` (op {kernel.op}) for the Triton backend, '
               f'target {arch}.', "", f"params: {params}", f"call: {_signature(kernel, entry)}", '"""', "",
-              "import os", "", "import torch", "import triton", "import triton.language as tl", ""]
+              "import math", "import os", "", "import torch", "import triton", "import triton.language as tl", ""]
     if symbols.params:
         lines.append("# params, bound at lowering (passed to every kernel as tl.constexpr)")
         lines += [f"{p.code} = {p.value}" for p in symbols.params.values()]
     lines += PRELUDE.rstrip("\n").split("\n")
+    lines += CALL_PLAN_CONSTANTS.rstrip("\n").split("\n")
     lines += CALL_PLAN_PRELUDE.rstrip("\n").split("\n")
     if any(isinstance(node, Call) and node.func == "rank_equal" for node in walk(kernel)):
         lines += RANK_EQUAL_PRELUDE.rstrip("\n").split("\n")
@@ -415,6 +661,20 @@ def _text(e: Expr) -> str:
     return "…"
 
 
+class _HostCode:
+    """Lines of a host function, each generated line that stands for a declaration mapped to its span."""
+
+    def __init__(self, first_line: int, lines: list[str] | None = None):
+        self.first_line = first_line
+        self.out: list[str] = lines or []
+        self.spans: list[tuple[int, Span]] = []
+
+    def line(self, text: str, span: Span | None = None) -> None:
+        if span is not None:
+            self.spans.append((self.first_line + len(self.out), span))
+        self.out.append("    " + text)
+
+
 def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[LaunchCode], entry: str,
               first_line: int) -> tuple[list[str], list[tuple[int, Span]]]:
     ins = [t for t in kernel.tensors if t.direction is not Direction.OUT]
@@ -423,24 +683,75 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
     _check_bindable(kernel, ins, host.filename)
     var = {name: t.host for name, t in symbols.tensors.items()}
     device, grid = symbols.namer.claim("device"), symbols.namer.claim("grid")
-    out: list[str] = [f"def {entry}({', '.join(var[t.name] for t in ins)}):",
-                      f'    """{kernel.op}: {_signature(kernel, entry)}"""']
-    spans: list[tuple[int, Span]] = []
-
-    def line(text: str, span: Span | None = None) -> None:
-        if span is not None:
-            spans.append((first_line + len(out), span))
-        out.append("    " + text)
-
+    sizer = symbols.namer.claim(f"{entry}_workspace_bytes")
+    params = ", ".join(var[t.name] for t in ins)
+    if len(outs) == 1:
+        given = f"the output tensor to write (`{outs[0].name}`) instead of allocating it"
+    elif outs:
+        given = f"a tuple of the output tensors to write ({', '.join(f'`{t.name}`' for t in outs)}) instead of allocating them"
+    else:
+        given = "none: this schedule's `inout` tensors are written in place"
+    code = _HostCode(first_line, [
+        f"def {entry}({params}, *, {OUT_KEYWORD}=None, {WORKSPACE_KEYWORD}=None):",
+        f'    """{kernel.op}: {_signature(kernel, entry)}',
+        "",
+        f"    {OUT_KEYWORD}=: {given};",
+        f"    {WORKSPACE_KEYWORD}=: uint8, `{entry}.workspace_bytes(*inputs)` bytes at a 16-byte aligned address, "
+        "where the",
+        '    scratch buffers go instead of allocations. Returns the outputs either way."""'])
+    line = code.line
     names = [t.name for t in ins]
     inputs = _tuple(var[n] for n in names)
     # A call signature seen before replays its plan; the first one checks, allocates, launches and records.
-    line(f"_k_key = _k_signature({inputs})")
+    line(f"_k_key = _k_signature({inputs}, {OUT_KEYWORD}, {WORKSPACE_KEYWORD})")
     line("_k_plan = None if _k_key is None else _k_plans.get(_k_key)")
     line("if _k_plan is not None:")
-    line(f"    return _k_plan.run({inputs})")
-    line(f"_k_rec = _KRecorder({inputs})")
-    line(f"{device} = _k_device({_tuple(map(repr, names))}, {inputs})")
+    line(f"    return _k_plan.run({inputs}, {OUT_KEYWORD}, {WORKSPACE_KEYWORD})")
+    line(f"_k_rec = _KRecorder({inputs}, {_tuple(map(repr, names))}, {OUT_KEYWORD}, "
+         f"{_tuple(repr(t.name) for t in outs) if outs else '()'}, {WORKSPACE_KEYWORD}, {entry!r})")
+    _bind_inputs(kernel, symbols, host, ins, device, code)
+    for index, t in enumerate(outs):
+        shape = _tuple(host.expr(s, t.span) for s in t.type.shape)
+        line(f"{var[t.name]} = _k_rec.output({index}, {shape}, {host.torch_dtype(t.type.elem)}, {device})", t.span)
+    _scratch_specs(kernel, symbols, host, code, f"_k_rec.scratch({device}, ")
+    for launch_code, launch in zip(launches, kernel.launches, strict=True):
+        tiles = " * ".join(host.expr(e) for e in launch_code.grid_extents)  # type: ignore[arg-type]
+        count = f"_k_programs({device}, {tiles})" if launch_code.info.persistent else tiles
+        line(f"{grid} = ({count},)", launch.grid.span)
+        line(f"if {grid}[0] > 0:")
+        items = [a.host for a in launch_code.args if not a.constexpr]
+        items += [f"{a.name}={a.host}" for a in launch_code.args if a.constexpr]
+        items.append(f"num_warps={launch_code.info.num_warps}")
+        if launch_code.info.num_stages is not None:
+            items.append(f"num_stages={launch_code.info.num_stages}")
+        if launch_code.info.max_registers is not None:
+            items.append(f"maxnreg={launch_code.info.max_registers}")
+        line(f"    _k_compiled[{launch.name!r}] = _k_rec.launch(", launch.span)
+        line(f"        {launch_code.info.function!r}, {launch_code.info.function}, {grid},")
+        for item in items:
+            line(f"        {item},")
+        line("    )")
+    line("if _k_key is not None:")
+    line(f"    _k_plans[_k_key] = _k_rec.plan({_tuple(var[t.name] for t in returned)})")
+    line(f"return {', '.join(var[t.name] for t in returned)}")
+    # The workspace's size: the same bindings and scratch specs, through the same layout rule.
+    sizing = _HostCode(first_line + len(code.out), [
+        "", "", f"def {sizer}({params}):",
+        f'    """The bytes of `{WORKSPACE_KEYWORD}=` that `{entry}` takes at these inputs: its scratch buffers, each at '
+        f'the next',
+        f'    {WORKSPACE_ALIGN_BYTES}-byte boundary (`_k_workspace_layout`); 0 when it has none."""'])
+    _bind_inputs(kernel, symbols, host, ins, device, sizing)
+    _scratch_specs(kernel, symbols, host, sizing, "_k_workspace_layout(", target=False, suffix="[1]")
+    sizing.out += ["", "", f"{entry}.workspace_bytes = {sizer}"]
+    return code.out + sizing.out, code.spans + sizing.spans
+
+
+def _bind_inputs(kernel: Kernel, symbols: Symbols, host: _Host, ins: list[TensorDecl], device: str,
+                 code: _HostCode) -> None:
+    """Check the inputs and bind the device, the dims and the dtype variables from them."""
+    line, var = code.line, {name: t.host for name, t in symbols.tensors.items()}
+    names = [t.name for t in ins]
+    line(f"{device} = _k_device({_tuple(map(repr, names))}, {_tuple(var[n] for n in names)})")
     if kernel.dims:
         specs = _tuple(_tuple([var[t.name], repr(t.name), _tuple(map(_dim_spec, t.type.shape))]) for t in ins)
         bound = ", ".join(symbols.dims[d.name].code for d in kernel.dims)
@@ -460,39 +771,31 @@ def _launcher(kernel: Kernel, symbols: Symbols, host: _Host, launches: list[Laun
     for t in ins:
         if isinstance(t.type.elem, DType):
             line(f"_k_expect_dtype({var[t.name]}, {t.name!r}, {TORCH_DTYPES[t.type.elem]})", t.span)
-    for t in outs:
-        shape = _tuple(host.expr(s, t.span) for s in t.type.shape)
-        line(f"{var[t.name]} = _k_rec.alloc({shape}, {host.torch_dtype(t.type.elem)}, {device})", t.span)
+
+
+def _scratch_specs(kernel: Kernel, symbols: Symbols, host: _Host, code: _HostCode, call: str, target: bool = True,
+                   suffix: str = "") -> None:
+    """`call` over the scratch buffers' specs, one (name, shape, dtype, fill) per line (fill None where
+    `cake.ir.overwrite` proves it dead): the launcher's `_k_rec.scratch`, assigned to the buffers' names, or the
+    workspace's size, returned."""
     dead_fills = overwritten_scratch(kernel)
+    names = [symbols.tensors[s.name].host for s in kernel.scratch]
+    head = "return " if not target else f"{names[0]}, = " if len(names) == 1 else \
+        f"{', '.join(names)} = " if names else ""
+    if not kernel.scratch:
+        code.line(f"{head}{call}()){suffix}")
+        return
+    code.line(f"{head}{call}(")
     for s in kernel.scratch:
         shape = _tuple(host.expr(x, s.span) for x in s.type.shape)
         elem = host.torch_dtype(s.type.elem)
         if s.name in dead_fills:  # the allocation is exactly the declared shape, which the proof covers
-            line(f"# `{s.name}`: launch `{dead_fills[s.name]}` stores all of it before any read; its init fill is dead")
-            line(f"{var[s.name]} = _k_rec.alloc({shape}, {elem}, {device})", s.span)
+            code.line(f"    # `{s.name}`: launch `{dead_fills[s.name]}` stores all of it before any read; its init "
+                      "fill is dead")
+            code.line(f"    ({s.name!r}, {shape}, {elem}, None),", s.span)
         else:
-            line(f"{var[s.name]} = _k_rec.alloc({shape}, {elem}, {device}, {host.value(s.init)})", s.span)
-    for code, launch in zip(launches, kernel.launches, strict=True):
-        tiles = " * ".join(host.expr(e) for e in code.grid_extents)  # type: ignore[arg-type]
-        count = f"_k_programs({device}, {tiles})" if code.info.persistent else tiles
-        line(f"{grid} = ({count},)", launch.grid.span)
-        line(f"if {grid}[0] > 0:")
-        items = [a.host for a in code.args if not a.constexpr]
-        items += [f"{a.name}={a.host}" for a in code.args if a.constexpr]
-        items.append(f"num_warps={code.info.num_warps}")
-        if code.info.num_stages is not None:
-            items.append(f"num_stages={code.info.num_stages}")
-        if code.info.max_registers is not None:
-            items.append(f"maxnreg={code.info.max_registers}")
-        line(f"    _k_compiled[{launch.name!r}] = _k_rec.launch(", launch.span)
-        line(f"        {code.info.function!r}, {code.info.function}, {grid},")
-        for item in items:
-            line(f"        {item},")
-        line("    )")
-    line("if _k_key is not None:")
-    line(f"    _k_plans[_k_key] = _k_rec.plan({_tuple(var[t.name] for t in returned)})")
-    line(f"return {', '.join(var[t.name] for t in returned)}")
-    return out, spans
+            code.line(f"    ({s.name!r}, {shape}, {elem}, {host.value(s.init)}),", s.span)
+    code.line(f")){suffix}")
 
 
 def _tuple(items: object) -> str:

@@ -1,9 +1,9 @@
 """Stable, collision-free names in generated Python.
 
 Schedule identifiers keep their spelling unless they would shadow something the generated code needs
-(Python keywords and builtins it calls, `tl`, `triton`, `torch`, the `_k_` helpers); those get a trailing
-underscore. Generated temporaries share one counter per function (`offs0`, `ptrs1`, `mask2`, `ld3`), so the
-same schedule always yields the same text.
+(Python keywords and builtins it calls, `tl`, `triton`, `torch`, `math`, the launcher's `out` and `workspace`
+keywords, the `_k_` helpers); those get a trailing underscore. Generated temporaries share one counter per
+function (`offs0`, `ptrs1`, `mask2`, `ld3`), so the same schedule always yields the same text.
 """
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ import keyword
 from collections.abc import Iterable
 
 HELPER_PREFIX = "_k_"
+# The generated launcher's keyword-only parameters: a caller's output tensors and workspace (triton/module.py).
+OUT_KEYWORD = "out"
+WORKSPACE_KEYWORD = "workspace"
 RESERVED: frozenset[str] = frozenset({
-    *keyword.kwlist, *keyword.softkwlist, *dir(builtins), "tl", "triton", "torch", "math",
+    *keyword.kwlist, *keyword.softkwlist, *dir(builtins), "tl", "triton", "torch", "math", OUT_KEYWORD,
+    WORKSPACE_KEYWORD,
 })
 
 

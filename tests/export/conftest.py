@@ -1,5 +1,6 @@
 """The exported packages the export tests share (exported once per session: a package's ops register once per
-process): a Triton package (assign_plain + update_onehot) and a CUDA package (the ping-pong assign, D = 64)."""
+process): a Triton package (assign_plain + update_onehot), a Triton package whose kernels keep scratch buffers
+(assign_plain_norms + update_atomic) and a CUDA package (the ping-pong assign, D = 64)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cake.lowering.cuda.compile import find_nvcc
 
 from cake.export import export_package, from_files
 from cake.export.certify import import_package
-from tests.export.packages import CUDA_PKG, FK, TRITON_PKG
+from tests.export.packages import CUDA_PKG, FK, TRITON_PKG, TRITON_SCRATCH_PKG
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,14 @@ def triton_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def triton_pkg(triton_export: Path) -> ModuleType:
     return import_package(triton_export)
+
+
+@pytest.fixture(scope="session")
+def triton_scratch_pkg(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    out = tmp_path_factory.mktemp("export") / "triton_scratch"
+    export_package(from_files([FK / "assign_plain_norms.cake", FK / "update_atomic.cake"]), out,
+                   name=TRITON_SCRATCH_PKG)
+    return import_package(out)
 
 
 @pytest.fixture(scope="session")

@@ -7,4 +7,5 @@ from pathlib import Path
 
 FK = Path(__file__).resolve().parents[2] / "experiments" / "kmeans"
 TRITON_PKG = "cake_test_export_triton"
+TRITON_SCRATCH_PKG = "cake_test_export_triton_scratch"  # Triton kernels with scratch buffers (their out-variants' workspace)
 CUDA_PKG = "cake_test_export_cuda"

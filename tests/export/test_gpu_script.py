@@ -1,6 +1,6 @@
 """The CPU paths of the H200 scripts of `cake export` (scripts/gpu_export.py, scripts/gpu_host_overhead.py,
-scripts/gpu/s4_launcher.sh, s5_host5.sh, s6_host6.sh and s7_host7.sh): the host-time loop, the inputs, the summary
-table, the stage file."""
+scripts/gpu_triton_out.py, scripts/gpu/s4_launcher.sh, s5_host5.sh, s6_host6.sh, s7_host7.sh and s8_tout8.sh): the
+host-time loop, the inputs, the summary table, the stage file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import gpu_export
 import gpu_host_overhead
@@ -138,7 +139,7 @@ def test_out_buffers_size_the_workspace_from_the_package() -> None:
     assert asked == [("kmeans_assign", 2)] * 2
 
 
-@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh", "s7_host7.sh"])
+@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh", "s7_host7.sh", "s8_tout8.sh"])
 def test_stage_file_runs_existing_scripts(name: str) -> None:
     stage = ROOT / "scripts" / "gpu" / name
     assert subprocess.run(["bash", "-n", str(stage)], check=False).returncode == 0
@@ -162,3 +163,22 @@ def test_session_7_stage_file_stays_within_its_120_seconds() -> None:
     limits = [int(s) for s in re.findall(r"^stage host7_\w+ (\d+) ", text, re.M)]
     assert len(limits) == 8 and sum(limits) <= 120
     assert text.count("--label cpp_") == 3 and "CAKE_EXPORT_HOST_PATH=ctypes" in text
+
+
+def test_session_8_stage_file_stays_within_its_60_seconds() -> None:
+    text = (ROOT / "scripts" / "gpu" / "s8_tout8.sh").read_text()
+    limits = [int(s) for s in re.findall(r"^stage tout8_\w+ (\d+) ", text, re.M)]
+    assert len(limits) == 2 and sum(limits) <= 60
+
+
+def test_triton_out_script_dry_run(triton_scratch_pkg: ModuleType, tmp_path: Path) -> None:
+    # the CPU implementation everywhere (no CAKE_EXPORT_INTERPRET): the plumbing, the comparisons, the JSON
+    import gpu_triton_out
+
+    package = Path(str(triton_scratch_pkg.__file__)).resolve().parents[1]
+    assert gpu_triton_out.main(["--package", str(package), "--out", str(tmp_path), "--device", "cpu",
+                                "--calls", "50"]) == 0
+    result = json.loads((tmp_path / "triton_out.json").read_text())
+    assert result["out_equals_functional"] == [True, True] and result["same_addresses"]
+    assert result["graph"] is None and result["compile"]["equal"]
+    assert set(result["host_us"]) == {"kmeans_assign", "kmeans_assign_out", "kmeans_update", "kmeans_update_out"}

@@ -1,10 +1,12 @@
 """The out-variants of exported ops (`<op>_out(outs..., inputs..., workspace=None) -> ()`) on the CPU: schema,
 opcheck, torch.compile, the checks on outputs and workspace, the CUDA call plan writing into the caller's
-tensors with nothing allocated (driver replaced at the ctypes boundary), and `kmeans` on the out-variants."""
+tensors with nothing allocated (driver replaced at the ctypes boundary), the Triton kernels' launcher writing into
+them (interpreted), and `kmeans` on the out-variants."""
 
 from __future__ import annotations
 
 import collections
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -12,8 +14,9 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.export.packages import CUDA_PKG, TRITON_PKG
+from tests.export.packages import CUDA_PKG, TRITON_PKG, TRITON_SCRATCH_PKG
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
 
@@ -256,3 +259,161 @@ def test_cuda_out_call_refuses_a_bad_workspace(stubbed_call: Callable[..., Any],
     ws = _aligned_bytes(1024)
     with pytest.raises(ValueError, match="`ids` overlaps `workspace` in memory"):
         op.call_out(ws.view(torch.int32)[:256].view(1, 256), x, c, ws)
+
+
+# --------------------------------------- Triton out-variants: the generated launcher writes into the caller's memory
+
+
+@pytest.fixture
+def interpreted_scratch(triton_scratch_pkg: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The scratch package's ops routed to their Triton kernels, run by the interpreter (CAKE_EXPORT_INTERPRET=1;
+    tests/conftest.py set TRITON_INTERPRET=1 before triton was imported), with this test's own route caches."""
+    monkeypatch.setenv("CAKE_EXPORT_INTERPRET", "1")
+    for op in triton_scratch_pkg.PACKAGE.ops.values():
+        for cache in ("routes", "expected", "out_routes"):
+            monkeypatch.setattr(op, cache, {})
+    return triton_scratch_pkg
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int32) if t.dtype == torch.float32 else t
+
+
+def _garbage(n: int) -> torch.Tensor:
+    """A 256-byte aligned workspace of garbage: a live scratch fill that did not run would show in the results."""
+    return _aligned_bytes(n).fill_(0xA5)
+
+
+def test_triton_out_variants_write_the_functional_bits_in_place(interpreted_scratch: ModuleType) -> None:
+    pkg, ops = interpreted_scratch, getattr(torch.ops, TRITON_SCRATCH_PKG)
+    x, c = _inputs()
+    want_ids = ops.kmeans_assign(x, c)  # the Triton kernels (interpreted), functional
+    ids64 = want_ids.long()
+    want_c = ops.kmeans_update(x, ids64, c)
+    assign, update = pkg.PACKAGE.ops["kmeans_assign"], pkg.PACKAGE.ops["kmeans_update"]
+    key, call = update.cached_route((x, ids64, c))
+    assert update.out_route(key, call, (x, ids64, c))[0] == "triton"
+    # sized by the launcher's own rule: sums f32[2, 19, 32] (4864 bytes, a multiple of 256), then counts f32[2, 19]
+    need = pkg.workspace_bytes("kmeans_update", x, ids64, c)
+    assert need == 4864 + 2 * 19 * 4 == call.workspace_bytes(x, ids64, c)
+    assert pkg.workspace_bytes("kmeans_assign", x, c) == 2 * 19 * 4  # ||c||^2
+    ids, c_new = torch.full_like(want_ids, -1), torch.full_like(c, float("nan"))
+    addresses = ids.data_ptr(), c_new.data_ptr()
+    for _ in range(2):  # the launcher's record, then its plan's replay
+        ops.kmeans_assign_out(ids, x, c, _garbage(pkg.workspace_bytes("kmeans_assign", x, c)))
+        ops.kmeans_update_out(c_new, x, ids64, c, _garbage(need))
+        assert torch.equal(ids, want_ids) and torch.equal(_bits(c_new), _bits(want_c))
+        assert (ids.data_ptr(), c_new.data_ptr()) == addresses
+    assert assign.out_routes and update.out_routes  # cached per signature
+    with pytest.raises(ValueError, match=f"^kmeans_update_out: these inputs need a workspace of {need} bytes"):
+        ops.kmeans_update_out(c_new, x, ids64, c)
+    with pytest.raises(ValueError, match="^kmeans_update_out: `workspace` must start at a 16-byte aligned address "
+                                         r"\(a fresh torch.empty does\), got 4 bytes past one$"):
+        ops.kmeans_update_out(c_new, x, ids64, c, _aligned_bytes(need + 4)[4:])
+
+
+class _StubKernel:
+    """Stands in for a `@triton.jit` function: `fn[grid](*args, **kwargs)` records the tensors it is given."""
+
+    def __init__(self, log: list[torch.Tensor]):
+        self.log = log
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            self.log.extend(a for a in args if isinstance(a, torch.Tensor))
+
+        return launch
+
+
+class _AtenOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_triton_out_call_allocates_and_copies_nothing(interpreted_scratch: ModuleType,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernels stubbed (the interpreter's own copies would hide the call's), the aten ops of a call counted
+    from triton.runtime.interpreter import InterpretedFunction
+
+    op = interpreted_scratch.PACKAGE.ops["kmeans_update"]
+    x, c = _inputs()
+    ids64 = torch.randint(0, 19, (2, 97))
+    variant = op.buckets[0][2][0]
+    module = sys.modules[variant.host().__module__]
+    monkeypatch.setattr(module, "_k_plans", {})
+    launched: list[torch.Tensor] = []
+    for name, value in list(vars(module).items()):
+        if isinstance(value, InterpretedFunction):
+            monkeypatch.setattr(module, name, _StubKernel(launched))
+    c_new = torch.empty_like(c)
+    workspace = _aligned_bytes(op.workspace_bytes((x, ids64, c)))
+    for _ in range(2):
+        op.call_out(c_new, x, ids64, c, workspace)
+        op(x, ids64, c)
+    given, functional = _AtenOps(), _AtenOps()
+    with functional:
+        op(x, ids64, c)
+    launched.clear()
+    with given:
+        op.call_out(c_new, x, ids64, c, workspace)
+    allocating = ("aten.empty", "aten.full", "aten.zeros", "aten.copy_", "aten.clone", "aten._to_copy")
+    assert sum(n for name, n in functional.seen.items() if name.startswith(allocating)) == 3  # c_new, sums, counts
+    assert not [name for name in given.seen if name.startswith(allocating)], given.seen
+    assert given.seen["aten.fill_.Scalar"] == 2  # the sums' and counts' zero fills, into the workspace
+    assert any(t is c_new for t in launched)
+    start = workspace.data_ptr()
+    scratch = {t.data_ptr() - start for t in launched if start <= t.data_ptr() < start + workspace.numel()}
+    assert scratch == {0, 4864}  # sums, counts
+
+
+def test_triton_out_variant_opcheck_runs_the_kernels(interpreted_scratch: ModuleType) -> None:
+    # opcheck's utils that run the interpreted kernels: the schema's mutations are the launcher's (the outputs and
+    # the workspace, no input), and the fake agrees. Not the AOT-dispatch util: it traces the triton_op's body, and
+    # under the interpreter torch's wrap_triton returns the kernels as they are, untraceable (the reference path
+    # below runs it, and the H200 script traces the compiled kernels).
+    ops = getattr(torch.ops, TRITON_SCRATCH_PKG)
+    x, c = _inputs()
+    ids64 = ops.kmeans_assign(x, c).long()
+    c_new = torch.empty_like(c)
+    workspace = _garbage(interpreted_scratch.workspace_bytes("kmeans_update", x, ids64, c))
+    torch.library.opcheck(ops.kmeans_update_out.default, (c_new, x, ids64, c, workspace),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_triton_scratch_out_variants_opcheck_and_compile_on_the_reference_path(triton_scratch_pkg: ModuleType) -> None:
+    ops = getattr(torch.ops, TRITON_SCRATCH_PKG)
+    x, c = _inputs()
+    ids = torch.empty(2, 97, dtype=torch.int32)
+    ops.kmeans_assign_out(ids, x, c)
+    torch.library.opcheck(ops.kmeans_assign_out.default, (ids, x, c, None))
+    c_new = torch.empty_like(c)
+    torch.library.opcheck(ops.kmeans_update_out.default, (c_new, x, ids.long(), c, None))
+
+    def step(x: torch.Tensor, c: torch.Tensor, ids: torch.Tensor, c_new: torch.Tensor) -> torch.Tensor:
+        ops.kmeans_assign_out(ids, x, c)
+        ops.kmeans_update_out(c_new, x, ids.long(), c)
+        return c_new + 1
+
+    got = torch.compile(step, fullgraph=True, backend="aot_eager")(x, c, ids, c_new)
+    assert torch.equal(got, ops.kmeans_update(x, ops.kmeans_assign(x, c).long(), c) + 1)
+
+
+def test_kmeans_on_interpreted_triton_kernels_equals_the_functional_loop(interpreted_scratch: ModuleType) -> None:
+    # the API's workspaces (torch.empty: 64-byte aligned on the CPU, enough for a Triton launcher's 16) go to the
+    # launchers, every iteration through the out-variants; the result equals the functional loop bit for bit
+    pkg, ops = interpreted_scratch, getattr(torch.ops, TRITON_SCRATCH_PKG)
+    x, _ = _inputs(n=40)
+    c0, ids0 = pkg.kmeans(x, 4, 2)
+    gen = torch.Generator().manual_seed(0)
+    picks = torch.stack([torch.randperm(40, generator=gen)[:4] for _ in range(2)])
+    c = torch.gather(x, 1, picks[:, :, None].expand(2, 4, 32)).contiguous()
+    ids = ops.kmeans_assign(x, c)
+    for _ in range(2):
+        c = ops.kmeans_update(x, ids.long(), c)
+        ids = ops.kmeans_assign(x, c)
+    assert torch.equal(_bits(c0), _bits(c)) and torch.equal(ids0, ids)

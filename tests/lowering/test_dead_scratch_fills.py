@@ -37,10 +37,11 @@ GARBAGE_INT = 0x2BAD_F00D  # an integer far outside any id, count or offset a ke
 
 
 def _allocations(source: str) -> dict[str, str]:
-    """Each scratch/output variable of the generated launcher and how it is allocated: `empty`, or `full` when the
-    allocation carries a fill value after the device (`_k_rec.alloc(shape, dtype, device[, fill])`)."""
-    return {m.group(1): "empty" if m.group(2).endswith(", device") else "full"
-            for m in re.finditer(r"^    (\w+) = _k_rec\.alloc\((.*)\)$", source, re.M)}
+    """Each scratch buffer of the generated launcher and how it is allocated: `empty`, or `full` when its spec carries
+    a fill value (`_k_rec.scratch(device, ((name, shape, dtype, fill or None), ...))`, one spec a line)."""
+    specs = source.split("= _k_rec.scratch(")[1].split("\n    ))")[0]
+    return {m.group(1): "empty" if m.group(2) == "None" else "full"
+            for m in re.finditer(r"^        \('(\w+)', .*, ([^,]+)\),$", specs, re.M)}
 
 
 @pytest.mark.parametrize(("schedule", "unfilled", "filled"), [

@@ -14,7 +14,7 @@ PINGPONG = str(REPO / "experiments" / "kmeans" / "assign_pingpong.cake")
 def test_prints_the_generated_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lower", MATMUL]) == 0
     out = capsys.readouterr().out
-    assert out.count("@triton.jit") == 1 and "def matmul_cp_async(a, b):" in out
+    assert out.count("@triton.jit") == 1 and "def matmul_cp_async(a, b, *, out=None, workspace=None):" in out
     assert "for k in range(0, tl.cdiv(K, BK)):  # pipelined: the launch's num_stages" in out
     assert "num_stages=3," in out  # the launch's (STAGES = 3)
     assert 'tl.dot(at, bs, acc=acc, input_precision="ieee")' in out

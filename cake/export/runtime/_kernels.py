@@ -58,8 +58,20 @@ def compile_expr(text: str, names: Sequence[str]) -> Callable[..., int]:
     return fn
 
 
+def triton_workspace(call: Any) -> tuple[Callable[..., int], int] | None:
+    """A route's workspace rule when it is a generated Triton launcher: (its `workspace_bytes(*inputs)`, the bytes
+    its `workspace=` takes by the layout it carves the scratch with; the alignment it needs of the workspace's
+    start, `_K_POINTER_ALIGN`), None for any other route."""
+    sizer = getattr(call, "workspace_bytes", None)
+    if not callable(sizer):
+        return None
+    return sizer, int(call.__globals__["_K_POINTER_ALIGN"])
+
+
 class TritonVariant:
-    """A generated Triton module; its `@triton.jit` functions are wrapped for torch.compile (`wrap_triton`)."""
+    """A generated Triton module; its `@triton.jit` functions are wrapped for torch.compile (`wrap_triton`). Its
+    launcher is every call signature's route: it allocates its outputs and scratch, or writes into the caller's
+    (`out=`, `workspace=`: the out-variant's path, `ExportedOp.call_out`)."""
 
     backend = "triton"
 

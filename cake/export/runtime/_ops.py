@@ -83,6 +83,7 @@ class ExportedOp:
         self.autograd_bypassed = False  # the launcher also runs at AutogradCUDA (`_launcher.cpp: bypass_autograd`)
         self.offered: set[tuple[Any, ...]] = set()  # signatures whose plan went (or cannot go) to the launcher
         self.expected: dict[tuple[Any, ...], list[tuple[tuple[int, ...], torch.dtype]]] = {}  # outputs per signature
+        self.out_routes: dict[tuple[Any, ...], tuple[str, int, int]] = {}  # `out_route` per signature
         self.out_name = f"{name}_out"
         self.out_names = [o["name"] for o in self.outputs]
         self.input_names = [i["name"] for i in self.inputs]
@@ -192,8 +193,29 @@ class ExportedOp:
 
     def workspace_bytes(self, inputs: Sequence[torch.Tensor]) -> int:
         """The bytes of workspace `OP_out` needs for these inputs (0: none; pass workspace=None)."""
-        _, call = self.cached_route(inputs)
-        return call.workspace_bytes if isinstance(call, _kernels.CudaCall) else 0
+        key, call = self.cached_route(inputs)
+        return self.out_route(key, call, inputs)[1]
+
+    def out_route(self, key: tuple[Any, ...] | None, call: Callable[..., Any], inputs: Sequence[torch.Tensor]
+                  ) -> tuple[str, int, int]:
+        """How `OP_out` runs a route, the workspace bytes it takes and the alignment of the workspace's start it
+        needs (cached per signature): `cuda`, a CUDA plan into the caller's outputs and workspace
+        (`CudaCall.run_out`; 256 bytes, the launcher's layout rule); `triton`, the generated Triton launcher given
+        them (`out=`, `workspace=`, sized by its `workspace_bytes`; 16 bytes, Triton's pointer alignment); `copy`,
+        the reference computes and its results are copied in (no workspace)."""
+        found = self.out_routes.get(key) if key is not None else None
+        if found is None:
+            triton = _kernels.triton_workspace(call)
+            if isinstance(call, _kernels.CudaCall):
+                found = ("cuda", call.workspace_bytes, _kernels.WORKSPACE_ALIGN_BYTES)
+            elif triton is not None:
+                sizer, align = triton
+                found = ("triton", int(sizer(*inputs)), align)
+            else:
+                found = ("copy", 0, _kernels.WORKSPACE_ALIGN_BYTES)
+            if key is not None:
+                self.out_routes[key] = found
+        return found
 
     def split_out_args(self, args: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
         n_out, n_in = len(self.outputs), len(self.inputs)
@@ -206,20 +228,25 @@ class ExportedOp:
     def call_out(self, *args: Any) -> None:
         """`OP_out(outs..., inputs..., workspace=None)`: the op's route with the caller's outputs and workspace.
         A CUDA call plan writes straight into them (nothing allocated where its inputs are contiguous and
-        TMA-addressable); a Triton kernel or the reference computes the results and copies them in."""
+        TMA-addressable), and so does a Triton kernel (its launcher's `out=` and `workspace=`); the reference
+        computes the results and copies them in."""
         outs, inputs, workspace = self.split_out_args(args)
         key, call = self.cached_route(inputs)
-        need = call.workspace_bytes if isinstance(call, _kernels.CudaCall) else 0
+        how, need, align = self.out_route(key, call, inputs)
         _out.check(self.name, self.out_name, outs, self.out_names, self.output_specs(key, inputs), inputs,
-                   self.input_names, workspace, need, self.namespace)
-        if isinstance(call, _kernels.CudaCall):
-            for out in outs:  # written through raw pointers: tell autograd the tensors change (as the C++ kernel)
-                torch.autograd.graph.increment_version(out)
-            call.run_out(inputs, outs, workspace if need else None)
-        else:
+                   self.input_names, workspace, need, self.namespace, align)
+        if how == "copy":
             results = call(*inputs)
             for out, result in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
                 out.copy_(result)
+        else:
+            if key is not None:  # written through raw pointers: tell autograd the tensors change (as the C++ kernel)
+                for out in outs:
+                    torch.autograd.graph.increment_version(out)
+            if how == "cuda":
+                call.run_out(inputs, outs, workspace if need else None)  # type: ignore[attr-defined]
+            else:
+                call(*inputs, out=outs, workspace=workspace if need else None)
         if key is not None and self.launcher is not None and key not in self.offered:
             self.offer(key, call, inputs)
 

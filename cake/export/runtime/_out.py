@@ -4,8 +4,9 @@ Part of an exported package (copied verbatim by `cake export`): standard library
 
 For every op `OP` the package registers `OP_out(Tensor(a!) out0, ..., inputs..., Tensor(z!)? workspace=None)
 -> ()`, the way serving stacks write their ops (vLLM's `rms_norm(out, input, weight, eps)`): the results go into
-the caller's tensors, and the scratch a CUDA kernel needs into the caller's `workspace` (uint8, at least
-`<package>.workspace_bytes(OP, *inputs)` bytes, 256-byte aligned), so a call allocates nothing. `check` refuses
+the caller's tensors, and the scratch a kernel needs into the caller's `workspace` (uint8, at least
+`<package>.workspace_bytes(OP, *inputs)` bytes; its start 256-byte aligned for a CUDA kernel, 16 for a Triton
+kernel: a fresh torch.empty is both), so a call allocates nothing. `check` refuses
 bad arguments with the same messages as the C++ launcher's `OutKernel` (`_launcher.cpp`): a wrong dtype is a
 TypeError, every other problem a ValueError, naming the argument and how to fix it.
 """
@@ -68,11 +69,12 @@ def overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def check(op: str, name: str, outs: Sequence[Any], out_names: Sequence[str], expected: Sequence[tuple[Any, ...]],
           inputs: Sequence[torch.Tensor], input_names: Sequence[str], workspace: Any, need: int | None,
-          namespace: str) -> None:
+          namespace: str, align: int | None = None) -> None:
     """Refuse bad out-variant arguments of `op` (called as `name`): each output's type, dtype, device, shape and
     contiguity against `expected` ((shape, dtype) per output), the workspace's dtype, device, contiguity, size
-    (`need` bytes; None: not known, as while tracing with fake tensors) and alignment, and any overlap between
-    an output and an input, another output or the workspace (checked on real tensors only)."""
+    (`need` bytes; None: not known, as while tracing with fake tensors) and alignment (`align` bytes: the route's;
+    None: a CUDA plan's, `_kernels.WORKSPACE_ALIGN_BYTES`), and any overlap between an output and an input,
+    another output or the workspace (checked on real tensors only)."""
     device = inputs[0].device
     for out, out_name, (shape, dtype) in zip(outs, out_names, expected, strict=True):
         if not isinstance(out, torch.Tensor):
@@ -109,12 +111,14 @@ def check(op: str, name: str, outs: Sequence[Any], out_names: Sequence[str], exp
     if not real:
         return  # fake or functional tensors (tracing): no addresses to compare
     if need:
-        from . import _kernels  # the alignment is the launcher's layout rule
+        if align is None:
+            from . import _kernels  # a CUDA plan's alignment is the launcher's layout rule
 
-        offset = workspace.data_ptr() % _kernels.WORKSPACE_ALIGN_BYTES
+            align = _kernels.WORKSPACE_ALIGN_BYTES
+        offset = workspace.data_ptr() % align
         if offset:
-            raise ValueError(f"{name}: `{WORKSPACE}` must start at a {_kernels.WORKSPACE_ALIGN_BYTES}-byte aligned "
-                             f"address (a fresh torch.empty does), got {offset} bytes past one")
+            raise ValueError(f"{name}: `{WORKSPACE}` must start at a {align}-byte aligned address (a fresh "
+                             f"torch.empty does), got {offset} bytes past one")
     spans = [span(t) for t in inputs]
     used = span(workspace) if need else (0, 0)
     earlier: list[tuple[str, tuple[int, int]]] = []

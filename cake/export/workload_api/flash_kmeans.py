@@ -64,8 +64,8 @@ def kmeans(x: torch.Tensor, k: int, iters: int, *, seed: int = 0) -> tuple[torch
     Every buffer is allocated once, before the loop: the int32 ids, their int64 copy the update reads, two
     centroid buffers the iterations alternate between, and each op's workspace. Every iteration then runs
     through the out-variants (`kmeans_assign_out`, `kmeans_update_out`) and a `copy_` of the ids: no allocation
-    per iteration on the CUDA kernels' path (a Triton kernel or the reference fallback computes into a fresh
-    tensor and copies it into the buffer). The results equal `assign`/`update` called in the same order.
+    per iteration on the CUDA and Triton kernels' paths (the reference fallback computes into a fresh tensor and
+    copies it into the buffer). The results equal `assign`/`update` called in the same order.
     """
     batched = x.dim() == 3
     xb = x if batched else x.unsqueeze(0)
