@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from tests.aten_ops import AtenOps
 from tests.export.packages import CUDA_PKG, TRITON_PKG, TRITON_SCRATCH_PKG
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*falling back to the reference implementation:UserWarning")
@@ -325,16 +325,6 @@ class _StubKernel:
         return launch
 
 
-class _AtenOps(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.seen[str(func)] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def test_a_triton_out_call_allocates_and_copies_nothing(interpreted_scratch: ModuleType,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # the kernels stubbed (the interpreter's own copies would hide the call's), the aten ops of a call counted
@@ -355,7 +345,7 @@ def test_a_triton_out_call_allocates_and_copies_nothing(interpreted_scratch: Mod
     for _ in range(2):
         op.call_out(c_new, x, ids64, c, workspace)
         op(x, ids64, c)
-    given, functional = _AtenOps(), _AtenOps()
+    given, functional = AtenOps(), AtenOps()
     with functional:
         op(x, ids64, c)
     launched.clear()

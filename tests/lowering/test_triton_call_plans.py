@@ -5,7 +5,6 @@ JITFunction / CompiledKernel pair that records what it is handed, and the interp
 
 from __future__ import annotations
 
-import collections
 import math
 import sys
 from collections.abc import Callable
@@ -19,9 +18,10 @@ from cake.ir.parser import parse
 from cake.lowering.cache import KernelCache
 from cake.lowering.runtime import LoadedKernel, load, lower, read_schedule
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from triton.compiler import CompiledKernel
 from triton.runtime import JITFunction
+
+from tests.aten_ops import AtenOps
 
 REPO = Path(__file__).resolve().parents[2]
 RANKED = REPO / "experiments" / "kmeans" / "update_ranked.cake"
@@ -385,18 +385,6 @@ def test_a_schedule_without_out_tensors_refuses_out(interpreter: None, tmp_path:
         kernel(x, y, out=torch.empty(50))
 
 
-class _Ops(TorchDispatchMode):
-    """The aten ops a call runs (allocations, copies, views, fills)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.seen[str(func)] += 1
-        return func(*args, **(kwargs or {}))
-
-
 ALLOCATING = ("aten.empty", "aten.full", "aten.zeros", "aten.copy_", "aten.clone", "aten._to_copy")
 
 
@@ -410,7 +398,7 @@ def test_a_replay_into_out_and_workspace_allocates_and_copies_nothing(interprete
     for _ in range(2):  # record, then count a replay of each
         kernel(*inputs)
         kernel(*inputs, out=out, workspace=workspace)
-    functional, given = _Ops(), _Ops()
+    functional, given = AtenOps(), AtenOps()
     with functional:
         kernel(*inputs)
     log.clear()
@@ -429,7 +417,7 @@ def test_a_replay_into_out_and_workspace_allocates_and_copies_nothing(interprete
     assert pointers == {carve[0] for carve in plan.carves}  # hist, counts, starts, perm
     # a launch swapped since (a recorder, a wrapper): every buffer a typed view again, as the JIT needs
     monkeypatch.setattr(_module(kernel), kernel.lowered.launches[0].function, _Jit(log, "swapped", []))
-    views = _Ops()
+    views = AtenOps()
     with views:
         kernel(*inputs, out=out, workspace=workspace)
     assert views.seen["aten.slice.Tensor"] == 4 and views.seen["aten.fill_.Scalar"] == 2
