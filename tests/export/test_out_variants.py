@@ -143,19 +143,25 @@ class _Recorder:
         return call
 
 
+def _functional_lloyd(ops: Any, x: torch.Tensor, k: int, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The functional Lloyd loop (the API before out-variants) from the seeded picks `kmeans` starts from."""
+    batch, n, d = x.shape
+    gen = torch.Generator().manual_seed(0)
+    picks = torch.stack([torch.randperm(n, generator=gen)[:k] for _ in range(batch)])
+    c = torch.gather(x, 1, picks[:, :, None].expand(batch, k, d)).contiguous()
+    ids = ops.kmeans_assign(x, c)
+    for _ in range(iters):
+        c = ops.kmeans_update(x, ids.long(), c)
+        ids = ops.kmeans_assign(x, c)
+    return c, ids
+
+
 def test_kmeans_runs_every_iteration_through_the_out_variants(triton_pkg: ModuleType,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     x, _ = _inputs()
     ops = getattr(torch.ops, TRITON_PKG)
     c0, ids0 = triton_pkg.kmeans(x, 5, 3)
-    # the functional Lloyd loop (the API before out-variants), from the same seeded picks
-    gen = torch.Generator().manual_seed(0)
-    picks = torch.stack([torch.randperm(97, generator=gen)[:5] for _ in range(2)])
-    c = torch.gather(x, 1, picks[:, :, None].expand(2, 5, 32)).contiguous()
-    ids = ops.kmeans_assign(x, c)
-    for _ in range(3):
-        c = ops.kmeans_update(x, ids.long(), c)
-        ids = ops.kmeans_assign(x, c)
+    c, ids = _functional_lloyd(ops, x, 5, 3)
     assert torch.equal(c0, c) and torch.equal(ids0, ids)  # bit for bit
     recorder = _Recorder(ops)
     monkeypatch.setattr(triton_pkg.api, "_ops", lambda: recorder)
@@ -399,11 +405,5 @@ def test_kmeans_on_interpreted_triton_kernels_equals_the_functional_loop(interpr
     pkg, ops = interpreted_scratch, getattr(torch.ops, TRITON_SCRATCH_PKG)
     x, _ = _inputs(n=40)
     c0, ids0 = pkg.kmeans(x, 4, 2)
-    gen = torch.Generator().manual_seed(0)
-    picks = torch.stack([torch.randperm(40, generator=gen)[:4] for _ in range(2)])
-    c = torch.gather(x, 1, picks[:, :, None].expand(2, 4, 32)).contiguous()
-    ids = ops.kmeans_assign(x, c)
-    for _ in range(2):
-        c = ops.kmeans_update(x, ids.long(), c)
-        ids = ops.kmeans_assign(x, c)
+    c, ids = _functional_lloyd(ops, x, 4, 2)
     assert torch.equal(_bits(c0), _bits(c)) and torch.equal(ids0, ids)
