@@ -51,15 +51,32 @@ param SUB = 16 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
 # intra's slice of K (chunkpar's: A's and P's sums over K accumulated one slice at a time)
 param BK = 16 in {16, 32, 64, 128}
-# warps, register caps (Triton's maxnreg) and loop stages of both launches: code placement only, no operation or
-# rounding changes with them. chunkpar's header has what the H200 measured for them at C = 32; at C = 64 the
-# defaults below come from the sm_90a compile on a CPU (scripts/aot_kda_sass.py, Triton 3.9): WARPS_DEFAULTS_NOTE
+# Warps, register caps (Triton's maxnreg) and loop stages of both launches: code placement only, no operation or
+# rounding changes with them. chunkpar's header has what the H200 measured for them at C = 32. At C = 64 the
+# defaults come from the sm_90a compile on a CPU (scripts/aot_kda_sass.py, Triton 3.9, K = V = 128 in bf16;
+# instructions one warp issues per program, intra with trips 8,4,5,8 (SUB 16) or 8,2,5,8 (SUB 32), recur per chunk;
+# the H200's Triton 3.6 allocates differently, scripts/gpu/s9_kda64.sh ranks them there):
+#   intra  chunkpar (C 32, 4 warps, 128 registers: four programs an SM)  16,162 (505 a token), 353 spill instr.
+#          C 64, SUB 16, 4 warps, 128                                     46,222, 4,463 spill instructions
+#          C 64, SUB 16, 4 warps, no cap (two programs an SM)             40,343 (630 a token), no spills
+#          C 64, SUB 32, 4 warps, no cap                                  30,766 (481 a token), no spills
+#          C 64, SUB 16, 8 warps, no cap (one program an SM)              30,439 a warp, 139 spill instructions
+#   recur  chunkpar (C 32, 4 warps, 168: three programs an SM)            1,573 a chunk, 93 spill instructions
+#          C 64, 4 warps, 168                                             3,336, 659 spill instructions
+#          C 64, 4 warps, no cap (two programs an SM)                     2,470, 74
+#          C 64, 8 warps, 128 (two programs an SM)                        1,620, 247
+#          C 64, 8 warps, no cap (one program an SM)                      1,284, 11
+#          C 64, BV 16, 4 warps, 168 (three programs an SM, 768 at h96)   1,946, 142
+# At C = 64 Triton makes intra's [64, *] products warpgroup MMAs (wgmma, M = 64: fewer tensor-core instructions
+# than chunkpar's m16n8k8 ones, 840 against 1,056 a program at SUB 16) and the capped variants spill heavily, so
+# both launches default to no cap at 4 warps: two programs an SM. recur then runs h96_fixed's 384 programs
+# (BV = 32) in 1.45 waves on 132 SMs (chunkpar: one wave at three an SM) and h64_fixed's 256 in one.
 param WARPS_INTRA = 4 in {1, 2, 4, 8}
-param REGS_INTRA = 128 in {128, 168, 255}
+param REGS_INTRA = 255 in {128, 168, 255}
 param STAGES_INTRA = 1 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 param STAGES_RECUR = 1 in {1, 2, 3}
-param REGS_RECUR = 168 in {128, 168, 255}
+param REGS_RECUR = 255 in {128, 168, 255}
 dims B, T, H, static K, static V
 
 tensor q: in E[B, T, H, K]

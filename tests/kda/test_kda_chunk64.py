@@ -150,14 +150,19 @@ def test_chunk64_passes_every_kda_forward_gate_in_fp32_and_fp16() -> None:
     _gates_in_a_fresh_process(["float32", "float16"], None)
 
 
+# Spill bytes a thread at the defaults (no register cap) for the benchmark's bf16 K = V = 128, Triton 3.9 for sm_90a:
+# intra 0, recur 256 (4 warps; the header's table). A bound, so that neither grows back unnoticed.
+SPILL_LIMIT = {"intra": 64, "recur": 320}
+
+
 @pytest.mark.slow
 def test_chunk64_compiles_for_sm_90a() -> None:
     # Triton's real pipeline down to a cubin, in a process without TRITON_INTERPRET (the compiler cannot run
     # under it): the compile an H200's first call makes, at the benchmark's K = V = 128 in bf16 and a tail in f16.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).resolve().parent / "aot_compile_kda.py"
-    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE), "{}"], capture_output=True,
-                          text=True, env=env, timeout=900)
+    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE)], capture_output=True, text=True, env=env,
+                          timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
@@ -165,5 +170,6 @@ def test_chunk64_compiles_for_sm_90a() -> None:
     for row in rows:
         assert [u["launch"] for u in row["launches"]] == ["intra", "recur"]
         assert all(u["registers_per_thread"] <= limit for u in row["launches"]), row
-        spills = {u["launch"]: u["spill_bytes"] for u in row["launches"]}
-        assert spills, row
+    benchmark = next(r for r in rows if r["K"] == 128)
+    spills = {u["launch"]: u["spill_bytes"] for u in benchmark["launches"]}
+    assert all(spills[name] <= bound for name, bound in SPILL_LIMIT.items()), spills
