@@ -37,7 +37,8 @@
 #   Tm:      five levels of two [64, 64] x [64, 64] products, 640 per token against 256 (2.5x);
 #   w, u:    C K per token, twice chunkpar's; exps: 2 C/SUB + 3 of [C, BK] per slice against 5.
 #   recur:   half the serial steps, each with products of twice the rows (C = 64 in vn = u - w S, o and the state
-#            update), w, kl [64, K] fp32 loads per step, and the same state traffic per step.
+#            update), w, kl [64, K] fp32 loads per step, and the same state traffic per step;
+#   memory:  ps ([B, T, H, C] in E) doubles: 101 MB written and read at h96_fixed in bf16 instead of 50; gls halves.
 # Whether the halved serial chain beats the extra intra work only the H200 can say (scripts/gpu/s9_kda64.sh).
 schedule kda_fused_chunk64 implements kda_forward
 target sm_90a
