@@ -2,11 +2,14 @@
 # halves recur's serial chain (128 dependent chunks at T = 8192 instead of chunkpar's 256) at the price of more work
 # in intra (A's and P's products per block of SUB rows, Tm over 64 rows). Carry [".whl", ".flashkda"]; about 4.5
 # minutes: stage caps 60 + 5 + 95 + 110 = 270 s under one shared budget of 270 s.
-#   1. k64_profile (<= 60 s; 3 variants took 21-31 s in sessions 6-7): ms of kernels per call at h96_fixed, intra and
-#      recur apart (scripts/gpu_kda_profile.py --no-fla), for three variants chosen from the sm_90a compile on a CPU
-#      (the table in the schedule's header):
+#   1. k64_profile (<= 60 s; 3-6 variants took 21-31 s in sessions 6-7): ms of kernels per call at h96_fixed, intra
+#      and recur apart (scripts/gpu_kda_profile.py --no-fla), for four variants chosen from the sm_90a compile on a
+#      CPU (the table in the schedule's header):
 #        {}                                           SUB 16, both launches 4 warps uncapped (two programs an SM)
 #        {"SUB": 32}                                  a quarter fewer intra instructions (two block-rows, not four)
+#        {"SUB": 32, "REGS_INTRA": 168}               intra at three programs an SM (spills: 1,180 instructions a
+#                                                     program under Triton 3.9; chunkpar's cap spilled less on the
+#                                                     H200's Triton 3.6 than here, 26 bytes against 176)
 #        {"SUB": 32, "WARPS_RECUR": 8, "REGS_RECUR": 128}   recur at 8 warps, still two programs an SM
 #      Look for each variant's "ms of kernels per call" and its intra / recur rows against chunkpar's defaults as
 #      session 8 measured them: 5.752 ms [intra 3.378, recur 2.371]. The bet is recur well under 2.37 ms; intra
@@ -28,7 +31,8 @@ export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
 SCHED=experiments/kda/kda_fused_chunk64.cake
 budget 270
 budgeted k64_profile 60 20 python3 scripts/gpu_kda_profile.py --out $RES/k64_profile.json --schedule $SCHED \
-  --shapes h96_fixed --no-fla --params '{}' '{"SUB": 32}' '{"SUB": 32, "WARPS_RECUR": 8, "REGS_RECUR": 128}'
+  --shapes h96_fixed --no-fla --params '{}' '{"SUB": 32}' '{"SUB": 32, "REGS_INTRA": 168}' \
+  '{"SUB": 32, "WARPS_RECUR": 8, "REGS_RECUR": 128}'
 budgeted k64_pick 5 2 python3 scripts/kda_best_variant.py $RES/k64_profile.json --shape h96_fixed \
   --write $RES/k64_best.cake
 BEST=$RES/k64_best.cake

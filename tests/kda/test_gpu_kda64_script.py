@@ -55,7 +55,7 @@ def _passing_verdicts() -> str:
 def test_its_chain_runs_on_a_cpu_as_dry_runs(tmp_path: Path) -> None:
     args = _stage_args("k64_profile")
     variants = args[args.index("--params") + 1:]
-    assert len(variants) == 3 and all(isinstance(json.loads(v), dict) for v in variants)
+    assert len(variants) == 4 and all(isinstance(json.loads(v), dict) for v in variants)
     # 1. every variant lowers (a value outside a param's domain would fail here, not on the H200)
     assert profile.main(["--out", str(tmp_path / "p.json"), "--dry-run", "--schedule", str(SCHEDULE),
                          "--shapes", "h96_fixed", "--no-fla", "--params", *variants]) == 0
