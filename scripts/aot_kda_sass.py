@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,8 @@ class Region:
     loop: bool
     total: int = 0
     classes: dict[str, int] = field(default_factory=dict)
+    # the loops (indices into `loops(code)`, outermost first) whose bodies hold this stretch; `loop` = any
+    within: tuple[int, ...] = ()
 
 
 def instructions(sass: str) -> list[Instruction]:
@@ -66,27 +69,31 @@ def instructions(sass: str) -> list[Instruction]:
 
 
 def loops(code: list[Instruction]) -> list[tuple[int, int]]:
-    """(first address, address after the branch) of each loop: a branch back to an earlier address. Triton emits
-    no nested loops for these launches; a nested one is reported, not guessed at."""
-    found = []
+    """(first address, address after the branch) of each loop, in code order (an outer loop before the loops
+    nested in it): a branch back to an earlier address. Loops may nest (a loop inside another's body, as Triton
+    emits a schedule's nested `for`); two loops that overlap without nesting are reported, not guessed at."""
+    found = set()
     for ins in code:
         target = _TARGET.search(ins.operands) if ins.opcode.split(".")[0] == "BRA" else None
         if target and int(target.group(1), 16) < ins.address:
-            found.append((int(target.group(1), 16), ins.address + 16))
-    found.sort()
-    for (_, end), (start, _) in zip(found, found[1:], strict=False):
-        if start < end:
-            raise ValueError(f"nested or overlapping loops at {start:#x}: split them by hand")
-    return found
+            found.add((int(target.group(1), 16), ins.address + 16))
+    ordered = sorted(found, key=lambda span: (span[0], -span[1]))
+    for i, (_, end) in enumerate(ordered):
+        for inner_start, inner_end in ordered[i + 1:]:
+            if inner_start < end < inner_end:
+                raise ValueError(f"overlapping loops at {inner_start:#x}: split them by hand")
+    return ordered
 
 
 def regions(code: list[Instruction]) -> list[Region]:
-    """The code cut at every loop's ends: straight stretches and loop bodies, in address order."""
-    cuts = sorted({0, *(a for span in loops(code) for a in span), (code[-1].address + 16) if code else 0})
-    bodies = set(loops(code))
+    """The code cut at every loop's ends: straight stretches and loop bodies (or the parts of an outer loop's body
+    between its inner loops), in address order, each with the loops that hold it."""
+    spans = loops(code)
+    cuts = sorted({0, *(a for span in spans for a in span), (code[-1].address + 16) if code else 0})
     out = []
     for start, end in zip(cuts, cuts[1:], strict=False):
-        region = Region(start, end, (start, end) in bodies)
+        within = tuple(i for i, (lo, hi) in enumerate(spans) if lo <= start and end <= hi)
+        region = Region(start, end, bool(within), within=within)
         counts = collections.Counter(ins.opcode.split(".")[0] for ins in code if start <= ins.address < end)
         region.total = sum(counts.values())
         region.classes = {name: sum(counts[o] for o in ops) for name, ops in CLASSES.items()}
@@ -95,14 +102,14 @@ def regions(code: list[Instruction]) -> list[Region]:
 
 
 def per_program(parts: list[Region], trips: list[int]) -> dict[str, int]:
-    """Instructions one warp issues for one program: each loop body times its trip count (code order)."""
-    bodies = [r for r in parts if r.loop]
-    if len(trips) != len(bodies):
-        raise ValueError(f"--trips gives {len(trips)} counts for {len(bodies)} loops")
-    weight = iter(trips)
+    """Instructions one warp issues for one program: each stretch times the trip counts of the loops that hold it
+    (`trips`: one count per loop in code order, a nested loop's count per entry into it)."""
+    count = 1 + max((i for r in parts for i in r.within), default=-1)
+    if len(trips) != count:
+        raise ValueError(f"--trips gives {len(trips)} counts for {count} loops")
     totals: collections.Counter[str] = collections.Counter()
     for region in parts:
-        times = next(weight) if region.loop else 1
+        times = math.prod(trips[i] for i in region.within)
         totals["total"] += times * region.total
         for name, count in region.classes.items():
             totals[name] += times * count
@@ -154,10 +161,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{row['params'][:34]:34} {row['registers']!s:>4} {row['spill_bytes']!s:>5} {row['static']:>6}"
               f"               {each.get('total', '-')!s:>6} " + " ".join(f"{each.get(n, '-')!s:>6}" for n in names))
     for row in rows:
-        print(f"-- {row['params']}: regions (loop bodies marked *)")
+        print(f"-- {row['params']}: regions (loop bodies marked *, one a loop holding them)")
         for r in row["regions"]:
-            mark = "*" if r["loop"] else " "
-            print(f"   {mark} {r['start']:#7x}-{r['end']:#7x} {r['total']:>5} "
+            mark = "*" * len(r["within"]) or " "
+            print(f"   {mark:<3} {r['start']:#7x}-{r['end']:#7x} {r['total']:>5} "
                   + " ".join(f"{n} {r['classes'][n]}" for n in names))
 
 
@@ -166,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--schedule", type=Path, default=SCHEDULE)
     parser.add_argument("--launch", default="intra", help="the launch whose SASS is counted")
-    parser.add_argument("--trips", help="trip count of each loop of that launch, in code order (e.g. 4,4,4)")
+    parser.add_argument("--trips", help="trip count of each loop of that launch, in code order, a nested loop's per entry (e.g. 4,4,4)")
     parser.add_argument("--params", nargs="+", default=["{}"], help="one JSON object per variant")
     parser.add_argument("--dump", type=Path, help="also write each variant's SASS and TTGIR here")
     args = parser.parse_args(argv)

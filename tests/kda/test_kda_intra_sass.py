@@ -39,6 +39,35 @@ def test_a_listing_is_cut_at_its_loop_and_counted_per_program() -> None:
     assert each["total"] == 2 + 5 * 4 + 2 and each["hmma"] == 5 and each["bar"] == 5 and each["global"] == 2
 
 
+# an outer loop (0x10 .. 0x70) holding a straight stretch and an inner loop (0x30 .. 0x50): Triton's code for a
+# schedule's nested `for` (kda_fused_chunk64.cake's block-rows inside intra's K slices)
+NESTED = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E R2, desc[UR4][R2.64] ;
+        /*0020*/                   MUFU.EX2 R5, R5 ;
+        /*0030*/                   HMMA.1684.F32.TF32 R4, R8, R12, R4 ;
+        /*0040*/               @P1 BRA 0x30 ;
+        /*0050*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0060*/               @P0 BRA 0x10 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_nested_loop_is_counted_per_entry_of_its_outer_loop() -> None:
+    parts = sass.regions(sass.instructions(NESTED))
+    assert [(r.start, r.end, r.within, r.total) for r in parts] == [
+        (0, 0x10, (), 1), (0x10, 0x30, (0,), 2), (0x30, 0x50, (0, 1), 2), (0x50, 0x70, (0,), 2), (0x70, 0x80, (), 1)]
+    each = sass.per_program(parts, [3, 4])  # 3 outer trips, 4 inner trips per entry
+    assert each["total"] == 1 + 3 * 2 + 12 * 2 + 3 * 2 + 1 and each["hmma"] == 12 and each["mufu"] == 3
+    assert each["bar"] == 3 and each["global"] == 3
+
+
+def test_overlapping_loops_are_refused() -> None:
+    crossing = NESTED.replace("@P0 BRA 0x10", "@P0 BRA 0x40")  # a loop 0x40 .. 0x70 crossing 0x30 .. 0x50
+    with pytest.raises(ValueError, match="overlapping loops at 0x40"):
+        sass.loops(sass.instructions(crossing))
+
+
 def test_trip_counts_must_name_every_loop() -> None:
     with pytest.raises(ValueError, match="2 counts for 1 loops"):
         sass.per_program(sass.regions(sass.instructions(LISTING)), [4, 4])
