@@ -407,17 +407,17 @@ def test_compile_traces_every_triton_launch_of_the_out_variants(triton_scratch_p
                                                                tmp_path: Path) -> None:
     # Issue 15: torch.compile of a Lloyd step on the out-variants after eager calls had loaded the kernels (where a
     # triton_op's eager body runs: torch's wrap_triton off) launched the JIT on FunctionalTensors. Each launch of
-    # both ops must be a triton_kernel_wrapper node of AOT autograd's graph. The JIT's kernels on fake CUDA
-    # tensors: a process without TRITON_INTERPRET (about 6 s).
+    # both out-variants and of the functional assign after them must be a triton_kernel_wrapper node of AOT
+    # autograd's graph. The JIT's kernels on fake CUDA tensors: a process without TRITON_INTERPRET (about 6 s).
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path)
     proc = subprocess.run([sys.executable, str(TRACE_SCRIPT), str(triton_scratch_pkg.PACKAGE.root)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     traced = json.loads(proc.stdout.splitlines()[-1])
-    assert traced["traced_kernels"] == ["assign_plain_norms_centroid_norms", "assign_plain_norms_assign",
-                                        "update_atomic_scatter", "update_atomic_finalize"]
-    assert sorted(traced["traced_kernels"]) == traced["jit_functions"]
+    assign = ["assign_plain_norms_centroid_norms", "assign_plain_norms_assign"]
+    assert traced["traced_kernels"] == [*assign, "update_atomic_scatter", "update_atomic_finalize", *assign]
+    assert sorted(set(traced["traced_kernels"])) == traced["jit_functions"]
     assert "triton_kernel_wrapper_functional" in traced["targets"]
     assert not [t for t in traced["targets"] if TRITON_SCRATCH_PKG in t]  # both triton_ops decomposed
 

@@ -42,17 +42,18 @@ def jit_name(kernel: Any) -> str:
 
 
 class LloydStep(torch.nn.Module):
-    """`scripts/gpu_triton_out.py`'s `check_compile` step: both out-variants into the caller's buffers."""
+    """`scripts/gpu_triton_out.py`'s `check_compile` step (both out-variants into the caller's buffers), then the
+    functional assign (its `triton_op` body takes the same launcher, allocating its output)."""
 
     def __init__(self, ops: Any):
         super().__init__()
         self.ops = ops
 
     def forward(self, x: torch.Tensor, c: torch.Tensor, ids64: torch.Tensor, ids: torch.Tensor, c_new: torch.Tensor,
-                assign_ws: torch.Tensor, update_ws: torch.Tensor) -> tuple[torch.Tensor]:
+                assign_ws: torch.Tensor, update_ws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.ops.kmeans_assign_out(ids, x, c, assign_ws)
         self.ops.kmeans_update_out(c_new, x, ids64, c, update_ws)
-        return (c_new.float() + 1,)
+        return c_new.float() + 1, self.ops.kmeans_assign(x, c_new)
 
 
 def main(root: Path) -> None:
