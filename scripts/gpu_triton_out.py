@@ -15,8 +15,8 @@ K=128 D=128 bf16 (the launch, not the kernel, is timed) it records:
   in place: equal to eager calls;
 - `compile`: `torch.compile(fullgraph=True)` of a Lloyd step calling both out-variants, through AOT autograd
   (functionalization decomposes each `triton_op` into its body: the launcher runs on FunctionalTensors, which get
-  no plan and no address check, and its `wrap_triton` kernels become `triton_kernel_wrapper_*` nodes), equal to
-  the eager step; `graph_ops` lists the traced graph's call targets;
+  no plan and no address check, and each launch goes through `wrap_triton`: a `triton_kernel_wrapper_*` node),
+  equal to the eager step; `graph_ops` lists the traced graph's call targets;
 - `host_us`: host time per call (CPU clock, `gpu_export.host_time_us`) of each functional op and its out-variant.
 `--device cpu` is the dry run of the plumbing: the CPU implementation (the reference) everywhere, no graph.
 Writes RES/triton_out.json.

@@ -309,6 +309,24 @@ class _KLaunch:
         module[self.name][self.jit_grid](*args, **self.kwargs)
 
 
+def _k_traceable(name, fn, args):
+    """What launch `name` calls: `fn` itself, or, when an argument is a tracing tensor (torch.compile traces an
+    exported `triton_op`'s body with FakeTensors and FunctionalTensors, which have no memory for the JIT), torch's
+    `wrap_triton(fn)`, which makes the launch a `triton_kernel_wrapper_*` node of the traced graph. Decided per
+    launch: `wrap_triton` returns the kernel itself where torch has switched wrapping off (a `triton_op`'s eager
+    body), so a kernel wrapped once, at the first call, would stay unwrapped for every later trace."""
+    if all(_k_real(arg) for arg in args if isinstance(arg, torch.Tensor)):
+        return fn
+    from torch.library import wrap_triton
+
+    traceable = wrap_triton(fn)
+    if traceable is fn:
+        raise RuntimeError(f"launch `{name}` was given tracing tensors (torch.compile, make_fx, export), but torch "
+                           f"cannot trace its {type(fn).__name__} (a kernel under TRITON_INTERPRET=1, or wrap_triton "
+                           "switched off): trace with Triton's compiled kernels (a GPU, TRITON_INTERPRET unset)")
+    return traceable
+
+
 def _k_slot(tensors, value, where):
     for slot, tensor in enumerate(tensors):
         if tensor is value:
@@ -363,11 +381,13 @@ class _KRecorder:
                 self.disjoint.check(addresses)
         if self.workspace is None:
             return tuple(self.alloc(shape, dtype, device, fill) for _, shape, dtype, fill in specs)
+        # `narrow`, here and in `_KPlan`: the view `flat[a:b]` is, without Python indexing's parsing and its device
+        # guard (which a CPU-only torch lacks for the fake CUDA tensors its tests trace this launcher with)
         flat = self.workspace.view(-1)
         carved = []
         for (_, shape, dtype, fill), offset in zip(specs, offsets):
             size = math.prod(shape) * dtype.itemsize
-            tensor = flat[offset:offset + size].view(dtype).view(shape)
+            tensor = flat.narrow(0, offset, size).view(dtype).view(shape)
             if fill is not None:
                 tensor.fill_(fill)
             zero = fill is not None and fill == 0 and math.copysign(1.0, fill) > 0  # all its bytes 0 (not -0.0)
@@ -377,7 +397,7 @@ class _KRecorder:
         return tuple(carved)
 
     def launch(self, name, fn, grid, /, *args, **kwargs):
-        compiled = fn[grid](*args, **kwargs)
+        compiled = _k_traceable(name, fn, args)[grid](*args, **kwargs)
         self.launches.append(_KLaunch(name, fn, compiled, grid, args, kwargs, self.tensors))
         return compiled
 
@@ -423,13 +443,13 @@ class _KPlan:
                 base = workspace.data_ptr()
                 for offset, size, dtype, _, fill, zero in self.carves:
                     if zero:
-                        flat[offset:offset + size].zero_()
+                        flat.narrow(0, offset, size).zero_()
                     elif fill is not None:
-                        flat[offset:offset + size].view(dtype).fill_(fill)
+                        flat.narrow(0, offset, size).view(dtype).fill_(fill)
                     tensors.append(base + offset)
             else:
                 for offset, size, dtype, shape, fill, _ in self.carves:
-                    tensor = flat[offset:offset + size].view(dtype).view(shape)
+                    tensor = flat.narrow(0, offset, size).view(dtype).view(shape)
                     if fill is not None:
                         tensor.fill_(fill)
                     tensors.append(tensor)

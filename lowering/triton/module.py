@@ -40,9 +40,11 @@ launch is direct: `_KPlan`), and each launch straight through the `CompiledKerne
 order, constexprs included; before that the replay goes through the JIT). Given tensors are tagged in the key, so a call that gives its outputs never replays a plan that
 allocates them, nor the reverse. What the replay skips is what cannot change at a signature: the checks, dim
 binding, grids, strides, constexpr flags and the JIT's binder and cache lookup. A launch function swapped in
-the module since (`aot.record_launches`' recorder, torch's `wrap_triton`) is launched as it is now, through its
-`[grid]`. torch.compile's tracing tensors (FakeTensor, FunctionalTensor: an exported `triton_op`'s body is
-traced) get no plan and no address checks. `CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
+the module since (`aot.record_launches`' recorder) is launched as it is now, through its `[grid]`. torch.compile's
+tracing tensors (FakeTensor, FunctionalTensor: an exported `triton_op`'s body is traced) get no plan and no
+address checks, and each launch given one goes through torch's `wrap_triton` (`_k_traceable`), which makes it a
+`triton_kernel_wrapper_*` node of the traced graph; real tensors launch the JIT's kernels as they are.
+`CAKE_TRITON_PLANS=0` at import turns plans off (measurements only).
 """
 
 from __future__ import annotations

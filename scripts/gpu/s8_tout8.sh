@@ -4,8 +4,9 @@
 # then scripts/gpu_triton_out.py at B=1 N=256 K=128 D=128 bf16: the out-variants equal the functional ops (record
 # and replay) at unchanged addresses; both captured in one CUDA graph and replayed (before and after the inputs
 # change in place); torch.compile(fullgraph=True) through AOT autograd of a Lloyd step calling both (the triton_ops'
-# bodies traced: the launcher on FunctionalTensors, its kernels as triton_kernel_wrapper nodes; on the CPU this
-# could not be checked: the interpreter's kernels are not traceable); host us per call, functional vs out-variant.
+# bodies traced: the launcher on FunctionalTensors, its kernels as triton_kernel_wrapper nodes; on the CPU
+# tests/export/trace_triton_out.py traces the same step on fake CUDA tensors, without running it); host us per call,
+# functional vs out-variant.
 # Expected ~35 s: export ~8 s, the check ~25 s (Triton compiles four kernels ~10 s, torch.compile ~8 s); the limits
 # below sum to 57 s.
 # Look for: $RES/tout8_check.log (and $RES/tout8/triton_out.json): "routes" both "function" (the Triton launcher,
@@ -13,7 +14,8 @@
 # {"kmeans_assign": 512, "kmeans_update": 66048} (B*K*4 = 512; sums 1*128*128*4 = 65536, then counts at 65536: 512);
 # "graph": {"replay_equals_eager": true, "after_inputs_change": true}; "compile": {"equal": true,
 # "traced_kernels": true} with triton_kernel_wrapper_functional among "graph_ops" (a failure here is the launcher
-# traced with FunctionalTensors: lowering/triton/module.py `_k_signature`/`_k_real`); "host_us": the *_out
+# traced with FunctionalTensors: lowering/triton/host_prelude.py `_k_traceable`, `_k_signature`/`_k_real`; session
+# 9's issue-15 fix made each traced launch go through wrap_triton); "host_us": the *_out
 # columns beside the functional ones (no per-call torch.empty; the functional op pays one per output and scratch
 # buffer).
 source scripts/gpu/lib.sh

@@ -6,6 +6,9 @@ them (interpreted), and `kmeans` on the out-variants."""
 from __future__ import annotations
 
 import collections
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -370,8 +373,8 @@ def test_a_triton_out_call_allocates_and_copies_nothing(interpreted_scratch: Mod
 def test_triton_out_variant_opcheck_runs_the_kernels(interpreted_scratch: ModuleType) -> None:
     # opcheck's utils that run the interpreted kernels: the schema's mutations are the launcher's (the outputs and
     # the workspace, no input), and the fake agrees. Not the AOT-dispatch util: it traces the triton_op's body, and
-    # under the interpreter torch's wrap_triton returns the kernels as they are, untraceable (the reference path
-    # below runs it, and the H200 script traces the compiled kernels).
+    # torch cannot trace the interpreter's kernels (the launcher refuses: the test after this one; the reference
+    # path below runs it, and `test_compile_traces_every_triton_launch_of_the_out_variants` the JIT's kernels).
     ops = getattr(torch.ops, TRITON_SCRATCH_PKG)
     x, c = _inputs()
     ids64 = ops.kmeans_assign(x, c).long()
@@ -379,6 +382,44 @@ def test_triton_out_variant_opcheck_runs_the_kernels(interpreted_scratch: Module
     workspace = _garbage(interpreted_scratch.workspace_bytes("kmeans_update", x, ids64, c))
     torch.library.opcheck(ops.kmeans_update_out.default, (c_new, x, ids64, c, workspace),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_tracing_an_interpreted_triton_out_variant_is_refused_clearly(interpreted_scratch: ModuleType) -> None:
+    # the launcher gets FunctionalTensors; wrap_triton gives an interpreted kernel back as it is, which would
+    # fail on the tracing tensors deep in the interpreter: the launcher says what happened instead
+    from torch._subclasses.functional_tensor import dispatch_functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    ops = getattr(torch.ops, TRITON_SCRATCH_PKG)
+    x, c = _inputs()
+    ids = torch.empty(2, 97, dtype=torch.int32)
+    workspace = _aligned_bytes(interpreted_scratch.workspace_bytes("kmeans_assign", x, c))
+    with pytest.raises(RuntimeError, match="launch `assign_plain_norms_.*cannot trace its InterpretedFunction"):
+        make_fx(dispatch_functionalize(lambda *args: ops.kmeans_assign_out(*args)), tracing_mode="fake")(
+            ids, x, c, workspace)
+
+
+TRACE_SCRIPT = Path(__file__).resolve().parent / "trace_triton_out.py"
+
+
+@pytest.mark.slow
+def test_compile_traces_every_triton_launch_of_the_out_variants(triton_scratch_pkg: ModuleType,
+                                                               tmp_path: Path) -> None:
+    # Issue 15: torch.compile of a Lloyd step on the out-variants after eager calls had loaded the kernels (where a
+    # triton_op's eager body runs: torch's wrap_triton off) launched the JIT on FunctionalTensors. Each launch of
+    # both out-variants and of the functional assign after them must be a triton_kernel_wrapper node of AOT
+    # autograd's graph. The JIT's kernels on fake CUDA tensors: a process without TRITON_INTERPRET (about 6 s).
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, str(TRACE_SCRIPT), str(triton_scratch_pkg.PACKAGE.root)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    traced = json.loads(proc.stdout.splitlines()[-1])
+    assign = ["assign_plain_norms_centroid_norms", "assign_plain_norms_assign"]
+    assert traced["traced_kernels"] == [*assign, "update_atomic_scatter", "update_atomic_finalize", *assign]
+    assert sorted(set(traced["traced_kernels"])) == traced["jit_functions"]
+    assert "triton_kernel_wrapper_functional" in traced["targets"]
+    assert not [t for t in traced["targets"] if TRITON_SCRATCH_PKG in t]  # both triton_ops decomposed
 
 
 def test_triton_scratch_out_variants_opcheck_and_compile_on_the_reference_path(triton_scratch_pkg: ModuleType) -> None:

@@ -425,12 +425,23 @@ def test_a_replay_into_out_and_workspace_allocates_and_copies_nothing(interprete
 
 def test_tracing_tensors_get_no_plan(interpreter: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # torch.compile traces an exported triton_op's body, and so the launcher, with FakeTensors (and FunctionalTensors
-    # over them): no plan (their data pointers mean nothing), no address checks, the launches still made
+    # over them): no plan (their data pointers mean nothing), no address checks, each launch made through torch's
+    # wrap_triton (here a recorder: torch's own needs Triton's real JIT functions), whatever the module holds
     kernel = _loaded(ROW_SUM, tmp_path, "fake")
     log = _fake_jit(kernel, monkeypatch)
+    wrapped: list[str] = []
+
+    def wrap_triton(fn: _Jit) -> _Jit:
+        wrapped.append(fn.name)
+        return _Jit(fn.log, f"wrapped {fn.name}", fn.arg_names)
+
+    monkeypatch.setattr(torch.library, "wrap_triton", wrap_triton)
     with FakeTensorMode():
         x, y = torch.empty(50, 70), torch.empty(50)
         assert kernel.fn(x, out=y) is y and kernel.fn(x).shape == (50,)
-    assert len(log) == 2 and not _module(kernel)._k_plans
+    assert [entry[:2] for entry in log] == [("jit", f"wrapped {name}") for name in wrapped]
+    assert len(wrapped) == 2 and not _module(kernel)._k_plans
+    log.clear()
     kernel(torch.randn(50, 70))
     assert len(_module(kernel)._k_plans) == 1  # real tensors again: a plan
+    assert len(wrapped) == 2 and [entry[:2] for entry in log] == [("jit", name) for name in wrapped[:1]]

@@ -69,9 +69,12 @@ def triton_workspace(call: Any) -> tuple[Callable[..., int], int] | None:
 
 
 class TritonVariant:
-    """A generated Triton module; its `@triton.jit` functions are wrapped for torch.compile (`wrap_triton`). Its
-    launcher is every call signature's route: it allocates its outputs and scratch, or writes into the caller's
-    (`out=`, `workspace=`: the out-variant's path, `ExportedOp.call_out`)."""
+    """A generated Triton module. Its launcher is every call signature's route: it allocates its outputs and
+    scratch, or writes into the caller's (`out=`, `workspace=`: the out-variant's path, `ExportedOp.call_out`).
+    Traced (the `triton_op`'s body under torch.compile) the launcher itself hands each launch to torch's
+    `wrap_triton` (`_k_traceable` in the module), so its `@triton.jit` functions stay as they are here: wrapping
+    them at load would depend on where the first call happened (`wrap_triton` returns the kernel itself inside
+    a `triton_op`'s eager body), and plans launch the JIT's compiled kernels directly."""
 
     backend = "triton"
 
@@ -93,17 +96,11 @@ class TritonVariant:
 
     def host(self) -> Callable[..., Any]:
         if self._host is None:
-            from torch.library import wrap_triton
-            from triton.runtime.jit import JITFunction
-
             spec = importlib.util.spec_from_file_location(self.module_name, self.path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[self.module_name] = module
             spec.loader.exec_module(module)
-            for name, value in list(vars(module).items()):
-                if isinstance(value, JITFunction) or type(value).__name__ == "InterpretedFunction":
-                    setattr(module, name, wrap_triton(value))  # the host function looks kernels up by name
             self._host = getattr(module, str(self.meta["entry"]))
         return self._host
 
