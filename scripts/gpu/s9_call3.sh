@@ -8,7 +8,8 @@
 # 3. Only when the fused interval reaches the two-launch one's and its gates pass: the fused schedule exported
 #    (D = 8, 128), its exported op and CAKE's callable interleaved at the cell with graph capture (gpu_export.py), and
 #    `cake certify` of the package in bf16 and fp16.
-# 4. scripts/gpu/s9_kda64.sh (the chunk-64 KDA profile, gates, bench against fla), cut wherever the budget ends.
+# 4. s8_tout8.sh's stages again (branch tcomp: each Triton launch given tracing tensors goes through wrap_triton).
+# 5. scripts/gpu/s9_kda64.sh (the chunk-64 KDA profile, gates, bench against fla), cut wherever the budget ends.
 source scripts/gpu/lib.sh
 budget 330
 FUSED=/tmp/s9_export_fused3
@@ -40,5 +41,9 @@ then
 else
   echo "stage fused3_export skipped: the fused kernel is slower or failed its gates" | tee -a $RES/stages.txt
 fi
+TOUT=/tmp/s9_tout8b; rm -rf $TOUT; mkdir -p $RES/tout8b
+budgeted tout8b_export 12 8 cake export experiments/kmeans/assign_plain_norms.cake experiments/kmeans/update_atomic.cake \
+  --name cake_s8_tout8 -o $TOUT
+budgeted tout8b_check 45 30 python3 scripts/gpu_triton_out.py --package $TOUT --out $RES/tout8b
 pack
 source scripts/gpu/s9_kda64.sh
