@@ -349,9 +349,8 @@ class Sm90a(Sm80):
         w.line("cake_wgmma_commit();")
         if after:
             w.line(after)
-        gen.finish_mma(("cake_wgmma_wait<0>();",
-                        f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) "
-                        f"cake_wgmma_fence_operand({frag.name}[cake_r]);"))
+        w.line("cake_wgmma_wait<0>();")
+        w.line(f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) cake_wgmma_fence_operand({frag.name}[cake_r]);")
         return frag
 
     # ------------------------------------------------------------------------------------------ TMA

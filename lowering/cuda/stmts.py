@@ -48,7 +48,6 @@ from cake.ir.nodes import (
     Sync,
     Wait,
 )
-from cake.ir.visit import walk_expr
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx
@@ -172,15 +171,12 @@ class RoleGen(ExprGen):
             if id(stmt) in self.pipelined_copies:
                 continue
             try:
-                if not self.overlaps_in_flight_mma(stmt):
-                    self.complete_mma()
                 self.stmt(stmt)
             except Unlowerable as error:
                 self.report(error, stmt.span)
             except GENERATOR_BUGS as error:  # a bug in this generator: an internal error, never a refusal
                 line = f" at line {stmt.span.line}" if stmt.span is not None else ""
                 raise InternalError(f"CUDA generator, `{type(stmt).__name__}` statement{line}", error) from error
-        self.complete_mma()  # no block ends with a product in flight: its loop's next trip or its reader follows
 
     def stmt(self, st: Stmt) -> None:
         handler = getattr(self, f"s_{type(st).__name__.lower()}", None)
@@ -229,7 +225,7 @@ class RoleGen(ExprGen):
         rank = len(declared.shape) if declared is not None else self.facts.ranks.get(st.name, 0)
         dtype = self.lc.dtype(declared.elem) if declared is not None else None
         if isinstance(st.value, Mma):
-            self.scope[st.name] = self.mma_with_pingpong(st.value, name, st.name)
+            self.scope[st.name] = self.mma_with_pingpong(st.value, name)
             return
         v = self.value(st.value, hint=name)
         dtype = dtype or v.dtype
@@ -286,7 +282,7 @@ class RoleGen(ExprGen):
         if isinstance(st.value, Mma) and isinstance(target, Frag):
             acc = st.value.acc
             if isinstance(acc, Name) and acc.id == st.name:
-                self.scope[st.name] = self.mma_with_pingpong(st.value, target.name, st.name)
+                self.scope[st.name] = self.mma_with_pingpong(st.value, target.name)
                 return
         v = self.value(st.value)
         if isinstance(target, Scalar):
@@ -300,50 +296,14 @@ class RoleGen(ExprGen):
         else:
             raise Unlowerable(Code.UNSUPPORTED, f"`{st.name}` is not held in registers and cannot be reassigned")
 
-    def mma_with_pingpong(self, node: Mma, dst: str, result: str) -> Value:
+    def mma_with_pingpong(self, node: Mma, dst: str) -> Value:
         self.mma_hooks = self.pingpong_hooks(node)
-        self.mma_result = result
         try:
             return self.mma(node, dst)
         finally:
             self.mma_hooks = ("", "")
-            self.mma_result = None
 
     mma_hooks: tuple[str, str] = ("", "")
-
-    # ------------------------------------------------------------------------- a product in flight
-    # A warpgroup MMA (wgmma) is asynchronous: its accumulator registers are written until `wgmma.wait_group`.
-    # The wait is deferred past the `let`s after the product that do not read its result, so CUDA-core work
-    # that does not depend on the product overlaps the tensor cores instead of following them (a one-launch
-    # assign's row sums over the centroid tile that also feeds the product). Anything else completes it first:
-    # a `let` reading the result, any other statement (an arrive may free the operands' stage, a store or a
-    # barrier orders memory) and the end of the block. The `let`s only read shared memory, as the product does.
-    mma_result: str | None = None  # the IR name an mma being lowered is bound to (a `let` or an accumulation)
-    in_flight: tuple[str, tuple[str, ...]] | None = None  # (that name, the lines that complete the product)
-
-    def finish_mma(self, completion: tuple[str, ...]) -> None:
-        """Called by the dialect after issuing an asynchronous product: defer its completion when it is bound to
-        a name, else complete it here."""
-        if self.mma_result is None:
-            for line in completion:
-                self.w.line(line)
-            return
-        self.complete_mma()
-        self.in_flight = (self.mma_result, completion)
-
-    def complete_mma(self) -> None:
-        if self.in_flight is not None:
-            name, completion = self.in_flight
-            self.in_flight = None
-            self.w.comment(f"complete `{name}`'s product: what follows may depend on it")
-            for line in completion:
-                self.w.line(line)
-
-    def overlaps_in_flight_mma(self, st: Stmt) -> bool:
-        """True when `st` may run while the product in flight is still being written."""
-        if self.in_flight is None or not isinstance(st, Let) or isinstance(st.value, Mma):
-            return False
-        return all(not (isinstance(e, Name) and e.id == self.in_flight[0]) for e in walk_expr(st.value))
 
     # --------------------------------------------------------------------------------------- ping-pong
 
