@@ -72,6 +72,12 @@ param BK = 16 in {16, 32, 64, 128}
 # than chunkpar's m16n8k8 ones, 840 against 1,056 a program at SUB 16) and the capped variants spill heavily, so
 # both launches default to no cap at 4 warps: two programs an SM. recur then runs h96_fixed's 384 programs
 # (BV = 32) in 1.45 waves on 132 SMs (chunkpar: one wave at three an SM) and h64_fixed's 256 in one.
+# Measured on the H200 (session 9, scripts/gpu/s9_call3.sh -> s9_kda64.sh, gpu_kda_profile.py at h96_fixed, ms of
+# kernels a call, intra + recur): {} 6.786 + 2.911 = 9.70; SUB 32: 5.226 + 2.924 = 8.15 (the best); SUB 32 with
+# REGS_INTRA 168: 5.781 + 2.911; SUB 32 with recur at 8 warps, 128 registers: 5.222 + 4.184. chunkpar's defaults
+# (session 8): 3.378 + 2.371 = 5.75. Slower in both launches: Triton 3.6 on the H200 gives both 255 registers with
+# spills (intra 24, recur 64), so recur's half as many serial chunks do not pay for 1.45 waves and the larger chunk.
+# No gate verdict on the H200 yet (the bf16 gates were cut at 95 s); the CPU interpreter passes every gate.
 param WARPS_INTRA = 4 in {1, 2, 4, 8}
 param REGS_INTRA = 255 in {128, 168, 255}
 param STAGES_INTRA = 1 in {1, 2, 3}

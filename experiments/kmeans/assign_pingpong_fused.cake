@@ -13,8 +13,13 @@
 # reduction of a tile no mma lays out (`coop_reduce`: one warp per centroid, lanes across D, five shuffles and a
 # shared-memory write per centroid, two role barriers per k-step): about 4x the cycles of the wgmma it was meant to
 # hide behind. Since then (CUDA codegen version 2) a sum of whole warps' worth of outputs is warp-transposed: lanes
-# across 32 centroids at once, then a 31-shuffle butterfly (`warp_transposed_sum`); not yet timed on the H200
-# (scripts/gpu/s9_fused.sh). Not exported until it is as fast as the two-launch ping-pong.
+# across 32 centroids at once, then a 31-shuffle butterfly (`warp_transposed_sum`). Session 9 (s9_call1.sh, same
+# method): 1.887 ms, 0.814x [0.814, 0.815] against the two-launch 1.410x [1.403, 1.413]; gated again (bf16, fp16,
+# seeds 0 1); host time of the exported out-variant 8.5 us [6.5, 8.7]. Deferring the wgmma's wait past the row sum
+# (s9_call3.sh, reverted) gave only 0.833x: the sum does not wait on the tensor cores, it competes with the other
+# consumer's epilogue for issue slots (both consumers sum every tile; 16-bit scalar shared loads at swizzled
+# addresses, 128 a lane). What is left: ||c||^2 once per tile (split between the consumers, or by the idle producer
+# warpgroup into a shared stage) with 16-byte loads. Not exported until it is as fast as the two-launch ping-pong.
 schedule assign_pingpong_fused implements kmeans_assign
 target sm_90a
 
