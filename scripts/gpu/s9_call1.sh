@@ -1,5 +1,5 @@
 # H200 session 9, call 1 (issues 15 and 14), carry [".whl"]; about 7.5 minutes, one 560 s budget.
-# 1. s9_fused.sh's stages: the one-launch ping-pong with codegen version 2's warp-transposed ||c||^2 row sum against
+# 1. the one-launch ping-pong with codegen version 2's warp-transposed ||c||^2 row sum against
 #    the two-launch one (3 rounds, each against flash-kmeans in its own process), its gates (bf16, fp16, seeds 0 1)
 #    and the exported op's host time (3 C++ processes).
 # 2. Only when the fused interval reaches the two-launch one's and its gates pass: export.sh's stages on the fused

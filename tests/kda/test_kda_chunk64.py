@@ -24,6 +24,7 @@ from cake.experiments.kda.workload import FORWARD
 from cake.ir.nodes import DType, TypeVar
 from cake.ir.parser import parse
 from cake.lowering.runtime import lower
+from kda_inputs import kda_inputs
 
 from cake.arch import ARCHS
 
@@ -32,22 +33,8 @@ CHUNKPAR = FORWARD.folder / "kda_fused_chunkpar.cake"
 # fp32 kernel vs fp64 reference over up to 150 tokens: rounding only, far below any algorithmic slip (chunkpar's)
 TOL = 2e-4
 # a raw gate this large with exp(A_log) >= 1 saturates the safe gate's sigmoid: g = -5, the contract's lower bound
-SATURATED = 60.0
 
 
-def _inputs(batch: int, total: int, heads: int, dk: int, dv: int, cuts: list[int] | None, *, extreme: bool,
-            seed: int = 0) -> tuple[torch.Tensor | None, ...]:
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(batch, total, heads, d, generator=gen) for d in (dk, dk, dv))
-    g = torch.full((batch, total, heads, dk), SATURATED) if extreme else \
-        torch.randn(batch, total, heads, dk, generator=gen)
-    beta = torch.randn(batch, total, heads, generator=gen)
-    a_log = torch.empty(heads).uniform_(1.0, 16.0, generator=gen).log()
-    dt_bias = torch.randn(heads, dk, generator=gen)
-    count = batch if cuts is None else len(cuts) - 1
-    h0 = torch.randn(count, heads, dk, dv, generator=gen)
-    cu = None if cuts is None else torch.tensor(cuts, dtype=torch.int64)
-    return q, k, v, g, beta, a_log, dt_bias, h0, cu
 
 
 def _run(params: dict[str, int], inputs: tuple[torch.Tensor | None, ...],
@@ -57,7 +44,7 @@ def _run(params: dict[str, int], inputs: tuple[torch.Tensor | None, ...],
 
 def _max_error(params: dict[str, int], shape: tuple[int, int, int, int, int], cuts: list[int] | None,
                extreme: bool) -> float:
-    inputs = _inputs(*shape, cuts, extreme=extreme)
+    inputs = kda_inputs(*shape, cuts, extreme=extreme)
     o, state = _run(params, inputs)
     ref_o, ref_state = kda_forward(*(x.double() if x is not None and x.is_floating_point() else x for x in inputs))
     assert torch.isfinite(o).all() and torch.isfinite(state).all()
@@ -87,7 +74,7 @@ def test_chunk64_matches_the_fp64_reference(blocking: tuple[int, int],
 def test_one_block_of_32_is_chunkpars_factoring_bit_for_bit() -> None:
     # C = SUB = 32: one block whose reference is the chunk's middle row, every mask true: the same exponents,
     # products and sums as chunkpar at C = 32, so the same bits (the header's equivalence claim)
-    inputs = _inputs(1, 150, 2, 17, 5, [0, 5, 5, 135, 150], extreme=False)
+    inputs = kda_inputs(1, 150, 2, 17, 5, [0, 5, 5, 135, 150], extreme=False)
     params = {"C": 32, "BV": 16, "BK": 16}
     ours, theirs = _run({**params, "SUB": 32}, inputs), _run(params, inputs, CHUNKPAR)
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
@@ -98,7 +85,7 @@ def test_no_exponential_overflows_at_blocks_of_16() -> None:
     # SUB = 16 every factor's exponent is at most 40 and every product of two at most e^75, so the interpreter
     # (numpy) computes no overflowing exp, product or sum; at SUB = 32 the discarded entries above the diagonal do
     # overflow (e^155), as chunkpar's do, and `where` discards them.
-    inputs = _inputs(1, 128, 1, 16, 16, None, extreme=True)
+    inputs = kda_inputs(1, 128, 1, 16, 16, None, extreme=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         o, state = _run({"C": 64, "SUB": 16, "BV": 16, "BK": 16}, inputs)

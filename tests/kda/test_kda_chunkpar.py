@@ -22,6 +22,7 @@ from cake.experiments.kda.workload import FORWARD
 from cake.ir.nodes import DType, TypeVar
 from cake.ir.parser import parse
 from cake.lowering.runtime import lower
+from kda_inputs import kda_inputs
 
 from cake.arch import ARCHS
 
@@ -30,26 +31,13 @@ SCHEDULE = FORWARD.folder / "kda_fused_chunkpar.cake"
 TOL = 2e-4
 
 
-def _inputs(batch: int, total: int, heads: int, dk: int, dv: int, cuts: list[int] | None, *, extreme: bool,
-            seed: int = 0) -> tuple[torch.Tensor | None, ...]:
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(batch, total, heads, d, generator=gen) for d in (dk, dk, dv))
-    # a raw gate of +60 with exp(A_log) >= 1 saturates the sigmoid: g = -5, the contract's lower bound
-    g = torch.full((batch, total, heads, dk), 60.0) if extreme else torch.randn(batch, total, heads, dk, generator=gen)
-    beta = torch.randn(batch, total, heads, generator=gen)
-    a_log = torch.empty(heads).uniform_(1.0, 16.0, generator=gen).log()
-    dt_bias = torch.randn(heads, dk, generator=gen)
-    count = batch if cuts is None else len(cuts) - 1
-    h0 = torch.randn(count, heads, dk, dv, generator=gen)
-    cu = None if cuts is None else torch.tensor(cuts, dtype=torch.int64)
-    return q, k, v, g, beta, a_log, dt_bias, h0, cu
 
 
 def _max_error(chunk: int, shape: tuple[int, int, int, int, int], cuts: list[int] | None, extreme: bool) -> float:
     # BV and BK follow C through both of their values: recur's V tile (the state transposed to [BV, K]) and
     # intra's K slice (at K = 17 and BK = 16 intra walks two slices, the second one masked past K)
     run = load_schedule(SCHEDULE, params=f'{{"C": {chunk}, "BV": {chunk}, "BK": {chunk}}}')
-    inputs = _inputs(*shape, cuts, extreme=extreme)
+    inputs = kda_inputs(*shape, cuts, extreme=extreme)
     o, state = run(*inputs)
     ref_o, ref_state = kda_forward(*(x.double() if x is not None and x.is_floating_point() else x for x in inputs))
     assert torch.isfinite(o).all() and torch.isfinite(state).all()
