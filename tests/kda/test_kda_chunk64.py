@@ -24,9 +24,8 @@ from cake.experiments.kda.workload import FORWARD
 from cake.ir.nodes import DType, TypeVar
 from cake.ir.parser import parse
 from cake.lowering.runtime import lower
+from kda_aot import compiled_rows
 from kda_inputs import kda_inputs
-
-from cake.arch import ARCHS
 
 SCHEDULE = FORWARD.folder / "kda_fused_chunk64.cake"
 CHUNKPAR = FORWARD.folder / "kda_fused_chunkpar.cake"
@@ -144,19 +143,7 @@ SPILL_LIMIT = {"intra": 64, "recur": 320}
 
 @pytest.mark.slow
 def test_chunk64_compiles_for_sm_90a() -> None:
-    # Triton's real pipeline down to a cubin, in a process without TRITON_INTERPRET (the compiler cannot run
-    # under it): the compile an H200's first call makes, at the benchmark's K = V = 128 in bf16 and a tail in f16.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = Path(__file__).resolve().parent / "aot_compile_kda.py"
-    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE)], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
-    limit = ARCHS["sm_90a"].registers_per_thread_max
-    for row in rows:
-        assert [u["launch"] for u in row["launches"]] == ["intra", "recur"]
-        assert all(u["registers_per_thread"] <= limit for u in row["launches"]), row
+    rows = compiled_rows(SCHEDULE, timeout=900)
     benchmark = next(r for r in rows if r["K"] == 128)
     spills = {u["launch"]: u["spill_bytes"] for u in benchmark["launches"]}
     assert all(spills[name] <= bound for name, bound in SPILL_LIMIT.items()), spills

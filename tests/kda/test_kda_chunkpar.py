@@ -8,10 +8,6 @@ whole battery runs in test_kda_seeds (CMP-01) and on the GPU (scripts/gpu/s4_kda
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +18,8 @@ from cake.experiments.kda.workload import FORWARD
 from cake.ir.nodes import DType, TypeVar
 from cake.ir.parser import parse
 from cake.lowering.runtime import lower
+from kda_aot import compiled_rows
 from kda_inputs import kda_inputs
-
-from cake.arch import ARCHS
 
 SCHEDULE = FORWARD.folder / "kda_fused_chunkpar.cake"
 # fp32 kernel vs fp64 reference over tens of tokens: rounding only, far below any algorithmic slip
@@ -119,23 +114,11 @@ def test_chunkpar_keeps_what_feeds_the_state_in_fp32() -> None:
 
 @pytest.mark.slow
 def test_chunkpar_compiles_for_sm_90a_without_loop_spills() -> None:
-    # Triton's real pipeline down to a cubin, in a process without TRITON_INTERPRET (the compiler cannot run
-    # under it): the compile an H200's first call makes, at the benchmark's K = V = 128 in bf16 and a tail in f16.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = Path(__file__).resolve().parent / "aot_compile_kda.py"
     # Uncapped (REGS_INTRA and REGS_RECUR 255): the spills the schedule's operations cost. The defaults cap intra at
     # 128 registers and recur at 168, trading spills for more programs an SM (intra: 26 bytes under the H200's
     # Triton 3.6, 176 under Triton 3.9 here; recur: 58 there, 296 here; the H200 ranked that trade in session 7),
     # which says nothing about the dots this test guards.
-    proc = subprocess.run([sys.executable, str(script), str(SCHEDULE), '{"REGS_INTRA": 255, "REGS_RECUR": 255}'],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 2 and not [r["error"] for r in rows if "error" in r]
-    limit = ARCHS["sm_90a"].registers_per_thread_max
-    for row in rows:
-        assert [u["launch"] for u in row["launches"]] == ["intra", "recur"]
-        assert all(u["registers_per_thread"] <= limit for u in row["launches"]), row
+    for row in compiled_rows(SCHEDULE, '{"REGS_INTRA": 255, "REGS_RECUR": 255}', timeout=600):
         spills = {u["launch"]: u["spill_bytes"] for u in row["launches"]}
         # The fp32 products were IEEE FMA dots before `via dot.tf32x3`: recur spilled 4368 bytes a thread inside
         # its serial loop (60 ms of 67 at h96_fixed on the H200) and intra 1656; intra then spilled 304 until its
