@@ -352,7 +352,11 @@ class _Counter:
         elif isinstance(s, n.Store):
             shape, _ = self.expr(s.value, mult)
             dest = self.scope.get(an.ref_name(s.dest) or "")
-            self.store_bytes += mult * math.prod(shape) * (dest.elem_bytes if dest else 4)
+            nbytes = mult * math.prod(shape) * (dest.elem_bytes if dest else 4)
+            if dest is not None and dest.space == "smem":
+                self.smem_bytes += nbytes  # a role's store into a shared stage: no global traffic
+            else:
+                self.store_bytes += nbytes
         elif isinstance(s, n.Atomic):
             shape, _ = self.expr(s.value, mult)
             dest = self.scope.get(an.ref_name(s.dest) or "")

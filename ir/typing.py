@@ -314,6 +314,20 @@ class _Infer:
                 self.same_elem(stmt, src.elem, dst.elem, "copy source and destination")
                 self.same_shape(stmt.source, src.shape, dst.shape, "the copy box and the buffer stage")
             self.barrier_ref(stmt.signals, scope)
+        elif isinstance(stmt, n.Store) and self.names_smem(stmt.dest, scope):
+            # A role writing a stage of a shared buffer (a value it computed for other roles, which read it
+            # after a barrier the writer arrives on: E0405 orders it). The whole stage is written, so there is
+            # no tail to mask.
+            value = self.expr(stmt.value, scope)
+            dest = self.buffer_ref(stmt.dest, scope, Kind.SMEM, "a shared buffer to store into")
+            self.record(stmt.dest, dest)
+            if stmt.masked:
+                name = stmt.dest.base.id if isinstance(stmt.dest.base, n.Name) else _text(stmt.dest)
+                self.report("E0105", stmt.dest, name, "a store into a shared stage writes all of it: drop `masked`",
+                            help=f"`store ... -> {_text(stmt.dest)}` without `masked`", name=name,
+                            kind="shared buffer", wanted="a global tensor to store `masked` into")
+            if dest is not None:
+                self.conform(stmt.value, value, dest, "the stored tile")
         elif isinstance(stmt, (n.Store, n.Atomic)):
             value = self.expr(stmt.value, scope)
             dest = self.global_ref(stmt.dest, scope, stmt.masked, writes=True)
@@ -407,6 +421,11 @@ class _Infer:
                                 name=base.id, got=len(ref.items), want=1)
                 else:
                     self.scalar(item, scope, "a barrier index")
+
+    def names_smem(self, ref: n.Index | n.Name, scope: Scope) -> bool:
+        base = ref.base if isinstance(ref, n.Index) else ref
+        sym = scope.get(base.id) if isinstance(base, n.Name) else None
+        return sym is not None and sym.kind is Kind.SMEM
 
     def buffer_ref(self, ref: n.Index | n.Name, scope: Scope, kind: Kind, wanted: str) -> Type | None:
         base = ref.base if isinstance(ref, n.Index) else ref

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cake.ir.checks.context import CheckContext
-from cake.ir.checks.fixtures import PINGPONG, PLAIN, derive
+from cake.ir.checks.fixtures import PINGPONG, PLAIN, PRODUCER_NORMS, derive
 from cake.ir.checks.registry import Finding, check, finding
 from cake.ir.nodes import ValueRange, ValueSet
 
@@ -47,6 +47,7 @@ def builtin_arity(ctx: CheckContext) -> Iterable[Finding]:
     derive(PINGPONG, ("let cn: f32[BK] = csq[s]", "let cn: f32[BK] = csq")),
     derive(PLAIN, ("let ct: T[BK, 128] = load c[b, k*BK : +BK, :] masked other 0",
                    "let ct: T[BK, 128] = c[b, k*BK : +BK, :]")),
+    derive(PRODUCER_NORMS, ("-> csq[s]\n", "-> csq[s] masked\n")),
 ])
 def wrong_kind(ctx: CheckContext) -> Iterable[Finding]:
     return ctx.type_findings("E0105")

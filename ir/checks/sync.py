@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
-from cake.ir.checks.fixtures import PINGPONG, derive
+from cake.ir.checks.fixtures import PINGPONG, PRODUCER_NORMS, derive
 from cake.ir.checks.registry import Finding, check, finding
 from cake.ir.checks.text import expr_text
 
@@ -194,6 +194,8 @@ def _smem_reads(launch: n.Launch, role: n.Role, env: an.Env, smem: set[str]
         exprs = an.stmt_exprs(stmt)
         if isinstance(stmt, n.MmaAsync):
             exprs = (stmt.a, stmt.b)
+        elif isinstance(stmt, n.Store) and _fill_target(stmt, smem) is not None:
+            exprs = (stmt.value,)  # the stage it writes is not read
         bases: set[int] = set()
         for expr in exprs:
             for e in an.walk_expr(expr):
@@ -204,15 +206,26 @@ def _smem_reads(launch: n.Launch, role: n.Role, env: an.Env, smem: set[str]
                     yield site, e.id, None
 
 
+def _fill_target(stmt: n.Stmt, smem: set[str]) -> str | None:
+    """The shared buffer a statement fills: a copy's destination, or a role's `store` into a stage."""
+    if isinstance(stmt, n.Copy):
+        return an.ref_name(stmt.dest)
+    if isinstance(stmt, n.Store):
+        name = an.ref_name(stmt.dest)
+        return name if name in smem else None
+    return None
+
+
 def _fills(launch: n.Launch, env: an.Env) -> list[tuple[str, int, an.StmtSite, str, int | None]]:
+    smem = {s.name for s in launch.smem}
     out = []
     for role in launch.roles:
         for inst, ienv in enumerate(an.role_instances(role, env)):
             for site in an.walk_body(role.body):
-                if isinstance(site.stmt, n.Copy):
-                    name = an.ref_name(site.stmt.dest)
-                    if name is not None:
-                        out.append((role.name, inst, site, name, an.try_value(an.ref_stage(site.stmt.dest), ienv)))
+                name = _fill_target(site.stmt, smem)
+                if name is not None:
+                    dest = site.stmt.dest  # type: ignore[union-attr]
+                    out.append((role.name, inst, site, name, an.try_value(an.ref_stage(dest), ienv)))
     return out
 
 
@@ -223,8 +236,11 @@ def _waits_between(sites: tuple[an.BarrierSite, ...], role: str, inst: int, barr
 
 
 @check("E0405", "read before the fill is waited on",
-       "`{buffer}` is read in role `{role}` before the copy that fills it is waited on",
-       examples=[derive(PINGPONG, ("  wait x_full[w]\n", ""))])
+       "`{buffer}` is read in role `{role}` before the copy or store that fills it is waited on",
+       examples=[derive(PINGPONG, ("  wait x_full[w]\n", "")),
+                 derive(PRODUCER_NORMS, ("    wait csq_full[s]\n", "")),
+                 derive(PRODUCER_NORMS, ("    store sum(cf * cf, axis=1) -> csq[s]\n    arrive csq_full[s]\n",
+                                         "    arrive csq_full[s]\n    store sum(cf * cf, axis=1) -> csq[s]\n"))])
 def read_before_fill(ctx: CheckContext) -> Iterable[Finding]:
     env = ctx.identity_envs[0]
     for launch in ctx.kernel.launches:
@@ -249,10 +265,13 @@ def read_before_fill(ctx: CheckContext) -> Iterable[Finding]:
                     if any(_filled(hb, sites, f, role.name, inst, site) for f in candidates):
                         continue
                     reported.add((buf, role.name))
-                    why = ("nothing copies into it" if not candidates else
-                           "no wait on a barrier its copy signals precedes this read")
-                    yield finding(site.stmt, f"shared buffer `{buf}`", why,
-                                  help=f"wait on the barrier the copy into `{buf}` signals before reading it",
+                    stored = any(isinstance(f[2].stmt, n.Store) for f in candidates)
+                    why = ("nothing copies or stores into it" if not candidates else
+                           "no wait on a barrier its writer arrives on after the store precedes this read" if stored
+                           else "no wait on a barrier its copy signals precedes this read")
+                    how = (f"`arrive` on a barrier after the store into `{buf}`, and wait on it before reading"
+                           if stored else f"wait on the barrier the copy into `{buf}` signals before reading it")
+                    yield finding(site.stmt, f"shared buffer `{buf}`", why, help=how,
                                   buffer=buf, role=_who(role.name, inst, launch))
 
 
@@ -260,6 +279,10 @@ def _filled(hb: an.HappensBefore, sites: tuple[an.BarrierSite, ...],
             fill: tuple[str, int, an.StmtSite, str, int | None], role: str, inst: int, read: an.StmtSite) -> bool:
     f_role, f_inst, f_site, _buf, _el = fill
     copy = f_site.stmt
+    if isinstance(copy, n.Store):  # the role's own threads write: done when the statement is
+        if (f_role, f_inst) == (role, inst):
+            return f_site.path < read.path
+        return hb.ordered((f_role, f_inst, f_site.path), (role, inst, read.path))
     assert isinstance(copy, n.Copy)
     if (f_role, f_inst) != (role, inst):
         source, target = (f_role, f_inst, f_site.path), (role, inst, read.path)
@@ -285,14 +308,16 @@ def _reused(copy_site: an.StmtSite, persistent: bool) -> bool:
     if persistent:
         return True
     stmt = copy_site.stmt
-    assert isinstance(stmt, n.Copy)
+    assert isinstance(stmt, (n.Copy, n.Store))
     names = {e.id for e in an.walk_expr(stmt.dest) if isinstance(e, n.Name)}
     return any(loop.var not in names for loop in copy_site.loops)
 
 
 @check("E0406", "stage overwritten while being read",
        "a stage of `{buffer}` is overwritten by role `{writer}` while role `{reader}` may still read it",
-       examples=[derive(PINGPONG, ("    wait c_empty[s]\n", ""))])
+       examples=[derive(PINGPONG, ("    wait c_empty[s]\n", "")),
+                 derive(PRODUCER_NORMS, ("    let cn: f32[BK] = csq[s]\n    arrive c_empty[s]\n",
+                                         "    arrive c_empty[s]\n    let cn: f32[BK] = csq[s]\n"))])
 def overwrite(ctx: CheckContext) -> Iterable[Finding]:
     env = ctx.identity_envs[0]
     for launch in ctx.kernel.launches:

@@ -616,32 +616,52 @@ class RoleGen(ExprGen):
         self.w.marker(st.span, f"atomic {st.kind.value} -> {an.ref_name(st.dest)}")
         self.write_out(st.value, st.dest, st.masked, st.kind, st)
 
+    def shared_dest(self, dest: Index) -> SmemVec | SmemTile | None:
+        """The stage a `store` writes when its destination is a shared buffer (`csq[s]`), else None."""
+        if self.lc.smem_decl(an.ref_name(dest) or "") is None:
+            return None
+        stage = self.value(dest)
+        if not isinstance(stage, (SmemVec, SmemTile)) or (isinstance(stage, SmemTile) and stage.transposed):
+            raise Unlowerable(Code.UNSUPPORTED, "a store into shared memory must name one whole stage (`buf[s]`)")
+        return stage
+
     def write_out(self, value_expr, dest: Index, masked: bool, atomic: AtomicKind | None, st: Stmt) -> None:  # type: ignore[no-untyped-def]
         """Each element of the destination tile is written by exactly one thread: the owner of a fragment
-        element, the quad leader of a row slot, or (tiles no mma lays out) threads striding the tile."""
+        element, the quad leader of a row slot, or (tiles no mma lays out) threads striding the tile. The
+        destination is a global tile, or a stage of a shared buffer (`store` only: a value this role computes
+        for others, which read it after a barrier this role arrives on)."""
         v = self.value(value_expr)
-        decl = self.lc.tensor(an.ref_name(dest) or "")
-        if decl is None:
-            raise Unlowerable(Code.UNSUPPORTED, "a store's destination must be a global tensor")
-        out_t = self.lc.dtype(decl.type.elem)
-        shape = self.tile_shape(dest)
+        stage = self.shared_dest(dest)
+        if stage is not None:
+            assert atomic is None and not masked  # the typer refuses both on a shared destination
+            out_t, shape = stage.dtype, stage.shape
+
+            def emit(e: Elem) -> None:
+                self.w.line(f"{stage.lvalue(e)} = {rules.convert(v.at(e.adapt(v.rank)), v.dtype, out_t)};")
+        else:
+            decl = self.lc.tensor(an.ref_name(dest) or "")
+            if decl is None:
+                raise Unlowerable(Code.UNSUPPORTED, "a store's destination must be a global tensor or a shared stage")
+            out_t = self.lc.dtype(decl.type.elem)
+            shape = self.tile_shape(dest)
+
+            def emit(e: Elem) -> None:
+                ptr, off, mask = self.global_ref(dest, e, masked)
+                val = rules.convert(v.at(e.adapt(v.rank)), v.dtype, out_t)
+                if atomic is None:
+                    text = f"{ptr}[{off}] = {val};"
+                else:
+                    fn = {AtomicKind.ADD: "atomicAdd", AtomicKind.MAX: "atomicMax", AtomicKind.MIN: "atomicMin"}[atomic]
+                    if atomic is not AtomicKind.ADD and out_t.is_float:
+                        raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on floating-point tensors")
+                    if out_t not in (DType.F32, DType.I32, DType.I64):
+                        raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on {out_t.value} tensors")
+                    text = f"{fn}(&{ptr}[{off}], {val});"
+                self.w.line(f"if ({mask}) {text}" if mask else text)
+
         rank = len(shape)
         if v.rank > rank or any(e not in (1, shape[rank - v.rank + i]) for i, e in enumerate(v.shape)):
             raise Unlowerable(Code.UNSUPPORTED, f"storing a {list(v.shape)} tile into a {list(shape)} tile")
-
-        def emit(e: Elem) -> None:
-            ptr, off, mask = self.global_ref(dest, e, masked)
-            val = rules.convert(v.at(e.adapt(v.rank)), v.dtype, out_t)
-            if atomic is None:
-                text = f"{ptr}[{off}] = {val};"
-            else:
-                fn = {AtomicKind.ADD: "atomicAdd", AtomicKind.MAX: "atomicMax", AtomicKind.MIN: "atomicMin"}[atomic]
-                if atomic is not AtomicKind.ADD and out_t.is_float:
-                    raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on floating-point tensors")
-                if out_t not in (DType.F32, DType.I32, DType.I64):
-                    raise Unlowerable(Code.UNSUPPORTED, f"atomic {atomic.value} on {out_t.value} tensors")
-                text = f"{fn}(&{ptr}[{off}], {val});"
-            self.w.line(f"if ({mask}) {text}" if mask else text)
 
         fams = v.vec_fams() - {Fam.THREAD}
         layout = v.frag_layout()

@@ -163,6 +163,9 @@ class SmemVec(Value):
     def at(self, e: Elem) -> str:
         return f"{self.ptr}[{e.idx[0]}]"
 
+    def lvalue(self, e: Elem) -> str:
+        return self.at(e)
+
 
 @dataclass(frozen=True, slots=True)
 class SmemTile(Value):
@@ -177,10 +180,17 @@ class SmemTile(Value):
     smem: bool = True
 
     def at(self, e: Elem) -> str:
+        return self._element(e, const=True)
+
+    def lvalue(self, e: Elem) -> str:
+        return self._element(e, const=False)
+
+    def _element(self, e: Elem, const: bool) -> str:
         from cake.lowering.cuda.cnames import CTYPE
 
         r, c = (e.idx[1], e.idx[0]) if self.transposed else (e.idx[0], e.idx[1])
-        return f"*reinterpret_cast<const {CTYPE[self.dtype]}*>({self.base} + {self.offset_fn}({r}, {c}))"
+        qual = "const " if const else ""
+        return f"*reinterpret_cast<{qual}{CTYPE[self.dtype]}*>({self.base} + {self.offset_fn}({r}, {c}))"
 
     def transpose(self) -> SmemTile:
         return SmemTile(self.dtype, (self.shape[1], self.shape[0]), self.base, self.layout, self.offset_fn,
