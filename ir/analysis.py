@@ -354,6 +354,38 @@ def is_warp_specialized(launch: Launch) -> bool:
     return len(launch.roles) > 1 or any(r.replicas is not None for r in launch.roles)
 
 
+def reallocates_registers(launch: Launch, arch: ArchSpec) -> bool:
+    """The roles' `regs` are setmaxnreg budgets: a warp-specialized launch on a target that reallocates."""
+    return arch.has(arch_facts.Feature.SETMAXNREG) and is_warp_specialized(launch) and any(
+        r.regs is not None for r in launch.roles)
+
+
+def setmaxnreg_threads(launch: Launch, env: Env) -> int:
+    """Threads of a launch whose roles reallocate registers: each role's region padded to whole warpgroups
+    (setmaxnreg acts per warpgroup), as the CUDA backend lays them out."""
+    wg = arch_facts.THREADS_PER_WARP * arch_facts.WARPS_PER_WARPGROUP
+    return sum(-(-role_replicas(r, env) * role_threads_per_instance(r, env) // wg) * wg for r in launch.roles)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterPool:
+    """The registers the roles' budgets share: with setmaxnreg, the block's allocation at launch (every warp
+    starts with the same share and setmaxnreg only moves registers between its warpgroups: a warpgroup whose
+    `setmaxnreg.inc` asks for more than the others released waits forever); otherwise the SM's file."""
+
+    registers: int
+    what: str
+
+
+def register_pool(launch: Launch, env: Env, arch: ArchSpec) -> RegisterPool:
+    if not reallocates_registers(launch, arch):
+        return RegisterPool(arch.registers_per_sm, "per SM")
+    threads = setmaxnreg_threads(launch, env)
+    share = default_regs_per_thread(threads, arch)
+    return RegisterPool(threads * share, f"the block holds ({threads} threads x {share} at launch; setmaxnreg "
+                                         "only moves registers between its warpgroups)")
+
+
 @dataclass(frozen=True, slots=True)
 class RoleRegisters:
     role: str

@@ -119,7 +119,7 @@ mbarrier x_empty[2] arrivals 1 free
 mbarrier c_full[STAGES] arrivals 1 tx BK*128*sizeof(T)
 mbarrier csq_full[STAGES] arrivals 1
 mbarrier c_empty[STAGES] arrivals 2 free
-role producer: warpgroups 1, regs 48 {
+role producer: warpgroups 1, regs 56 {
   for w in 0 .. 2 {
     wait x_empty[w]
     copy x[b, tile*2*BN + w*BN : +BN, :] -> xs[w] via tma masked signals x_full[w]
@@ -133,7 +133,7 @@ role producer: warpgroups 1, regs 48 {
     arrive csq_full[s]
   }
 }
-role consumer[w in 2]: warpgroups 1, regs 232 {
+role consumer[w in 2]: warpgroups 1, regs 224 {
   wait x_full[w]
   let best: f32[BN] = inf
   let besti: i32[BN] = 0

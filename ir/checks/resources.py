@@ -83,8 +83,9 @@ def smem_budget(ctx: CheckContext) -> Iterable[Finding]:
 
 
 @register_check("E0302", "register file over budget",
-                "register file over budget in launch `{launch}`: {total} registers > {limit} per SM",
-                examples=[derive(PINGPONG, ("warpgroups 1, regs 232", "warpgroups 1, regs 240"))])
+                "register file over budget in launch `{launch}`: {total} registers > {limit} {pool}",
+                examples=[derive(PINGPONG, ("warpgroups 1, regs 232", "warpgroups 1, regs 240")),
+                          derive(PINGPONG, ("warpgroups 1, regs 40", "warpgroups 1, regs 48"))])
 def register_file(ctx: CheckContext) -> Iterable[Finding]:
     assert ctx.arch is not None
     arch = ctx.arch
@@ -97,24 +98,25 @@ def register_file(ctx: CheckContext) -> Iterable[Finding]:
             if isinstance(item, Finding):
                 yield item
                 continue
-            roles, _env = item
+            roles, env = item
             total = sum(r.total for r in roles)
-            if total <= arch.registers_per_sm:
+            pool = an.register_pool(launch, env, arch)
+            if total <= pool.registers:
                 continue
             worst = max(roles, key=lambda r: r.total)
             role = next(r for r in launch.roles if r.name == worst.role)
             parts = [f"{r.role}: {r.instances} x {r.threads_per_instance} threads x {r.regs_per_thread}"
                      + ("" if r.declared else " (default share)") for r in roles]
             yield finding(role.regs if role.regs is not None else role, f"role `{role.name}`",
-                          f"{total:,} registers > {arch.registers_per_sm:,} per SM",
+                          f"{total:,} registers > {pool.registers:,} {pool.what}",
                           help=f"lower `regs` of role `{role.name}` ({worst.total:,} registers in all)",
                           notes=("per role: " + "; ".join(parts),),
-                          launch=launch.name, total=f"{total:,}", limit=f"{arch.registers_per_sm:,}")
+                          launch=launch.name, total=f"{total:,}", limit=f"{pool.registers:,}", pool=pool.what)
 
 
 @register_check("E0303", "invalid register budget",
                 "invalid register budget for role `{role}`: {regs} registers per thread ({why})",
-                examples=[derive(PINGPONG, ("warpgroups 1, regs 40", "warpgroups 1, regs 44"))])
+                examples=[derive(PINGPONG, ("warpgroups 1, regs 40", "warpgroups 1, regs 36"))])
 def register_value(ctx: CheckContext) -> Iterable[Finding]:
     assert ctx.arch is not None
     arch = ctx.arch

@@ -45,7 +45,10 @@ def consumer_budget(kernel: n.Kernel) -> int | None:
             fixed += replicas * per * regs
     if not mma_threads:
         return None
-    share = min((spec.registers_per_sm - fixed) // mma_threads, spec.registers_per_thread_max)
+    pool = analysis.try_value_of(lambda e: analysis.register_pool(launch, e, spec).registers, env)
+    if pool is None:
+        return None
+    share = min((pool - fixed) // mma_threads, spec.registers_per_thread_max)
     fitting = [r for r in register_budgets(kernel) if r <= share]
     return fitting[-1] if fitting else None
 

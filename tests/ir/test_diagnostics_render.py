@@ -40,11 +40,13 @@ def test_register_budget_names_the_role_the_total_and_the_limit() -> None:
     assert (d.span.line, d.span.column) == (31, 43)
     assert d.subject == "role `consumer`"
     assert render(d, text) == (
-        "error[E0302]: register file over budget in launch `main`: 66,560 registers > 65,536 per SM\n"
+        "error[E0302]: register file over budget in launch `main`: 66,560 registers > 64,512 the block holds (384 "
+        "threads x 168 at launch; setmaxnreg only moves registers between its warpgroups)\n"
         "  --> kernel.cake:31:43\n"
         "    |\n"
         " 31 | role consumer[w in 2]: warpgroups 1, regs 240 {\n"
-        "    |                                           ^^^ 66,560 registers > 65,536 per SM\n"
+        "    |                                           ^^^ 66,560 registers > 64,512 the block holds (384 threads x "
+        "168 at launch; setmaxnreg only moves registers between its warpgroups)\n"
         "   = note: per role: producer: 1 x 128 threads x 40; consumer: 2 x 128 threads x 240\n"
         "   = help: lower `regs` of role `consumer` (61,440 registers in all)"
     )
