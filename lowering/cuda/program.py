@@ -26,7 +26,7 @@ from cake.lowering.cuda.mma_wrappers import wrappers_source
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 DEFAULT_STATIC_DIM = 128  # a static dim nobody bound (e.g. `cake lower` without --dims) is specialized to this
 HELPER_ORDER = ("cake_common.cuh", "cake_sm80.cuh", "cake_mbarrier.cuh", "cake_warpgroup.cuh", "cake_tma.cuh",
                 "cake_wgmma.cuh", "cake_tcgen05.cuh")
