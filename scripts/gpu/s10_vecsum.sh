@@ -1,5 +1,5 @@
 # H200 session 10 (branch vecsum), carry [".whl"]; about 4 minutes, one 280 s budget.
-# CUDA codegen version 3: a row sum of one 16-bit shared tile (||c||^2 of a `cs` stage) is now one row per lane —
+# CUDA codegen version 4: a row sum of one 16-bit shared tile (||c||^2 of a `cs` stage) is now one row per lane —
 # lane l walks centroid row l in 16-byte chunks (ld.shared.v4 at the chunk's swizzled offset, 16 a row at D = 128,
 # conflict-free) with no butterfly, where version 2 did 128 2-byte loads a lane and a 31-shuffle butterfly.
 # 1. variants (~120 s): assign_pingpong.cake (two launches, ||c||^2 from global memory: code unchanged, the
