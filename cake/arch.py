@@ -44,6 +44,13 @@ class Feature(enum.Enum):
 # Facts common to every target CAKE knows.
 THREADS_PER_WARP = 32  # [ccg]
 WARPS_PER_WARPGROUP = 4  # wgmma and setmaxnreg act on 4 consecutive warps, warpgroup-aligned [ptx]
+SMEM_BANKS = 32  # shared memory: 32 banks of 4 bytes, one 4-byte word per bank per wavefront [ccg]
+SMEM_BANK_BYTES = 4
+# The widest per-thread shared access (ld.shared.v4.b32). A warp's 16-byte loads return 512 B, at most 128 B (one
+# word per bank) per wavefront: 4 wavefronts at least, and exactly 4 when every 8 consecutive lanes' requests cover
+# the 32 banks once: then each bank serves the warp 4 words, so 4 wavefronts whether the hardware serves a warp by
+# quarter-warps or by its busiest bank (NVIDIA does not publish which).
+SMEM_VECTOR_BYTES = 16
 
 
 class MmaFamily(enum.Enum):

@@ -5,7 +5,8 @@
 
 Each candidate's IR is lowered by the CUDA backend at its run's static dims and dtype and compiled with the
 local nvcc for the run's target (the same flags and compile cache as `cake bench`), so the figures are what
-the timed kernel used when this nvcc is the run's (the s5 runs: nvcc 13.0.88, recorded in their config). The
+the timed kernel used when this nvcc and this CUDA codegen version are the run's (the s5 runs: nvcc 13.0.88,
+recorded in their config, and codegen 1; the report records the codegen version it lowered with). The
 cost model estimates registers from the IR; this report is the ground truth its estimate is judged against
 (`scripts/cost_residuals.py --registers`). Prints a table and writes JSON: ident -> launch -> resources.
 """
@@ -23,7 +24,7 @@ from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.lowering.cuda.backend import compile_target, specialize_for_call
 from cake.lowering.cuda.compile import CompileError, compile_cubin, nvcc_version
-from cake.lowering.cuda.program import generate
+from cake.lowering.cuda.program import CODEGEN_VERSION, generate
 
 from cake.runs.store import CandidateStatus, RunStore
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(r, dict):
                 print(f"{ident:18} {name[:40]:40} {r['registers']:>5} {r['spill_bytes']:>8}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"nvcc": nvcc_version(), "capability": list(HOPPER),
+    args.out.write_text(json.dumps({"nvcc": nvcc_version(), "cuda_codegen": CODEGEN_VERSION, "capability": list(HOPPER),
                                     "runs": [str(r) for r in args.runs], "candidates": report}, indent=1) + "\n")
     return 0
 

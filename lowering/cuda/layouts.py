@@ -12,11 +12,12 @@ pattern that TMA writes and wgmma / tcgen05 descriptors read.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from cake.ir import analysis as an
 
-from cake.arch import THREADS_PER_WARP
+from cake.arch import SMEM_BANK_BYTES, SMEM_BANKS, SMEM_VECTOR_BYTES, THREADS_PER_WARP
 
 # 16-byte chunks are the unit the swizzle permutes; the pattern repeats every 8 rows of 128 B.
 SWIZZLE_CHUNK_BYTES = 16
@@ -189,6 +190,52 @@ class SmemTileLayout:
             what = f"{self.col_blocks} column block(s) of {self.block_cols} elements x {self.rows} rows, swizzle {w}B"
         return (f"// byte offset of element (r, c) in one stage: {what}\n"
                 f"__device__ __forceinline__ uint32_t {name}(int r, int c) {{ {body} }}")
+
+
+# Consecutive lanes whose 16-byte shared requests fill one wavefront (8 x 16 B = the 32 banks x 4 B).
+LANES_PER_VECTOR_WAVEFRONT = SMEM_BANKS * SMEM_BANK_BYTES // SMEM_VECTOR_BYTES
+
+
+def row_chunk_offset(layout: SmemTileLayout, row: int, chunk: int) -> int:
+    """Byte offset of the 16-byte chunk `chunk` of row `row`: the offset of its first element."""
+    return layout.offset(row, chunk * SMEM_VECTOR_BYTES // layout.elem_bytes)
+
+
+def row_chunk_problem(layout: SmemTileLayout, rows: int, cols: int) -> str | None:
+    """Why a tile [rows, cols] in `layout` cannot be read one row per lane, one 16-byte load per chunk of a row
+    (lane l of a warp reading row o0 + l, o0 a multiple of 32, all lanes the same chunk index), or None if it can.
+
+    Each chunk must start 16-byte aligned and hold its elements contiguously, in column order (a 128B swizzle
+    permutes whole 16-byte units of a 128-byte row segment, so it qualifies: checked here on every element rather
+    than assumed), and every 8 consecutive rows must put the same chunk in 8 distinct 16-byte bank groups, so that
+    the warp's 32 requests take the minimum 4 wavefronts (cake.arch.SMEM_VECTOR_BYTES). With the 128B swizzle
+    chunk j of row r sits at bank group (j % 8) ^ (r % 8): 8 rows, 8 groups. A plain layout qualifies when its
+    row pitch is an odd multiple of 16 bytes (the generator's staged tiles, padded by 16 B); a pitch of 256 B
+    would put all 8 rows in one group (an 8-way conflict)."""
+    eb = layout.elem_bytes
+    per_chunk = SMEM_VECTOR_BYTES // eb
+    if SMEM_VECTOR_BYTES % eb or cols % per_chunk:
+        return f"a row of {cols} {8 * eb}-bit elements is not a whole number of {SMEM_VECTOR_BYTES}-byte chunks"
+    if rows % LANES_PER_VECTOR_WAVEFRONT:
+        return f"{rows} rows are not whole groups of {LANES_PER_VECTOR_WAVEFRONT} lanes"
+    chunks = cols // per_chunk
+    for r in range(rows):
+        for j in range(chunks):
+            start = row_chunk_offset(layout, r, j)
+            if start % SMEM_VECTOR_BYTES:
+                return f"chunk {j} of row {r} starts at byte {start}, not {SMEM_VECTOR_BYTES}-byte aligned"
+            if any(layout.offset(r, j * per_chunk + i) != start + i * eb for i in range(per_chunk)):
+                return f"the elements of chunk {j} of row {r} are not contiguous in the layout"
+    wavefront = SMEM_BANKS * SMEM_BANK_BYTES
+    for r0 in range(0, rows, LANES_PER_VECTOR_WAVEFRONT):
+        for j in range(chunks):
+            groups = Counter(row_chunk_offset(layout, r, j) % wavefront // SMEM_VECTOR_BYTES
+                             for r in range(r0, r0 + LANES_PER_VECTOR_WAVEFRONT))
+            if len(groups) < LANES_PER_VECTOR_WAVEFRONT:
+                return (f"rows {r0}..{r0 + LANES_PER_VECTOR_WAVEFRONT - 1} put chunk {j} in {len(groups)} of the "
+                        f"{LANES_PER_VECTOR_WAVEFRONT} 16-byte bank groups (a {max(groups.values())}-way bank "
+                        "conflict)")
+    return None
 
 
 MMA_K_STEP = an.SMEM_COLUMN_STEP_ELEMENTS  # elements of K per mma instruction: tiles that feed an mma are padded to a multiple

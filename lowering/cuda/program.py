@@ -26,7 +26,9 @@ from cake.lowering.cuda.mma_wrappers import wrappers_source
 from cake.arch import arch as arch_spec
 from cake.diagnostics import Diagnostic
 
-CODEGEN_VERSION = "2"
+# Part of every compiled kernel's cache key: bump when the emitted code changes. Version 3 was the deferred wgmma
+# wait (6c60f38, reverted to 2), so the row-per-lane row sum is 4: a cache holding version 3 kernels never serves it.
+CODEGEN_VERSION = "4"
 DEFAULT_STATIC_DIM = 128  # a static dim nobody bound (e.g. `cake lower` without --dims) is specialized to this
 HELPER_ORDER = ("cake_common.cuh", "cake_sm80.cuh", "cake_mbarrier.cuh", "cake_warpgroup.cuh", "cake_tma.cuh",
                 "cake_wgmma.cuh", "cake_tcgen05.cuh")

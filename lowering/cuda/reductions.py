@@ -4,6 +4,7 @@
 | source                         | lowering                                                                 |
 |--------------------------------|--------------------------------------------------------------------------|
 | an mma result (axis 1)         | `frag_reduce`: a per-thread scan of the fragment, then across the quad (and warps) |
+| a sum along rows of one 16-bit shared tile (`one_row_per_lane`), whole warps' worth of rows | `row_per_lane_sum`: a row a lane, 16-byte loads, no shuffles |
 | a tile no mma lays out, a sum of whole warps' worth of outputs | `warp_transposed_sum`: 32 lines a warp, a 31-shuffle butterfly |
 | any other such tile            | `coop_reduce`: a warp per output, lanes across the reduced axis          |
 | `cumsum`                       | `scan`: a warp per line, a shuffle scan 32 elements at a time            |
@@ -20,19 +21,66 @@ from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, float_literal
 from cake.lowering.cuda.context import LaunchCtx
 from cake.lowering.cuda.errors import Code, Unlowerable
-from cake.lowering.cuda.layouts import FragLayout, MmaFragLayout
+from cake.lowering.cuda.layouts import (
+    LANES_PER_VECTOR_WAVEFRONT,
+    FragLayout,
+    MmaFragLayout,
+    row_chunk_problem,
+)
 from cake.lowering.cuda.plan import RoleSlot
-from cake.lowering.cuda.values import Elem, Fam, Lazy, Map, Scalar, SmemVec, Value, Vec
+from cake.lowering.cuda.values import (
+    Elem,
+    Fam,
+    Lazy,
+    Map,
+    Scalar,
+    SmemTile,
+    SmemVec,
+    Value,
+    Vec,
+    replace_leaf,
+)
 from cake.lowering.cuda.writer import Writer
 
-from cake.arch import THREADS_PER_WARP
+from cake.arch import SMEM_BANKS, SMEM_VECTOR_BYTES, THREADS_PER_WARP
 
 FULL_MASK = "0xffffffffu"
+# Chunks a lane of `row_per_lane_sum` has in flight (the chunk loop's unroll: 4 x 4 registers of loads). Enough to
+# cover shared-memory latency with a warpgroup reading; the whole row at once (16 chunks at D = 128) needs 64
+# registers of loads and spilled 100 B in assign_pingpong_prodnorm's producer at its 56 registers (ptxas, nvcc 13).
+ROW_PER_LANE_CHUNKS_IN_FLIGHT = 4
 
 
 def butterfly_steps(lanes: int) -> tuple[int, ...]:
     """The exchange distances of `warp_transposed_sum`'s butterfly, halving: 16, 8, 4, 2, 1 for a warp of 32."""
     return tuple(lanes >> k for k in range(1, lanes.bit_length()) if lanes >> k)
+
+
+def one_row_per_lane(src: Value, axis: int, n_red: int) -> SmemTile | str:
+    """Whether a sum of whole warps' worth of outputs can be `row_per_lane_sum`: returns the shared tile it reads,
+    or why not (the sum is then warp-transposed; a lowering decision, named in the generated comment).
+
+    The case: a sum along rows (axis 1) of an elementwise expression whose only tile operand is one
+    non-transposed stage of a 16-bit shared buffer (any number of references to it, plus scalars), laid out so that
+    a lane can read its row 16 bytes at a time without bank conflicts (`layouts.row_chunk_problem`)."""
+    if axis != 1:
+        return "the sum runs down columns (axis 0), not along rows"
+    tiles = {leaf for leaf in src.leaves() if not isinstance(leaf, Scalar)}
+    if len(tiles) != 1:
+        return f"the summed expression reads {len(tiles)} tiles or vectors, not one shared tile"
+    (tile,) = tiles
+    if not isinstance(tile, SmemTile):
+        return "the summed tile is not in shared memory"
+    if tile.transposed:
+        return "the shared tile is read transposed"
+    if tile.dtype.bytes != 2:
+        return f"the shared tile holds {tile.dtype.value}, not a 16-bit type"
+    if tile.shape != src.shape:
+        return f"the shared tile {list(tile.shape)} is broadcast to {list(src.shape)}"
+    if tile.layout is None:
+        return "the shared tile has no known layout"
+    problem = row_chunk_problem(tile.layout, tile.shape[0], n_red)
+    return tile if problem is None else problem
 
 
 class ReductionGen:
@@ -197,7 +245,10 @@ class ReductionGen:
         ptr = f"reinterpret_cast<{CTYPE[out]}*>(smem + {offset} + {self.inst} * {n_out * 4})"
         warps = self.slot.warps
         if not rule.better and n_out % THREADS_PER_WARP == 0:
-            return self.warp_transposed_sum(src, axis, n_out, n_red, out, stem, ptr)
+            fit = one_row_per_lane(src, axis, n_red)
+            if isinstance(fit, SmemTile):
+                return self.row_per_lane_sum(src, fit, n_out, n_red, out, stem, ptr)
+            return self.warp_transposed_sum(src, axis, n_out, n_red, out, stem, ptr, why_not_row_per_lane=fit)
         self.w.comment(f"{rule.name}(axis={axis}) of a [{rows}, {cols}] tile: one warp per output, lanes across "
                        f"the reduced axis, into shared memory")
         if self.loop_depth:
@@ -228,8 +279,61 @@ class ReductionGen:
         self.role_sync()  # type: ignore[attr-defined]
         return SmemVec(out, (n_out,), f"{stem}_s")
 
+    def row_per_lane_sum(self, src: Value, tile: SmemTile, n_out: int, n_red: int, out: DType, stem: str,
+                         ptr: str) -> Value:
+        """A sum along rows of an expression of one 16-bit shared tile (`one_row_per_lane`): lane l of a warp owns
+        row o0 + l and walks it in 16-byte chunks, one `ld.shared.v4` each at the chunk's offset in the layout
+        (`offset_fn(row, 8 * chunk)`: a 128B swizzle moves whole 16-byte units, so the chunk's 8 elements stay
+        contiguous and in order; `layouts.row_chunk_problem` checked that on every element). The 8 halves are
+        unpacked into registers of the tile's own type and the same expression tree is evaluated on them (the
+        tile leaf replaced, so a `cast` converts exactly as the element-wise form would). Bank math: with the
+        128B swizzle chunk j of row r sits in the 16-byte bank group (j % 8) ^ (r % 8), so every 8 lanes cover
+        the 32 banks once and a warp's 32 requests take the minimum 4 wavefronts (the layout check proves this
+        for the actual layout). Per lane D/8 loads where the warp-transposed form does D 2-byte loads and a
+        31-shuffle butterfly. Accumulation is in f32 and deterministic: 8 partial sums, one per position in a
+        chunk, each over the chunks in order, then added pairwise in a fixed tree."""
+        lanes = THREADS_PER_WARP
+        acc_t = CTYPE[out]
+        per_chunk = SMEM_VECTOR_BYTES // tile.dtype.bytes
+        chunks = n_red // per_chunk
+        zero = rules.REDUCTIONS["sum"].identity(out)
+        self.w.comment(f"sum(axis=1) into {n_out} outputs: one row per lane, {chunks} 16-byte chunks a row "
+                       f"(ld.shared.v4 at the chunk's offset in `{tile.buffer}`'s layout, its {per_chunk} elements "
+                       "contiguous), no shuffles")
+        self.w.comment(f"every {LANES_PER_VECTOR_WAVEFRONT} lanes' chunks cover the {SMEM_BANKS} banks once (checked "
+                       f"on the layout): {lanes // LANES_PER_VECTOR_WAVEFRONT} wavefronts a load; {per_chunk} partial "
+                       "sums, one per position in a chunk, added pairwise")
+        if self.loop_depth:
+            self.role_sync()  # type: ignore[attr-defined]
+        self.w.line(f"{acc_t}* {stem}_s = {ptr};")
+        in_registers = Lazy(tile.dtype, tile.shape, lambda idx: "cake_h[cake_i]", what="a chunk in registers")
+        expr = replace_leaf(src, tile, in_registers)
+        step = self.slot.warps * lanes
+        with self.w.block(f"for (int cake_o0 = cake_rwarp * {lanes}; cake_o0 < {n_out}; cake_o0 += {step})"):
+            self.w.line("const int cake_row = cake_o0 + cake_lane;")
+            self.w.line(f"{acc_t} cake_p[{per_chunk}];")
+            self.w.line("#pragma unroll")
+            self.w.line(f"for (int cake_i = 0; cake_i < {per_chunk}; ++cake_i) cake_p[cake_i] = {zero};")
+            self.w.line(f"#pragma unroll {min(ROW_PER_LANE_CHUNKS_IN_FLIGHT, chunks)}")
+            with self.w.block(f"for (int cake_j = 0; cake_j < {chunks}; ++cake_j)"):
+                self.w.line(f"{CTYPE[tile.dtype]} cake_h[{per_chunk}];")
+                self.w.line(f"cake_unpack8(cake_lds_v4({tile.base} + {tile.offset_fn}(cake_row, cake_j * "
+                            f"{per_chunk})), cake_h);")
+                self.w.line("#pragma unroll")
+                with self.w.block(f"for (int cake_i = 0; cake_i < {per_chunk}; ++cake_i)"):
+                    e = Elem.generic("cake_row", f"(cake_j * {per_chunk} + cake_i)")
+                    self.w.line(f"cake_p[cake_i] += {rules.convert(expr.at(e), expr.dtype, out)};")
+            self.w.line("#pragma unroll")
+            with self.w.block(f"for (int cake_d = 1; cake_d < {per_chunk}; cake_d <<= 1)"):
+                self.w.line("#pragma unroll")
+                self.w.line(f"for (int cake_i = 0; cake_i < {per_chunk}; cake_i += 2 * cake_d) "
+                            "cake_p[cake_i] += cake_p[cake_i + cake_d];")
+            self.w.line(f"{stem}_s[cake_row] = cake_p[0];")
+        self.role_sync()  # type: ignore[attr-defined]
+        return SmemVec(out, (n_out,), f"{stem}_s")
+
     def warp_transposed_sum(self, src: Value, axis: int, n_out: int, n_red: int, out: DType, stem: str,
-                            ptr: str) -> Value:
+                            ptr: str, why_not_row_per_lane: str) -> Value:
         """A sum along an axis, 32 outputs per warp at a time: lane l adds elements l, l + 32, ... of each of the
         32 lines (coalesced reads, 32 independent accumulators), then a transposing butterfly leaves line l's
         total in lane l — at each step s = 16, 8, .., 1 a lane keeps the half of its partial sums that its bit s
@@ -242,6 +346,7 @@ class ReductionGen:
         zero = rules.REDUCTIONS["sum"].identity(out)
         self.w.comment(f"sum(axis={axis}) into {n_out} outputs: {lanes} lines a warp, lanes across each line, then "
                        "a transposing butterfly (lane l ends with line l's total)")
+        self.w.comment(f"not one row per lane: {why_not_row_per_lane}")
         if self.loop_depth:
             self.role_sync()  # type: ignore[attr-defined]
         self.w.line(f"{acc_t}* {stem}_s = {ptr};")

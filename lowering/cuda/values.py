@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cake.ir.nodes import DType
 from cake.lowering.cuda.errors import Code, Unlowerable
@@ -231,3 +231,15 @@ class Map(Value):
         for a in self.args:
             out.extend(a.leaves())
         return tuple(out)
+
+
+def replace_leaf(value: Value, old: Value, new: Value) -> Value:
+    """`value` rebuilt with every leaf equal to `old` replaced by `new`: the same elementwise expression reading
+    that operand from somewhere else (a shared tile's elements from registers a 16-byte load filled)."""
+    if value == old:
+        return new
+    if isinstance(value, Map):
+        return replace(value, args=tuple(replace_leaf(a, old, new) for a in value.args))
+    if isinstance(value, Bcast) and value.inner is not None:
+        return replace(value, inner=replace_leaf(value.inner, old, new))
+    return value

@@ -57,3 +57,26 @@ CAKE_DEVICE void cake_argmin_merge(float& best, int& best_i, float v, int i) {
 CAKE_DEVICE void cake_argmax_merge(float& best, int& best_i, float v, int i) {
   if (v > best || (v == best && i < best_i)) { best = v; best_i = i; }
 }
+
+// One 16-byte shared-memory load (`ptr` 16-byte aligned). A plain C++ load, not asm: nvcc emits ld.shared.v4.u32
+// for pointers into the kernel's shared array (every generated stage pointer is one), orders it after the
+// barrier waits before it (their asm clobbers memory), and may still schedule independent loads early.
+CAKE_DEVICE uint4 cake_lds_v4(const uint8_t* ptr) { return *reinterpret_cast<const uint4*>(ptr); }
+
+// The eight 16-bit elements of a 16-byte chunk in memory order: element 2k is the low half of word k.
+CAKE_DEVICE void cake_unpack8(const uint4& v, __nv_bfloat16 (&h)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    h[2 * k] = __ushort_as_bfloat16(static_cast<unsigned short>(w[k] & 0xffffu));
+    h[2 * k + 1] = __ushort_as_bfloat16(static_cast<unsigned short>(w[k] >> 16));
+  }
+}
+CAKE_DEVICE void cake_unpack8(const uint4& v, __half (&h)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    h[2 * k] = __ushort_as_half(static_cast<unsigned short>(w[k] & 0xffffu));
+    h[2 * k + 1] = __ushort_as_half(static_cast<unsigned short>(w[k] >> 16));
+  }
+}

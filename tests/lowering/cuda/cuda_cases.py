@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from cake.experiments.schedules import shipped_schedule_paths
-from cake.ir.nodes import Kernel
+from cake.ir.nodes import DType, Kernel
 from cake.ir.parser import parse
 from cake.lowering.cuda.compile import CompiledModule, compile_cubin
 from cake.lowering.cuda.program import CudaProgram, generate
@@ -44,14 +44,15 @@ def read(rel: str) -> tuple[Kernel, str]:
 
 
 @functools.cache
-def program(rel: str, arch: str | None = None) -> CudaProgram:
+def program(rel: str, arch: str | None = None, dtypes: tuple[tuple[str, str], ...] = ()) -> CudaProgram:
+    """`dtypes`: (type variable, element type) pairs bound instead of the schedule's defaults, e.g. (("T", "f16"),)."""
     kernel, _ = read(rel)
-    return generate(kernel, arch or kernel.target, file=rel)
+    return generate(kernel, arch or kernel.target, dtypes={var: DType(t) for var, t in dtypes}, file=rel)
 
 
 @functools.cache
-def compiled(rel: str, arch: str | None = None) -> CompiledModule:
-    prog = program(rel, arch)
+def compiled(rel: str, arch: str | None = None, dtypes: tuple[tuple[str, str], ...] = ()) -> CompiledModule:
+    prog = program(rel, arch, dtypes)
     smem = {c.kname: c.smem_bytes for c in prog.launches}
     tmem = {c.kname: c.tmem_columns for c in prog.launches}
     return compile_cubin(prog.source, prog.arch, smem_dynamic_bytes=smem, tmem_columns=tmem, file=rel)
