@@ -1,15 +1,22 @@
 # Warp-specialized ping-pong assign for Hopper in ONE launch, with ||c||^2 computed once per centroid tile by the
 # producer warpgroup. A TMA producer feeds two consumer warpgroups that take turns on the tensor cores (as in
 # assign_pingpong.cake); instead of a first launch writing ||c||^2 to global memory, the producer waits for each
-# centroid stage it lands, sums the squares of its rows (the CUDA backend's warp-transposed row sum over the
-# 128 producer threads) and stores them into a shared stage `csq[s]`, then arrives on `csq_full[s]`; a consumer
+# centroid stage it lands, sums the squares of its rows (over the 128 producer threads) and stores them into a shared stage `csq[s]`, then arrives on `csq_full[s]`; a consumer
 # waits on both the TMA barrier and `csq_full` before its wgmma. The consumers do no ||c||^2 work at all, unlike
 # assign_pingpong_fused.cake where both summed every tile beside their argmin (0.81x of flash-kmeans against the
 # two-launch 1.41x, session 9). The cost moves to warps that were idle; what it may cost instead: the producer
 # now waits for each stage to land before it issues the next, so the TMA lookahead is one stage (the stages
-# still decouple the producer from the consumers), and the producer's row sum needs 56 registers (setmaxnreg; 48 spill), which leaves the consumers 224 (232 before).
-# Not measured on a GPU when written (session 10): scripts/gpu/s10_call1.sh times it against the two-launch
-# ping-pong and the best baseline at the cell, and gates it in bf16 and fp16.
+# still decouple the producer from the consumers), and the producer's row sum needed 56 registers (setmaxnreg;
+# 48 spilled at codegen 2), which leaves the consumers 224 (232 in assign_pingpong.cake).
+# Measured on the H200 (session 10, results/h200-2026-12-03/s10-calls/): first at 48 + 2 x 232 registers it hung —
+# the consumers' setmaxnreg.inc asked for more than the producer released (the block holds 384 x 168 at launch, not
+# the SM's 65,536): E0302 now checks that pool. At 56 + 2 x 224, CUDA codegen 2 (warp-transposed row sum, 2-byte
+# loads): gated (bf16, fp16, seeds 0 1) and 0.883x [0.882, 0.883] of flash-kmeans (1.735 ms, 3 rounds) against the
+# two-launch 1.414x [1.407, 1.416] (1.123 ms) — the producer, summing 128 2-byte loads a lane and waiting for each
+# stage before the next copy, was the bottleneck. CUDA codegen 4 (one row per lane, 16-byte loads): 1.268 ms,
+# 1.226x of flash-kmeans against the two-launch 1.413x (1.116 ms), one round, gated in bf16 under seed 0 only:
+# 0.88x the two-launch kernel's speed, so not the exported default yet. Next: the producer at 40 registers (no
+# spill at codegen 4) to give the consumers back 232, and copying stage k + 1 before summing stage k.
 schedule assign_pingpong_prodnorm implements kmeans_assign
 target sm_90a
 
