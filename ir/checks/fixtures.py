@@ -99,62 +99,35 @@ pingpong consumer around mma
 
 # The ping-pong in one launch: the producer warpgroup sums ||c||^2 of each centroid stage it lands and stores it
 # into a shared stage the consumers read after `csq_full` (a role-written stage, ordered by a barrier, not a copy).
-PRODUCER_NORMS = """\
-schedule producer_norms implements kmeans_assign
-target sm_90a
-dtype T in {f16, bf16}
-param BN = 128 in {64, 128}
-param BK = 128 in {128, 256}
-param STAGES = 4 in 2 .. 5
-dims B, N, K
-tensor x: in T[B, N, 128]
-tensor c: in T[B, K, 128]
-tensor ids: out i32[B, N]
-grid persistent tile in cdiv(N, 2*BN), b in B
-smem xs[2]: T[BN, 128] swizzle 128B
-smem cs[STAGES]: T[BK, 128] swizzle 128B
-smem csq[STAGES]: f32[BK]
-mbarrier x_full[2] arrivals 1 tx BN*128*sizeof(T)
-mbarrier x_empty[2] arrivals 1 free
-mbarrier c_full[STAGES] arrivals 1 tx BK*128*sizeof(T)
-mbarrier csq_full[STAGES] arrivals 1
-mbarrier c_empty[STAGES] arrivals 2 free
-role producer: warpgroups 1, regs 56 {
-  for w in 0 .. 2 {
-    wait x_empty[w]
-    copy x[b, tile*2*BN + w*BN : +BN, :] -> xs[w] via tma masked signals x_full[w]
-  }
-  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {
-    wait c_empty[s]
-    copy c[b, k*BK : +BK, :] -> cs[s] via tma masked signals c_full[s]
-    wait c_full[s]
-    let cf: f32[BK, 128] = cast(cs[s], f32)
-    store sum(cf * cf, axis=1) -> csq[s]
-    arrive csq_full[s]
-  }
-}
-role consumer[w in 2]: warpgroups 1, regs 224 {
-  wait x_full[w]
-  let best: f32[BN] = inf
-  let besti: i32[BN] = 0
-  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {
-    wait c_full[s]
-    wait csq_full[s]
-    let dot: f32[BN, BK] = mma(xs[w], cs[s].T) via wgmma.m64n128k16
-    let cn: f32[BK] = csq[s]
-    arrive c_empty[s]
-    let col: i32[BK] = k*BK + arange(BK)
-    let dist: f32[BN, BK] = where(col[None, :] < K, cn[None, :] - 2 * dot, inf)
-    let m: f32[BN] = min(dist, axis=1)
-    let i: i32[BN] = argmin(dist, axis=1) + k*BK
-    besti = where(m < best, i, besti)
-    best = minimum(m, best)
-  }
-  arrive x_empty[w]
-  store besti -> ids[b, tile*2*BN + w*BN : +BN] masked
-}
-pingpong consumer around mma
-"""
+# 56 + 2 x 224 registers: the block holds 384 x 168 at launch (E0302).
+def _edited(base: str, *edits: tuple[str, str]) -> str:
+    """`base` with each `(old, new)` edit applied in order; `old` must occur exactly once when it is applied."""
+    text = base
+    for old, new in edits:
+        count = text.count(old)
+        if count != 1:
+            raise FixtureEditError(f"edit {old!r} matches {count} times (needs exactly one)")
+        text = text.replace(old, new)
+    return text
+
+
+class FixtureEditError(ValueError):
+    pass
+
+
+PRODUCER_NORMS = _edited(
+    PINGPONG,
+    ("schedule pingpong implements", "schedule producer_norms implements"),
+    ("tensor csq_g: in f32[B, K]\n", ""),
+    ("mbarrier c_full[STAGES] arrivals 1 tx BK*128*sizeof(T) + BK*4\n",
+     "mbarrier c_full[STAGES] arrivals 1 tx BK*128*sizeof(T)\nmbarrier csq_full[STAGES] arrivals 1\n"),
+    ("    wait c_full[s]\n    let dot", "    wait c_full[s]\n    wait csq_full[s]\n    let dot"),
+    ("role producer: warpgroups 1, regs 40 {", "role producer: warpgroups 1, regs 56 {"),
+    ("role consumer[w in 2]: warpgroups 1, regs 232 {", "role consumer[w in 2]: warpgroups 1, regs 224 {"),
+    ("    copy csq_g[b, k*BK : +BK] -> csq[s] via tma masked signals c_full[s]\n",
+     "    wait c_full[s]\n    let cf: f32[BK, 128] = cast(cs[s], f32)\n    store sum(cf * cf, axis=1) -> csq[s]\n"
+     "    arrive csq_full[s]\n"),
+)
 
 # A Blackwell matmul tile: TMA into shared memory, tcgen05 into tensor memory.
 TCGEN05 = """\
@@ -214,17 +187,8 @@ BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms":
                          "cp_async": CP_ASYNC}
 
 
-class FixtureEditError(ValueError):
-    pass
-
 
 def derive(base: str, *edits: tuple[str, str], backend: Backend | None = None,
            arch: str | None = None) -> BadExample:
     """A known-bad example: `base` with each `(old, new)` edit applied; `old` must occur exactly once."""
-    text = base
-    for old, new in edits:
-        count = text.count(old)
-        if count != 1:
-            raise FixtureEditError(f"edit {old!r} matches {count} times (needs exactly one)")
-        text = text.replace(old, new)
-    return BadExample(text, backend=backend, arch=arch)
+    return BadExample(_edited(base, *edits), backend=backend, arch=arch)

@@ -63,20 +63,17 @@ CAKE_DEVICE void cake_argmax_merge(float& best, int& best_i, float v, int i) {
 // barrier waits before it (their asm clobbers memory), and may still schedule independent loads early.
 CAKE_DEVICE uint4 cake_lds_v4(const uint8_t* ptr) { return *reinterpret_cast<const uint4*>(ptr); }
 
+// A 16-bit element from its bits, per element type (the tag argument picks the overload).
+CAKE_DEVICE __nv_bfloat16 cake_half_from_bits(unsigned short bits, __nv_bfloat16) { return __ushort_as_bfloat16(bits); }
+CAKE_DEVICE __half cake_half_from_bits(unsigned short bits, __half) { return __ushort_as_half(bits); }
+
 // The eight 16-bit elements of a 16-byte chunk in memory order: element 2k is the low half of word k.
-CAKE_DEVICE void cake_unpack8(const uint4& v, __nv_bfloat16 (&h)[8]) {
+template <typename H>
+CAKE_DEVICE void cake_unpack8(const uint4& v, H (&h)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    h[2 * k] = __ushort_as_bfloat16(static_cast<unsigned short>(w[k] & 0xffffu));
-    h[2 * k + 1] = __ushort_as_bfloat16(static_cast<unsigned short>(w[k] >> 16));
-  }
-}
-CAKE_DEVICE void cake_unpack8(const uint4& v, __half (&h)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    h[2 * k] = __ushort_as_half(static_cast<unsigned short>(w[k] & 0xffffu));
-    h[2 * k + 1] = __ushort_as_half(static_cast<unsigned short>(w[k] >> 16));
+    h[2 * k] = cake_half_from_bits(static_cast<unsigned short>(w[k] & 0xffffu), H{});
+    h[2 * k + 1] = cake_half_from_bits(static_cast<unsigned short>(w[k] >> 16), H{});
   }
 }
