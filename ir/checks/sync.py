@@ -194,7 +194,7 @@ def _smem_reads(launch: n.Launch, role: n.Role, env: an.Env, smem: set[str]
         exprs = an.stmt_exprs(stmt)
         if isinstance(stmt, n.MmaAsync):
             exprs = (stmt.a, stmt.b)
-        elif isinstance(stmt, n.Store) and _fill_target(stmt, smem) is not None:
+        elif isinstance(stmt, n.Store) and _fill_dest(stmt, smem) is not None:
             exprs = (stmt.value,)  # the stage it writes is not read
         bases: set[int] = set()
         for expr in exprs:
@@ -206,13 +206,12 @@ def _smem_reads(launch: n.Launch, role: n.Role, env: an.Env, smem: set[str]
                     yield site, e.id, None
 
 
-def _fill_target(stmt: n.Stmt, smem: set[str]) -> str | None:
-    """The shared buffer a statement fills: a copy's destination, or a role's `store` into a stage."""
+def _fill_dest(stmt: n.Stmt, smem: set[str]) -> n.Index | n.Name | None:
+    """The shared-buffer reference a statement fills: a copy's destination, or a role's `store` into a stage."""
     if isinstance(stmt, n.Copy):
-        return an.ref_name(stmt.dest)
-    if isinstance(stmt, n.Store):
-        name = an.ref_name(stmt.dest)
-        return name if name in smem else None
+        return stmt.dest
+    if isinstance(stmt, n.Store) and an.ref_name(stmt.dest) in smem:
+        return stmt.dest
     return None
 
 
@@ -222,9 +221,9 @@ def _fills(launch: n.Launch, env: an.Env) -> list[tuple[str, int, an.StmtSite, s
     for role in launch.roles:
         for inst, ienv in enumerate(an.role_instances(role, env)):
             for site in an.walk_body(role.body):
-                name = _fill_target(site.stmt, smem)
-                if name is not None:
-                    dest = site.stmt.dest  # type: ignore[union-attr]
+                dest = _fill_dest(site.stmt, smem)
+                name = None if dest is None else an.ref_name(dest)
+                if dest is not None and name is not None:
                     out.append((role.name, inst, site, name, an.try_value(an.ref_stage(dest), ienv)))
     return out
 

@@ -241,11 +241,10 @@ def plan_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, fil
     if uses_setmaxnreg:
         # The pool is the block's allocation at launch (E0302 proves it first; ir.analysis.RegisterPool says why).
         total = sum(r.padded_threads * (r.regs or _entry_regs(cursor, arch)) for r in roles)
-        pool = cursor * _entry_regs(cursor, arch)
-        if total > pool:
-            found.append(diag(Code.RESOURCE, f"launch `{launch.name}` reallocates {total:,} registers > {pool:,} "
-                              f"the block holds ({cursor} threads x {_entry_regs(cursor, arch)} at launch)",
-                              launch.span, file, subject=launch.name))
+        pool = an.register_pool(launch, env, arch)
+        if total > pool.registers:
+            found.append(diag(Code.RESOURCE, f"launch `{launch.name}` reallocates {total:,} registers > "
+                              f"{pool.registers:,} {pool.what}", launch.span, file, subject=launch.name))
     smem = plan_smem(launch, env)
     barriers = _plan_barriers(launch, env, roles, smem, file, found)
     return LaunchPlan(launch, env, cursor, tuple(roles), barriers, smem, uses_setmaxnreg)
