@@ -129,6 +129,17 @@ PRODUCER_NORMS = _edited(
      "    arrive csq_full[s]\n"),
 )
 
+# The one-launch ping-pong with ||c||^2 summed by a warpgroup of its own: the loader never waits on a landing, and
+# the normer's reads of `cs[s]` are released to the loader only through the consumers (csq_full, then c_empty).
+# 24 + 40 + 2 x 224 registers: the block holds 512 x 128 at launch.
+NORM_WARPGROUP = _edited(
+    PRODUCER_NORMS,
+    ("schedule producer_norms implements", "schedule norm_warpgroup implements"),
+    ("role producer: warpgroups 1, regs 56 {", "role loader: warpgroups 1, regs 24 {"),
+    ("    wait c_full[s]\n    let cf", "  }\n}\nrole normer: warpgroups 1, regs 40 {\n"
+     "  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {\n    wait c_full[s]\n    let cf"),
+)
+
 # A Blackwell matmul tile: TMA into shared memory, tcgen05 into tensor memory.
 TCGEN05 = """\
 schedule mm100 implements matmul
@@ -183,7 +194,7 @@ role main: warps 4 {
 }
 """
 
-BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms": PRODUCER_NORMS, "tcgen05": TCGEN05,
+BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms": PRODUCER_NORMS, "norm_warpgroup": NORM_WARPGROUP, "tcgen05": TCGEN05,
                          "cp_async": CP_ASYNC}
 
 

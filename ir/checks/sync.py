@@ -8,11 +8,12 @@ barrier element that depends on a replica variable is resolved per instance.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
-from cake.ir.checks.fixtures import PINGPONG, PRODUCER_NORMS, derive
+from cake.ir.checks.fixtures import NORM_WARPGROUP, PINGPONG, PRODUCER_NORMS, derive
 from cake.ir.checks.registry import Finding, check, finding
 from cake.ir.checks.text import expr_text
 
@@ -316,7 +317,10 @@ def _reused(copy_site: an.StmtSite, persistent: bool) -> bool:
        "a stage of `{buffer}` is overwritten by role `{writer}` while role `{reader}` may still read it",
        examples=[derive(PINGPONG, ("    wait c_empty[s]\n", "")),
                  derive(PRODUCER_NORMS, ("    let cn: f32[BK] = csq[s]\n    arrive c_empty[s]\n",
-                                         "    arrive c_empty[s]\n    let cn: f32[BK] = csq[s]\n"))])
+                                         "    arrive c_empty[s]\n    let cn: f32[BK] = csq[s]\n")),
+                 # The normer reads the stage again after its last release: no chain orders it before the refill.
+                 derive(NORM_WARPGROUP, ("    arrive csq_full[s]\n",
+                                         "    arrive csq_full[s]\n    let late: f32[BK] = sum(cast(cs[s], f32), axis=1)\n"))])
 def overwrite(ctx: CheckContext) -> Iterable[Finding]:
     env = ctx.identity_envs[0]
     for launch in ctx.kernel.launches:
@@ -329,6 +333,9 @@ def overwrite(ctx: CheckContext) -> Iterable[Finding]:
         sites = ctx.barrier_sites(launch)
         if sites is None:
             continue
+        hb = ctx.happens_before(launch)
+        frame = None if hb is None else _stage_frame(launch, env, hb)
+        carried = [] if hb is None else [(u, v) for u, v, kind in hb.graph.edges(data="kind") if kind == "carried"]
         reported: set[tuple[str, str, str]] = set()
         for role in launch.roles:
             for inst, ienv in enumerate(an.role_instances(role, env)):
@@ -338,7 +345,9 @@ def overwrite(ctx: CheckContext) -> Iterable[Finding]:
                             continue
                         if not _reused(f_site, persistent) or (buf, role.name, f_role) in reported:
                             continue
-                        if _released(sites, (role.name, inst, site.path), (f_role, f_inst, f_site.path)):
+                        read, fill = (role.name, inst, site.path), (f_role, f_inst, f_site.path)
+                        if _released(sites, read, fill) or (
+                                frame is not None and _released_through(frame, carried, read, fill)):
                             continue
                         reported.add((buf, role.name, f_role))
                         yield finding(f_site.stmt, f"shared buffer `{buf}`",
@@ -362,6 +371,37 @@ def _released(sites: tuple[an.BarrierSite, ...], read: an.Node, fill: an.Node) -
     waits = [s for s in sites if s.kind == an.SiteKind.WAIT and (s.role, s.instance) == (w_role, w_inst)
              and _in_scope(s.site.path, w_path) and s.site.path < w_path]
     return any(a.barrier == w.barrier and an.compatible(a.element, w.element) for a in arrives for w in waits)
+
+
+def _stage_frame(launch: n.Launch, env: an.Env, hb: an.HappensBefore) -> Any:
+    """The ordering within one iteration of the pipelined loops: the statements inside a pipelined loop, program
+    order only between statements of one loop body, and barrier completions between them. Leaving a loop body
+    (to the statement after the loop, or to a wait outside every loop) would join an earlier iteration to a
+    later one, so such a path is not a chain through the same stage."""
+    import networkx as nx
+
+    inside = {(role.name, inst, site.path)
+              for role in launch.roles for inst in range(len(an.role_instances(role, env)))
+              for site in an.walk_body(role.body) if any(loop.pipeline is not None for loop in site.loops)}
+    frame = nx.DiGraph()
+    frame.add_nodes_from(inside)
+    frame.add_edges_from((u, v) for u, v, kind in hb.core.edges(data="kind")
+                         if u in inside and v in inside and (kind == "sync" or u[2][:-1] == v[2][:-1]))
+    return frame
+
+
+def _released_through(frame: Any, carried: list[tuple[an.Node, an.Node]], read: an.Node, fill: an.Node) -> bool:
+    """The read happens before a release into a `free` barrier whose next phase's wait happens before the fill,
+    through any chain of roles within one iteration of the pipelined loops. The reader need not release the
+    stage itself: a normer's read of `cs[s]` precedes its arrive on `csq_full[s]`, which the consumers wait
+    on before they release `c_empty[s]`, which the loader waits on before it refills `cs[s]`. The carried
+    edge is the one step from this use of the stage to its next fill."""
+    import networkx as nx
+
+    if read not in frame or fill not in frame:
+        return False
+    return any((read == release or nx.has_path(frame, read, release)) and (wait == fill or nx.has_path(frame, wait, fill))
+               for release, wait in carried if release in frame and wait in frame)
 
 
 @check("E0407", "pingpong needs replicas",
