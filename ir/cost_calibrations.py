@@ -35,11 +35,23 @@ def toolchain_key(versions: Mapping[str, str]) -> str:
     return "+".join(f"{tool}-{str(version).split('+')[0]}" for tool, version in versions.items())
 
 
+def timed_toolchain(toolchain: str, codegen: str, clock: str) -> str:
+    """The toolchain part of a calibration key for timings of generated code: the compilers' `toolchain_key`,
+    the backend's codegen version (one IR lowers to different code across versions, so timings of version 1
+    say little about version 4) and the clock that timed it ("events": device events around the host call;
+    "graph": around a CUDA-graph replay, kernel-only). E.g. "nvcc-13.0.88+torch-2.11.0+codegen-4+graph"."""
+    for part, value in (("codegen", codegen), ("clock", clock)):
+        if not value or _SAFE.search(value):
+            raise ValueError(f"a calibration key's {part} must be a plain token (letters, digits, . + -), got {value!r}")
+    return f"{toolchain}+codegen-{codegen}+{clock}"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class CalibrationKey:
     backend: str  # "triton" | "cuda": the backend whose generated code was timed
     device: str  # a `cake.arch` device name, e.g. "H200"
-    toolchain: str  # `toolchain_key` of the backend's toolchain, e.g. "nvcc-13.0.88+torch-2.11.0"
+    toolchain: str  # `toolchain_key` of the backend's toolchain, e.g. "nvcc-13.0.88+torch-2.11.0"; fits of timed
+    # runs key `timed_toolchain` (codegen version and clock appended)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

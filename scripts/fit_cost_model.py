@@ -7,7 +7,14 @@ Sources are run directories (`cake.runs.store`: evolve runs, and the variant run
 `scripts/gpu_time_variants.py` writes) and, for the first H200 session's Triton data, the report of
 `scripts/bench_cost_model.py` (one file = one run). Every timed candidate is re-predicted with the *current*
 model and prior factors at the shape its run timed, and grouped by key: the backend that lowered it, the
-device and the toolchain. Each key is fitted on its own (`cake.ir.cost_calibration.fit_factors`):
+device and the toolchain, which here includes the backend's codegen version and the clock
+(`cake.ir.cost_calibrations.timed_toolchain`: the same IR lowers to different code across codegen versions, and
+event-timed eager calls include host work that a CUDA-graph replay does not). Each key is fitted on its own
+(`cake.ir.cost_calibration.fit_factors`):
+
+- measurement quality, judged on each timing's own reps and never on how the model ranks it: a timing whose
+  median rep is more than `MAX_MEDIAN_OVER_MIN` x its fastest rep is dropped from every fit and test
+  (reported, with what it drops); where no reps were stored (evolve runs, the bench report) it is not judged;
 
 - held out by run: with >= 2 runs, each run is ranked by factors fitted on the OTHER runs only
   (leave-one-run-out; two runs: A->B and B->A). A candidate whose IR also appears in a training run is dropped
@@ -51,6 +58,7 @@ from cake.ir.cost_calibrations import (
     CalibrationKey,
     calibration_for,
     store_calibration,
+    timed_toolchain,
 )
 from cake.ir.nodes import DType
 from cake.ir.parser import parse_diagnostics
@@ -74,6 +82,31 @@ COMMITTED_PROVENANCE: dict[str, tuple[str, dict[str, str], str]] = {
                                        "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
 }
 
+# Committed runs that predate recording their backend's codegen version: (path prefix under results/, backend) ->
+# (version, evidence from the git history of `CODEGEN_VERSION` in lowering/cuda/program.py and
+# `TritonBackend.codegen_version` against the commit of each run's data).
+COMMITTED_CODEGEN: dict[tuple[str, str], tuple[str, str]] = {
+    ("h200-2026-11-30/", "cuda"): ("1", "CUDA codegen 1 from 2512c24 until 29932b3 (2026-12-02 17:35 UTC); "
+                                        "session 2 ran on 2026-11-30"),
+    ("h200-2026-12-02/s5-", "cuda"): ("1", "CUDA codegen 1 until 29932b3 (2026-12-02 17:35 UTC); session 5's data "
+                                           "committed in aa05f75 (03:31) and 22b411b (05:04)"),
+    ("h200-2026-12-02/s7-", "cuda"): ("1", "CUDA codegen 1 until 29932b3 (2026-12-02 17:35 UTC); session 7 call 1's "
+                                           "data committed in c24d1f8 (13:28)"),
+    ("h200-2026-12-02/s5-", "triton"): ("3", "Triton codegen 3 from 1b800cf (2026-12-02 00:43) until d0a0468 (03:51); "
+                                             "session 5's data committed in aa05f75 (03:31)"),
+    ("h200-2026-11-30/", "triton"): ("1-or-2", "Triton codegen 1 until df62cc3 (2026-11-30 08:02), 2 after it; the "
+                                               "session-1 bench's time of day is unrecorded"),
+}
+# Before `gpu_time_variants.py --clock` existed, every timing was device events around the eager host call (the
+# only clock `cake.verifier.timing` shipped): not an assumption, the protocol's code.
+CLOCK_BEFORE_RECORDED = "events"
+
+# Measurement quality (module docstring): on an idle GPU a kernel's reps at a cold L2 lie within a few percent of
+# each other (the committed plain CUDA variants: median/min 1.009 at the median, 1.03 at most); a median more
+# than 10% above the fastest rep means something outside the kernel (host work, another process) entered most
+# reps. Fixed before looking at how the model ranks what it drops.
+MAX_MEDIAN_OVER_MIN = 1.10
+
 # The discovery rule's other half: priors (not factors) set from a win. The fit cannot keep these out; it says so.
 PRIORS_FROM_WINS: tuple[str, ...] = (
     "sm_90a/sm_90/sm_80/sm_100a smem_elementwise_ops_per_element = 24 (ir/data/cost_calibration.json) was set "
@@ -85,11 +118,13 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
 
 def default_sources() -> list[Path]:
     """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend), and
-    every variant run `gpu/s4_costdata.sh` produced and was committed."""
+    every committed variant run of `scripts/gpu_time_variants.py` (a `runs/<backend>-<i>/` beside its
+    `gpu_time_variants.json`)."""
     found = [RESULTS / "h200-2026-11-30" / "bench_cost_model.json",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve" / "run",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve2" / "run"]
-    found += sorted(p.parent for p in RESULTS.rglob("costdata/runs/*/run.sqlite"))
+    found += sorted(p.parent for p in RESULTS.rglob("runs/*/run.sqlite")
+                    if (p.parent.parent.parent / "gpu_time_variants.json").is_file())
     return found
 
 
@@ -111,6 +146,8 @@ class Loaded:
     samples: list[Sample] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
     assumptions: dict[str, str] = field(default_factory=dict)  # run -> what was assumed and on what evidence
+    unsteady: list[dict[str, Any]] = field(default_factory=list)  # timings the quality rule dropped, with why
+    not_judged: dict[str, int] = field(default_factory=dict)  # run -> timings without stored reps
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -160,9 +197,37 @@ def retracted_timings(run_dir: Path) -> frozenset[str]:
     return frozenset(json.loads(path.read_text())["runs"].get(run_dir.name, {}))
 
 
+def stored_reps(run_dir: Path) -> dict[str, list[float]] | None:
+    """The timed reps of each IR hash of a variant run (`runs/<backend>-<i>/`), from the
+    `gpu_time_variants.json` of the costdata folder that holds it; None where the run stored none (evolve runs)."""
+    report = run_dir.parent.parent / "gpu_time_variants.json"
+    backend, _, index = run_dir.name.rpartition("-")
+    if run_dir.parent.name != "runs" or not report.is_file() or not index.isdigit():
+        return None
+    return {str(o["ir_hash"]): list(o["times_ms"]) for o in json.loads(report.read_text())["outcomes"]
+            if o["backend"] == backend and o["run"] == int(index) and o["verdict"] == "timed" and o.get("times_ms")}
+
+
+def unsteady(times_ms: Sequence[float]) -> str | None:
+    """Why a timing's reps are not one kernel's time (the quality rule), or None."""
+    ordered = sorted(times_ms)
+    median, fastest = ordered[len(ordered) // 2], ordered[0]
+    if fastest > 0 and median / fastest > MAX_MEDIAN_OVER_MIN:
+        return f"median {median:.3f} ms > {MAX_MEDIAN_OVER_MIN} x fastest rep {fastest:.3f} ms ({len(ordered)} reps)"
+    return None
+
+
+def committed_codegen(name: str, backend: str) -> tuple[str, str] | None:
+    for (prefix, be), found in COMMITTED_CODEGEN.items():
+        if be == backend and name.startswith(prefix):
+            return found
+    return None
+
+
 def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
-             toolchains: Mapping[str, str] | None = None) -> None:
-    """Every candidate of a run store with a measured time, one per IR hash (the first evaluation)."""
+             toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> None:
+    """Every candidate of a run store with a measured time, one per IR hash (the first evaluation), except the
+    timings the quality rule drops."""
     name = _short(run_dir)
     with RunStore.open_read_only(run_dir) as store:
         config = store.config
@@ -183,9 +248,21 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
     if recorded_device is None or recorded_toolchain is None:
         raise SourceError(f"{run_dir}: the run records no device or toolchain; pass --assume-device DEVICE and "
                           f"--assume-toolchain {backend}=KEY if you know what timed it")
+    evidence = [committed[2]] if committed else []
+    codegen = config.get("codegen")
+    if codegen is None:
+        found = committed_codegen(name, backend)
+        if found is None and (codegens or {}).get(backend) is None:
+            raise SourceError(f"{run_dir}: the run records no codegen version of the {backend} backend; pass "
+                              f"--assume-codegen {backend}=VERSION if you know what lowered it")
+        codegen, why = found if found is not None else ((codegens or {})[backend], "command line")
+        assumed.append(f"codegen {codegen}")
+        evidence.append(why)
     if assumed:
-        loaded.assumptions[name] = ", ".join(assumed) + (f" ({committed[2]})" if committed else " (command line)")
-    key = CalibrationKey(backend, _device_name(str(recorded_device)), str(recorded_toolchain))
+        loaded.assumptions[name] = ", ".join(assumed) + f" ({'; '.join(evidence) or 'command line'})"
+    clock = str(config.get("clock") or CLOCK_BEFORE_RECORDED)
+    key = CalibrationKey(backend, _device_name(str(recorded_device)), timed_toolchain(str(recorded_toolchain),
+                                                                                       str(codegen), clock))
     if config.get("dims") and config.get("dtype"):
         dims, dtype = {str(k): int(v) for k, v in config["dims"].items()}, DType(str(config["dtype"]))
     else:
@@ -195,6 +272,7 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
     win = max((r for r in rows if r.fitness is not None), key=lambda r: r.fitness or 0.0, default=None) \
         if is_evolve else None
     retracted = retracted_timings(run_dir)
+    reps = stored_reps(run_dir)
     seen: set[str] = set()
     for row in rows:
         if row.ir_hash in seen:
@@ -202,6 +280,14 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
         seen.add(row.ir_hash)
         if row.ir_hash in retracted:
             loaded.skip("retracted timing (costdata/retracted.json)")
+            continue
+        times = (reps or {}).get(row.ir_hash)
+        if times is None:
+            loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
+        elif (spread := unsteady(times)) is not None:
+            loaded.skip(f"unsteady reps (median > {MAX_MEDIAN_OVER_MIN} x fastest)")
+            loaded.unsteady.append({"run": name, "ident": row.ir_hash, "label": f"{row.name} [{row.mutation}]"[:60],
+                                    "why": spread})
             continue
         prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, None, loaded)
         if prediction is None:
@@ -231,19 +317,26 @@ def load_bench_report(path: Path, loaded: Loaded) -> None:
                               entry["params"], loaded)
         if prediction is None:
             continue
-        key = CalibrationKey(backend, device, str(report["toolchain"]))
+        found = committed_codegen(name, backend)
+        if found is None:
+            raise SourceError(f"{path}: the bench report records no codegen version and COMMITTED_CODEGEN has none "
+                              f"for it")
+        loaded.assumptions[name] = f"codegen {found[0]} ({found[1]})"
+        loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
+        key = CalibrationKey(backend, device, timed_toolchain(str(report["toolchain"]), found[0],
+                                                              CLOCK_BEFORE_RECORDED))
         ident = f"{entry['schedule']}:{params_tag(entry['params'])}"
         loaded.samples.append(Sample(name, key, ident, ident, float(entry["measured_ms"]), prediction))
 
 
 def load_sources(sources: Sequence[Path], device: str | None = None,
-                 toolchains: Mapping[str, str] | None = None) -> Loaded:
+                 toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> Loaded:
     loaded = Loaded()
     for source in sources:
         if source.is_file() and source.suffix == ".json":
             load_bench_report(source, loaded)
         else:
-            load_run(source, loaded, device, toolchains)
+            load_run(source, loaded, device, toolchains, codegens)
     return loaded
 
 
@@ -510,12 +603,12 @@ def print_key(summary: Mapping[str, Any]) -> None:
               " ".join(f"{w['terms_ms'][n]:>6.3f}" for n in names))
 
 
-def _toolchain_args(values: Sequence[str]) -> dict[str, str]:
+def _toolchain_args(values: Sequence[str], flag: str = "--assume-toolchain") -> dict[str, str]:
     out = {}
     for value in values:
         backend, sep, key = value.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--assume-toolchain takes BACKEND=KEY (e.g. cuda=nvcc-13.0.88+torch-2.11.0), got {value!r}")
+            raise SystemExit(f"{flag} takes BACKEND=VALUE (e.g. cuda=nvcc-13.0.88+torch-2.11.0, cuda=4), got {value!r}")
         out[backend] = key
     return out
 
@@ -527,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assume-device", help="device of runs that record none (e.g. H200)")
     parser.add_argument("--assume-toolchain", action="append", default=[], metavar="BACKEND=KEY",
                         help="toolchain key of runs of BACKEND that record none")
+    parser.add_argument("--assume-codegen", action="append", default=[], metavar="BACKEND=VERSION",
+                        help="codegen version of runs of BACKEND that record none (committed ones: COMMITTED_CODEGEN)")
     parser.add_argument("--out", type=Path, help="write the summary JSON here")
     parser.add_argument("--write", action="store_true",
                         help=f"store each key's fit on all its runs under {CALIBRATION_DIR.relative_to(ROOT)}, when "
@@ -536,7 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sources = args.sources or default_sources()
     try:
-        loaded = load_sources(sources, args.assume_device, _toolchain_args(args.assume_toolchain))
+        loaded = load_sources(sources, args.assume_device, _toolchain_args(args.assume_toolchain),
+                              _toolchain_args(args.assume_codegen, "--assume-codegen"))
     except SourceError as error:
         print(f"fit_cost_model: {error}", file=sys.stderr)
         return 2
@@ -547,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(f'{k} x{v}' for k, v in loaded.skipped.items()) or 'none'}")
     for run, assumption in loaded.assumptions.items():
         print(f"assumed for {run}: {assumption}")
+    print(f"measurement quality (median <= {MAX_MEDIAN_OVER_MIN} x fastest rep): dropped {len(loaded.unsteady)}; "
+          f"not judged (no reps stored): " + (", ".join(f"{r} x{c}" for r, c in loaded.not_judged.items()) or "none"))
+    for drop in loaded.unsteady:
+        print(f"   dropped {drop['run']} {drop['ident']} {drop['label']}: {drop['why']}")
     for note in PRIORS_FROM_WINS:
         print(f"prior informed by a win: {note}")
     ceiling = timing_ceiling(sources)
@@ -578,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,
+                                        "quality_rule": f"median <= {MAX_MEDIAN_OVER_MIN} x fastest rep",
+                                        "unsteady_dropped": loaded.unsteady, "not_judged": loaded.not_judged,
                                         "assumed": loaded.assumptions, "priors_from_wins": list(PRIORS_FROM_WINS),
                                         "measurement_ceiling": ceiling,
                                         "keys": summaries}, indent=1) + "\n")

@@ -9,6 +9,7 @@ tests drive separately; it was not done in the session that grew it, for lack of
     python3 scripts/gpu_time_variants.py --out /tmp/plan --dry-run          # CPU: the plan, and nvcc's rate
     python3 scripts/gpu_time_variants.py --out DIR --backend cuda \
         --only "assign_plain:BN=128 BK=64 STAGES=3 WARPS=8" --only ...      # re-time a few named variants
+    python3 scripts/gpu_time_variants.py --out DIR --backend cuda --clock graph   # kernel-only times
 
 1. Enumerate (CPU, this process): every sm_90a schedule of `kmeans_assign` the repository ships, varied as
    `bench_compile_enumeration.variants` varies it (each param value, each dtype choice, each mma width, one
@@ -26,18 +27,24 @@ tests drive separately; it was not done in the session that grew it, for lack of
    that leaves part of its output unwritten must not pass on what an earlier variant left in the same
    caching-allocator block) — compilation on all cores at once; then, one worker at a time (the
    parent grants the GPU), the timing protocol at the timing shape (default B=8 N=16384 K=1024 D=128 bf16:
-   cold L2, two rotated input sets, a few reps, sampled re-check). A worker that crashes or outlives its
+   cold L2, two rotated input sets, a few reps, sampled re-check). `--clock events` (the default) brackets the
+   host call with device events, so a call whose host work outlasts the L2 flush (the CUDA backend's Python
+   launch path encodes TMA descriptors and launches twice; other workers' nvcc runs on every core meanwhile) is
+   timed with that host work; `--clock graph` captures the checked call in a CUDA graph per input set
+   (`cake.verifier.timing.GraphReplay`) and times the replay: kernel-only device time. A call that cannot be
+   captured is a verdict (`raised`), checked again under replay before it is timed. A worker that crashes or outlives its
    per-variant limit is killed and replaced, and its variant gets that verdict: a crash is a verdict, never a
    dead session. A time guard (`--budget-s`) stops handing out variants; the shuffled order makes a cut a fair
    sample, and variants not reached stay queued in their run.
 4. Store: every variant is a candidate of its run (status, verdict text, measured median in ms), the run's
-   config records backend, device, toolchain, shape and the split. Prints a table and writes
+   config records backend, device, toolchain, the backend's codegen version, the clock, shape and the split. Prints a table and writes
    `OUT/gpu_time_variants.json`. Then `python3 scripts/fit_cost_model.py OUT/runs/*` fits and reports.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing as mp
 import random
@@ -60,6 +67,7 @@ from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
 from cake.ir.transforms.bind_params import bind_params
+from cake.lowering.backend import get_backend
 
 from cake.diagnostics import DiagnosticError
 from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, RunStore, ir_hash
@@ -72,6 +80,9 @@ TIMING_DIMS = {"B": 8, "N": 16384, "K": 1024, "D": 128}
 WARM_DIMS = {"B": 2, "N": 256, "K": 1024, "D": 128}  # the timing shape's divisibility, 1/256 of its work
 DTYPE = "bf16"
 WORKER_DEVICE = "cuda"  # where a worker's inputs live (a CPU test runs the worker under Triton's interpreter)
+# What `--clock` times, as the run's config records it (the fitter keys a calibration by it).
+CLOCKS = {"events": "device events around the eager host call (host work included where it outlasts the L2 flush)",
+          "graph": "device events around a CUDA-graph replay of the call (kernel-only device time)"}
 
 
 def _clock() -> Any:
@@ -189,17 +200,19 @@ class Outcome:
         return sorted(self.times_ms)[len(self.times_ms) // 2] if self.times_ms else None
 
 
-def gpu_worker(conn: Connection, seed: int) -> None:
+def gpu_worker(conn: Connection, seed: int, clock_kind: str = "events") -> None:
     """A spawned worker: ("load", job) -> ("loaded", id, None | (verdict, detail), fatal); ("time", id) ->
     ("timed", id, times, failure, fatal); None -> exit. It first says ("hello", device name, toolchains).
-    `fatal`: the worker's CUDA context is broken; the pool replaces it after taking the verdict."""
+    `fatal`: the worker's CUDA context is broken; the pool replaces it after taking the verdict. With
+    `clock_kind` "graph", a checked call is captured in a CUDA graph, checked again under replay, and timed
+    as a replay (`CLOCKS`)."""
     import torch
-    from cake.lowering.backend import get_backend
     from cake.lowering.runtime import load, lower
     from cake.verifier.registry import get_contract
     from cake.verifier.runner import kernel_errors
     from cake.verifier.timing import (
         Contestant,
+        GraphReplay,
         TimingConfig,
         Verification,
         make_inputs,
@@ -252,6 +265,19 @@ def gpu_worker(conn: Connection, seed: int) -> None:
             if reason is not None:
                 conn.send(("loaded", job.id, ("wrong", reason[:300]), False))
                 continue
+            if clock_kind == "graph":
+                fn = GraphReplay(fn)
+                try:  # captured at the warm-up shape, and the replay's output checked like the eager call's
+                    out = fn(*warm)
+                    clock.synchronize()
+                    reason = full(warm, (out,) if torch.is_tensor(out) else tuple(out))
+                except kernel_errors() as raised:
+                    conn.send(("loaded", job.id, ("raised", f"CUDA-graph capture or replay: {type(raised).__name__}: "
+                                                            f"{str(raised)[:260]}"), not _context_usable(clock)))
+                    continue
+                if reason is not None:
+                    conn.send(("loaded", job.id, ("wrong", f"under CUDA-graph replay: {reason[:260]}"), False))
+                    continue
             loaded[job.id] = fn
             conn.send(("loaded", job.id, None, False))
         elif msg[0] == "time":
@@ -479,8 +505,10 @@ class Stores:
     """One run store per (backend, run), created on the first outcome (the device and toolchain come from
     the workers); each variant is a candidate of its run's turn 1, its outcome an evaluation."""
 
-    def __init__(self, out: Path, plan_: Plan, runs: int, seed: int, dims: Mapping[str, int]):
+    def __init__(self, out: Path, plan_: Plan, runs: int, seed: int, dims: Mapping[str, int],
+                 clock_kind: str = "events"):
         self.out, self.plan, self.runs, self.seed, self.dims = out, plan_, runs, seed, dict(dims)
+        self.clock_kind = clock_kind
         self.stores: dict[tuple[str, int], RunStore] = {}
         self.ids: dict[int, int] = {}  # job id -> candidate id
 
@@ -492,7 +520,9 @@ class Stores:
                 jobs = [j for j in self.plan.jobs if (j.backend, j.run) == (backend, run)]
                 config = {"kind": "variant timing (scripts/gpu_time_variants.py)", "workload": "flash_kmeans",
                           "op": OP, "arch": ARCH, "eval": {"backend": backend}, "device": device,
-                          "toolchain": toolchains[backend], "dims": self.dims, "dtype": DTYPE,
+                          "toolchain": toolchains[backend], "codegen": get_backend(backend).codegen_version,
+                          "clock": self.clock_kind, "clock_means": CLOCKS[self.clock_kind],
+                          "dims": self.dims, "dtype": DTYPE,
                           "split": split_criterion(self.runs, self.seed), "run_index": run, "seed": self.seed}
                 store = RunStore.create(self.out / "runs" / f"{backend}-{run}", config)
                 ids = store.record_turn(1, [NewCandidate(j.ir_hash, j.text, Path(j.schedule).stem, (), "enumeration",
@@ -594,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="just this variant, e.g. 'assign_plain:BN=128 BK=64 STAGES=3 WARPS=8' (the schedule's "
                              "file stem and the label the JSON records); repeatable")
     parser.add_argument("--backend", choices=BACKENDS, action="append", help="just this backend; repeatable")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="events",
+                        help="; ".join(f"{k}: {v}" for k, v in CLOCKS.items()))
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be >= 1")
@@ -610,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({time.perf_counter() - t0:.1f} s)", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"timing_dims": TIMING_DIMS, "warm_dims": WARM_DIMS, "dtype": DTYPE, "arch": ARCH,
+                              "clock": args.clock, "clock_means": CLOCKS[args.clock],
                               "runs": args.runs, "seed": args.seed, "split": split_criterion(args.runs, args.seed),
                               "variants_enumerated": the_plan.variants, "refused_by_checker": dict(the_plan.refused),
                               "jobs_per_run": dict(sorted(counts.items())), "plan_s": time.perf_counter() - t0}
@@ -619,10 +652,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report["cpu_rate"], indent=1))
         (args.out / "gpu_time_variants_plan.json").write_text(json.dumps(report, indent=1) + "\n")
         return 0
-    stores = Stores(args.out, the_plan, args.runs, args.seed, TIMING_DIMS)
+    stores = Stores(args.out, the_plan, args.runs, args.seed, TIMING_DIMS, args.clock)
     cfg = PoolConfig(args.workers, max(0.0, args.budget_s - (time.perf_counter() - t0)), args.load_limit_s,
                      args.time_limit_s, args.drain_s, seed=args.seed)
-    result = run_pool(the_plan.jobs, cfg, on_hello=stores.open, on_outcome=stores.record)
+    result = run_pool(the_plan.jobs, cfg, target=functools.partial(gpu_worker, clock_kind=args.clock),
+                      on_hello=stores.open, on_outcome=stores.record)
     stores.close()
     summary = summarize(the_plan, result.outcomes)
     print_table(summary)

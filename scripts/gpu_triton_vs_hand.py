@@ -138,31 +138,6 @@ def write_resources(kernels: dict[str, Any], out: Path) -> dict[str, Any]:
     return table
 
 
-class GraphReplay:
-    """`fn` captured in a CUDA graph once per input set (keyed by the inputs' addresses) and replayed: the
-    device work of the call without the host work around it. The first call per set runs `fn` eagerly once
-    (compiles, allocates), then captures; outputs live in the graph's pool and are rewritten by each replay."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        self.fn = fn
-        self.graphs: dict[tuple[int, ...], tuple[Any, Any]] = {}
-
-    def __call__(self, *inputs: Any) -> Any:
-        import torch
-
-        key = tuple(t.data_ptr() for t in inputs if isinstance(t, torch.Tensor))
-        if key not in self.graphs:
-            self.fn(*inputs)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = self.fn(*inputs)
-            self.graphs[key] = (graph, out)
-        graph, out = self.graphs[key]
-        graph.replay()
-        return out
-
-
 def graph_contestants(kernels: list[tuple[str, Any, Any]], hand: Any, shape: Any
                       ) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any]], dict[str, str]]:
     """The `@graph` variants of the lowered kernels and of `hand_triton`, each captured once here at the quick
@@ -172,7 +147,7 @@ def graph_contestants(kernels: list[tuple[str, Any, Any]], hand: Any, shape: Any
     from cake.experiments.workload import Prepared
     from cake.verifier.registry import get_contract
     from cake.verifier.runner import kernel_errors
-    from cake.verifier.timing import make_inputs
+    from cake.verifier.timing import GraphReplay, make_inputs
 
     probe = make_inputs(get_contract(OP), {"B": 2, "N": 1000, "K": 97, "D": shape.dim_map["D"]}, shape.torch_dtype,
                         "cuda", 11)

@@ -20,7 +20,9 @@ For one shape, every contestant (the candidate and its baselines) runs in this o
    of the measured ceilings (`DeviceSpec.gemm_ceiling_tflops`, `bandwidth_ceiling_bytes_per_s`), the roofline
    floor at datasheet peaks, and `implausible` when the median beats that floor.
 
-Times come from a `Clock`. The only clock shipped is `CudaClock` (device events); `measure` takes the
+Times come from a `Clock`. The only clock shipped is `CudaClock` (device events); events bracket the host call,
+so a call whose host work outlasts the L2 flush before it is timed with that host work: `GraphReplay` wraps a
+call so that only its device work runs between the events; `measure` takes the
 clock as a parameter so its logic can be tested on a CPU with a scripted clock that lives in the tests.
 There is no CPU timing path: with no GPU, `CudaClock()` raises `NoGpu`.
 """
@@ -107,6 +109,31 @@ class CudaClock:
 
     def wall_s(self) -> float:
         return time.perf_counter()
+
+
+class GraphReplay:
+    """`fn` captured in a CUDA graph once per input set (keyed by the inputs' addresses) and replayed: the
+    device work of the call without the host work around it (a generated launcher's checks, allocations and
+    tensor-map encoding, a Python launch path slowed by other processes). The first call per set runs `fn`
+    eagerly once (compiles, allocates), then captures; outputs live in the graph's pool and are rewritten by
+    each replay. A call that cannot be captured raises the CUDA runtime's error from the first call."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+        self.graphs: dict[tuple[int, ...], tuple[Any, Any]] = {}
+
+    def __call__(self, *inputs: Any) -> Any:
+        key = tuple(t.data_ptr() for t in inputs if isinstance(t, torch.Tensor))
+        if key not in self.graphs:
+            self.fn(*inputs)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = self.fn(*inputs)
+            self.graphs[key] = (graph, out)
+        graph, out = self.graphs[key]
+        graph.replay()
+        return out
 
 
 # ---- contestants and settings ------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import gpu_time_variants as gtv
 import pytest
 from cake.ir.check import check, errors
 from cake.ir.parser import parse
+from cake.lowering.backend import get_backend
+from cake.lowering.cuda.program import CODEGEN_VERSION
 
 from cake.runs.store import CandidateStatus, RunStore
 
@@ -74,7 +76,7 @@ def scripted_worker(conn: Connection, seed: int) -> None:
 def test_the_pool_turns_crashes_and_hangs_into_verdicts_and_writes_runs(small_schedule: Path,
                                                                         tmp_path: Path) -> None:
     plan = gtv.plan([small_schedule], runs=2, seed=0)
-    stores = gtv.Stores(tmp_path / "out", plan, 2, 0, gtv.TIMING_DIMS)
+    stores = gtv.Stores(tmp_path / "out", plan, 2, 0, gtv.TIMING_DIMS, "graph")
     cfg = gtv.PoolConfig(workers=2, budget_s=60, load_limit_s=10, time_limit_s=1.0, start_limit_s=30)
     result = gtv.run_pool(plan.jobs, cfg, target=scripted_worker, context="fork", on_hello=stores.open,
                           on_outcome=stores.record)
@@ -90,6 +92,7 @@ def test_the_pool_turns_crashes_and_hangs_into_verdicts_and_writes_runs(small_sc
     assert [r.name for r in runs] == ["cuda-0", "cuda-1", "triton-0", "triton-1"]
     with RunStore.open_read_only(runs[0]) as store:
         assert store.config["device"] == "NVIDIA H200" and store.config["eval"] == {"backend": "cuda"}
+        assert store.config["codegen"] == CODEGEN_VERSION and store.config["clock"] == "graph"
         rows = store.candidates()
         assert {r.status for r in rows} <= {CandidateStatus.PASSED, CandidateStatus.FAILED}
         assert any(r.evaluation and (r.evaluation.error or "").startswith("crashed: worker died") for r in rows)
@@ -97,8 +100,10 @@ def test_the_pool_turns_crashes_and_hangs_into_verdicts_and_writes_runs(small_sc
     loaded = fcm.load_sources(runs)
     timed = [j for j in plan.jobs if verdicts[j.id] == "timed"]
     assert len(loaded.samples) == len(timed) and not loaded.assumptions
-    assert {str(s.key) for s in loaded.samples} == {"cuda/H200/nvcc-13.0.88+torch-2.11.0",
-                                                   "triton/H200/triton-3.6.0+torch-2.11.0"}
+    # The key holds the backend's codegen version and the clock the run recorded (no assumption needed).
+    assert {str(s.key) for s in loaded.samples} == {
+        f"cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-{CODEGEN_VERSION}+graph",
+        f"triton/H200/triton-3.6.0+torch-2.11.0+codegen-{get_backend('triton').codegen_version}+graph"}
 
 
 def test_the_time_guard_leaves_the_rest_queued(small_schedule: Path) -> None:

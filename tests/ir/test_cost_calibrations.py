@@ -18,6 +18,7 @@ from cake.ir.cost_calibrations import (
     calibration_for,
     calibrations,
     store_calibration,
+    timed_toolchain,
     toolchain_key,
 )
 from cake.ir.parser import parse
@@ -95,6 +96,15 @@ def test_toolchain_keys_drop_local_suffixes() -> None:
         toolchain_key({})
     with pytest.raises(ValueError, match="unknown backend"):
         CalibrationKey("opencl", "H200", "x")
+
+
+def test_timed_runs_key_their_codegen_version_and_clock() -> None:
+    assert timed_toolchain("nvcc-13.0.88+torch-2.11.0", "4", "graph") == "nvcc-13.0.88+torch-2.11.0+codegen-4+graph"
+    assert CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88", "1-or-2", "events")).file_name == \
+        "cuda__H200__nvcc-13.0.88+codegen-1-or-2+events.json"
+    for codegen, clock in (("", "events"), ("4", "cuda graph"), ("4/5", "events")):
+        with pytest.raises(ValueError, match="plain token"):
+            timed_toolchain("nvcc-13.0.88", codegen, clock)
 
 
 def test_the_cuda_backends_dot_is_priced_as_it_lowers_it() -> None:
