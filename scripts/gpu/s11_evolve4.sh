@@ -1,4 +1,4 @@
-# H200, session 11 (issue 17), carry [".whl"]; about 9.3 minutes. A fourth clean-start evolve seed, the first at CUDA
+# H200, session 11 (issue 17), carry [".whl"]; about 8.5 minutes. A fourth clean-start evolve seed, the first at CUDA
 # codegen 4 (seeds 1-3 ran at codegen 2): the plain seed's shared ||c||^2 sum and every warp-specialized candidate's
 # now lower to one row per lane with 16-byte loads, so the search's fitness landscape moved. Seeds 1-3's bests:
 # 0.903x, 0.759x, 0.953x of the best baseline (RESULTS.md, session 10).
@@ -6,5 +6,5 @@
 # of triton_assign, flash_kmeans, torch_mm at cake_cell), every candidate's verdict in evolve.log; the run store
 # (run.sqlite, candidates/) is packed with it so the timed candidates can feed the cost fit.
 source scripts/gpu/lib.sh
-stage evolve 545 python3 scripts/gpu_evolve.py --minutes 8.3 --backend cuda --evals-per-turn 4 --seed 4 --out $RES/evolve
+stage evolve 500 python3 scripts/gpu_evolve.py --minutes 7.5 --backend cuda --evals-per-turn 4 --seed 4 --out $RES/evolve
 cat $RES/stages.txt
