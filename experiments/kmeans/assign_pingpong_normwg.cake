@@ -10,6 +10,12 @@
 # both consumers arrived after reading `csq[s]` (happens-before is transitive through the loader).
 # Registers: 512 threads hold 128 each at launch (65,536); the loader keeps 24 (it holds a few indices), the normer
 # 40, and setmaxnreg gives each consumer (65,536 - 128 x 64) / 256 = 224.
+# Measured on the H200 (session 11, results/h200-2026-12-03/s11-calls/call1): gated (bf16, fp16, seeds 0 1) and
+# 1.218x [1.216, 1.219] of flash-kmeans over 3 rounds, against prodnorm's 1.227x [1.226, 1.228] and the two-launch
+# 1.414x [1.411, 1.414]: the lookahead was not what held prodnorm back. Every one-launch design here sums all K x D
+# centroid squares for each 256-point tile, and those CUDA-core issue slots are the consumers' argmin slots whichever
+# warps run them; the two-launch kernel sums each centroid once. Kept as the schedule that shows a release through
+# a chain of roles (E0406) and as the starting point for a per-CTA ||c||^2 cache.
 schedule assign_pingpong_normwg implements kmeans_assign
 target sm_90a
 

@@ -15,8 +15,10 @@
 # two-launch 1.414x [1.407, 1.416] (1.123 ms) — the producer, summing 128 2-byte loads a lane and waiting for each
 # stage before the next copy, was the bottleneck. CUDA codegen 4 (one row per lane, 16-byte loads): 1.268 ms,
 # 1.226x of flash-kmeans against the two-launch 1.413x (1.116 ms), one round, gated in bf16 under seed 0 only:
-# 0.88x the two-launch kernel's speed, so not the exported default yet. Next: the producer at 40 registers (no
-# spill at codegen 4) to give the consumers back 232, and copying stage k + 1 before summing stage k.
+# 0.88x the two-launch kernel's speed, so not the exported default. Session 11 (3 rounds): 1.227x [1.226, 1.228]
+# against the two-launch 1.414x [1.411, 1.414]; at 40 + 2 x 232 registers 1.222x, and with a warpgroup of its own for
+# the sum (assign_pingpong_normwg.cake, every copy in flight) 1.218x: neither registers nor lookahead is the limit,
+# the per-tile sum is. Its exported op's host time is 4.3 us a call (out-variant) against the two-launch 6.9 us.
 schedule assign_pingpong_prodnorm implements kmeans_assign
 target sm_90a
 
