@@ -112,7 +112,9 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
     "sm_90a/sm_90/sm_80/sm_100a smem_elementwise_ops_per_element = 24 (ir/data/cost_calibration.json) was set "
     "from the session-2 evolve pair: a ping-pong recomputing ||c||^2 (3.4 ms; 1b95127d, evolve's best) vs the "
     "hoisted one (1.12 ms; c336ea8e, evolve2's win, 1.16 ms in its run). It is a prior constant, not a fitted "
-    "factor: the fits here keep both candidates out but cannot unlearn it",
+    "factor: the fits here keep both candidates out but cannot unlearn it. Since CUDA codegen 4 a row sum of a "
+    "16-bit shared tile is priced from its SASS instead (codegen_overrides); the 24 still prices other elementwise "
+    "reads of a swizzled tile and every row sum of codegen 1",
 )
 
 
