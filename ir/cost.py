@@ -4,8 +4,10 @@ It exists to rank candidates, so every term is monotone in the work it models. P
 
 1. **Work** (`count_work`, exact from the IR at a concrete shape): tensor-core flops per mma form, CUDA-core
    ops (elementwise ops, reductions, argmin — per element), bytes requested from global memory (through L2)
-   and the unique bytes that must come from HBM, shared-memory traffic, barrier operations, and the
-   software-pipeline depth with the bytes each stage carries.
+   and the unique bytes that must come from HBM, shared-memory traffic (wgmma operands once per instruction),
+   barrier operations, and the software-pipeline depth with the bytes each stage carries. What a backend's
+   generated code does differently is data (`constants_for(arch, backend, codegen=)`): e.g. CUDA codegen 4 issues
+   a row sum of a 16-bit shared tile one row per lane, priced per element as a whole (`_Counter.row_sum`).
 2. **Occupancy** (`occupancy`): shared memory (declared buffers via `cake.ir.analysis.smem_layout`, plus
    the staging a backend adds for tiles loaded in a pipelined loop when the schedule declares none),
    registers (declared budgets via `analysis.register_budget`, else an estimate from live tiles), threads,
@@ -79,9 +81,16 @@ class Work:
     iterations: float = 0.0  # innermost-loop iterations per tile (each one a dependent chain)
     acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
     serial_loads: float = 0.0  # memory latencies one thread waits in turn (a backend's serial tile loads)
+    row_sum_ops: float = 0.0  # the part of cuda_ops issued by row sums one row per lane (not spread over the CTA)
+    row_sum_lane_ops: float = 0.0  # what the busiest lane issues of those row sums, one row after another
 
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
+
+
+def _leaf_name(e: n.Expr) -> str | None:
+    """The tile an elementwise operand reads: a name, a stage of a buffer, or the tensor a load reads."""
+    return an.ref_name(e.source if isinstance(e, n.Load) else e)
 
 
 @dataclass(slots=True)
@@ -90,6 +99,7 @@ class _Tile:
     elem_bytes: int
     space: str  # "reg" | "smem" | "global" | "tmem"
     stages: int = 1
+    staged: bool = False  # a register tile loaded from global that the backend stages through shared memory
 
 
 @dataclass(slots=True)
@@ -115,6 +125,13 @@ class _Counter:
     acc_touches: float = 1.0
     iterations: float = 0.0
     serial_loads: float = 0.0
+    row_sum_ops: float = 0.0
+    row_sum_lane_ops: float = 0.0
+    role_threads: int = 0  # threads of the role instance being counted
+    # Register tiles bound to an elementwise expression of other tiles: (the expression, the CUDA-core ops and
+    # shared bytes counted for it at its `let`). A backend that evaluates such a `let` where it is used (the CUDA
+    # backend's lazy values) folds it into a row sum that reads it, which then prices it (`row_sum`).
+    elementwise_lets: dict[str, tuple[n.Expr, float, float]] = field(default_factory=dict)
     register_load_bytes: float = 0.0  # global bytes loaded into register tiles (not copies)
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
     lazy: set[str] = field(default_factory=set)  # 1-D vectors loaded from global that the backend re-reads per use
@@ -202,6 +219,10 @@ class _Counter:
             raise CostError(f"the cost model does not know the builtin `{e.func}`")
         if row.ops == 0:
             return (), 4  # compile-time arithmetic
+        if e.func == "sum" and self.consts.row_sum_ops_per_element > 0:
+            priced = self.row_sum(e, mult)
+            if priced is not None:
+                return priced
         counted = [self.expr(a, mult) for i, a in enumerate(e.args) if i not in row.elem_args]
         shape = self.shape(e)
         if row.kind in _ALONG_AXIS:
@@ -217,6 +238,89 @@ class _Counter:
         self.cuda_ops += mult * math.prod(shape) * (self.consts.sfu_op_cost if row.special else row.ops)
         self.lazy_reads(e.args, shape, mult)
         return shape, eb
+
+    def row_sum(self, e: n.Call, mult: float) -> tuple[tuple[int, ...], int] | None:
+        """A row sum the backend issues one row per lane (`row_sum_ops_per_element`), or None when `e` is not one:
+        a sum along the last axis of a 2-D elementwise expression whose only tile operand is one 16-bit tile in
+        shared memory (a stage, or a tile loaded from global that the backend stages), read whole and untransposed,
+        into whole warps' worth of outputs (the conditions of the CUDA backend's `one_row_per_lane`). Its shared
+        reads are counted as bytes; their issue is in the per-element figure. Lanes own rows: the busiest lane
+        issues ceil(rows / role threads) rows of `row_sum_ops_per_element` x row length, one after another."""
+        source = self.shape(e.args[0])
+        axis = self.val(next(k for k in e.kwargs if k.name == "axis").value)
+        if len(source) != 2 or axis % 2 != 1 or source[0] % an.THREADS_PER_WARP:
+            return None
+        leaves: list[n.Expr] = []
+        folded: list[str] = []
+        if not self._elementwise_leaves(e.args[0], leaves, folded) or len({_leaf_name(x) for x in leaves}) != 1:
+            return None
+        tile = self.scope.get(_leaf_name(leaves[0]) or "")
+        staged = tile is not None and (tile.staged or isinstance(leaves[0], n.Load))
+        if tile is None or tile.elem_bytes != 2 or not (tile.space == "smem" or staged):
+            return None
+        if any(self.shape(x) != source for x in leaves):
+            return None  # broadcast or sliced: not the whole tile
+        direct: list[n.Expr] = []
+        self._elementwise_leaves(e.args[0], direct, [], through_lets=False)
+        for load in (x for x in direct if isinstance(x, n.Load)):
+            self.expr(load, mult)  # its global bytes (a load in a folded `let` was counted there)
+        rows, length = source
+        ops = mult * rows * length * self.consts.row_sum_ops_per_element
+        self.cuda_ops += ops
+        self.row_sum_ops += ops
+        self.row_sum_lane_ops += mult * -(-rows // max(1, self.role_threads)) * length * \
+            self.consts.row_sum_ops_per_element
+        self.smem_bytes += mult * rows * length * tile.elem_bytes * len(leaves)
+        for name in folded:  # evaluated inside the sum, priced by it: take back what its `let` counted
+            _, ops_at_let, smem_at_let = self.elementwise_lets.pop(name)
+            self.cuda_ops -= ops_at_let
+            self.smem_bytes -= smem_at_let
+        return self.shape(e), 4
+
+    def _elementwise_leaves(self, e: n.Expr, leaves: list[n.Expr], folded: list[str],
+                            through_lets: bool = True) -> bool:
+        """Collect the tile operands of an elementwise expression (names and stage indexes of tiles in scope, and
+        2-D loads of global tensors, which the backend stages in shared memory), looking through `elementwise_lets`
+        (their names go to `folded`) unless `through_lets` is off; False when it holds anything else that reads
+        memory or reshapes (another load, an mma, a transpose, a reduction, a gather or broadcast index)."""
+        if isinstance(e, (n.IntLit, n.BoolLit, n.SizeOf, n.FloatLit)):
+            return True
+        if isinstance(e, n.Name) and e.id in self.elementwise_lets:
+            if not through_lets:
+                return True
+            if e.id not in folded:
+                folded.append(e.id)
+            return self._elementwise_leaves(self.elementwise_lets[e.id][0], leaves, folded)
+        if isinstance(e, n.Load):
+            tile = self.scope.get(_leaf_name(e) or "")
+            if tile is None or tile.space != "global" or len(self.shape(e)) != 2:
+                return False
+            leaves.append(e)
+            return True
+        if isinstance(e, (n.Name, n.Index)):
+            name = an.ref_name(e)
+            tile = self.scope.get(name or "")
+            if tile is None:
+                return isinstance(e, n.Name)  # a scalar: param, dim, loop variable
+            if isinstance(e, n.Index):
+                items = e.items[1:] if tile.space == "smem" and tile.stages > 1 else e.items
+                if any(isinstance(item, (n.Slice, n.NewAxis)) for item in items) or \
+                        len(items) > (0 if tile.space == "smem" and tile.stages > 1 else len(tile.shape)):
+                    return False
+            leaves.append(e)
+            return True
+        if isinstance(e, n.UnaryOp):
+            return self._elementwise_leaves(e.operand, leaves, folded, through_lets)
+        if isinstance(e, n.BinOp):
+            return self._elementwise_leaves(e.lhs, leaves, folded, through_lets) and \
+                self._elementwise_leaves(e.rhs, leaves, folded, through_lets)
+        if isinstance(e, n.Call):
+            row = BUILTINS.get(e.func)
+            if row is None or row.kind is not BuiltinKind.ELEMENTWISE:
+                return False
+            return all(self._elementwise_leaves(a, leaves, folded, through_lets) for i, a in enumerate(e.args)
+                       if i not in row.elem_args)
+        return False
 
     def lazy_reads(self, operands: tuple[n.Expr, ...], shape: tuple[int, ...], mult: float) -> None:
         """A backend that keeps a loaded 1-D vector lazy re-reads it from global memory at every element of the
@@ -257,7 +361,24 @@ class _Counter:
         for operand, shape, nbytes in ((a, sa, ea), (b, sb, eb)):
             if not self._from_smem(operand):
                 self.smem_bytes += mult * math.prod(shape) * nbytes
+        self.smem_bytes += mult * self.wgmma_rereads(form, m_, n_, k_, ea, eb, a, b)
         return (m_, n_), 4
+
+    def wgmma_rereads(self, form: str, m: int, n_: int, k: int, ea: int, eb: int, a: n.Expr, b: n.Expr) -> float:
+        """Shared bytes a product's wgmma instructions read beyond one pass over each operand (counted as read
+        once where the operands are named). Each wgmma.mma_async reads its A [m, 16] and B [n, 16] from shared
+        memory through its own descriptors (PTX ISA: no operand reuse across instructions), so a product of N
+        columns in n-wide instructions reads A N / n times, and one of M rows in m-row instructions reads B M / m
+        times: a narrow form (m64n16k16 over a 128-column tile) reads A 8 times."""
+        spec = arch(self.consts.arch).mma_form(form)
+        if spec is None or self.form_family(form, m) != "wgmma":
+            return 0.0
+        extra = 0.0
+        if self._from_smem(a):
+            extra += (math.ceil(n_ / spec.n) - 1) * m * k * ea
+        if self._from_smem(b):
+            extra += (math.ceil(m / spec.m) - 1) * n_ * k * eb
+        return extra
 
     def _from_smem(self, e: n.Expr) -> bool:
         while isinstance(e, n.Transpose):
@@ -314,11 +435,17 @@ class _Counter:
     def stmt(self, s: n.Stmt, mult: float, pipelined: int) -> None:
         if isinstance(s, n.Let):
             before = self.global_bytes
+            ops_before, smem_before = self.cuda_ops, self.smem_bytes
             _, eb = self.expr(s.value, mult)
+            self.elementwise_lets.pop(s.name, None)
+            if self.consts.row_sum_ops_per_element > 0 and not isinstance(s.value, (n.Name, n.Index)) and \
+                    self._elementwise_leaves(s.value, [], []):
+                self.elementwise_lets[s.name] = (s.value, self.cuda_ops - ops_before, self.smem_bytes - smem_before)
             shape = self.shape(s)
             if s.type is not None:
                 eb = an.elem_bytes(s.type.elem, self.env)
-            self.scope[s.name] = _Tile(shape, eb, "reg")
+            self.scope[s.name] = _Tile(shape, eb, "reg", staged=len(shape) >= 2 and isinstance(s.value, n.Load)
+                                       and self.global_bytes > before)
             self.lazy.discard(s.name)
             if len(shape) == 1 and isinstance(s.value, n.Load) and self.global_bytes > before:
                 self.lazy.add(s.name)
@@ -330,7 +457,8 @@ class _Counter:
                 self.register_load_bytes += loaded
                 if self.consts.serial_load_vector_bytes > 0:  # each thread's vectors, one memory latency each
                     vectors = math.prod(shape) * eb / self.consts.serial_load_vector_bytes
-                    self.serial_loads += mult * math.ceil(vectors / max(1, self.threads))
+                    per_thread = math.ceil(vectors / max(1, self.threads))
+                    self.serial_loads += mult * math.ceil(per_thread / max(1, self.consts.serial_load_vectors_in_flight))
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
                 buffers = pipelined if self.consts.register_loads_pipelined else 1
                 self.staged_smem += buffers * math.prod(shape) * eb
@@ -411,15 +539,18 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
         stages = 1 if tm.stages is None else c.val(tm.stages)
         c.scope[tm.name] = _Tile(tuple(c.val(x) for x in tm.type.shape), 4, "tmem", stages)
     base_scope = dict(c.scope)
-    chain = serial = 0.0
+    chain = serial = lane_sums = 0.0
     for role in launch.roles:
         for _ in an.role_instances(role, env):
             c.scope = dict(base_scope)
             c.lazy = set()
-            c.iterations = c.serial_loads = 0.0
+            c.iterations = c.serial_loads = c.row_sum_lane_ops = 0.0
+            c.elementwise_lets = {}
+            c.role_threads = an.role_threads_per_instance(role, env)
             c.body(role.body, 1.0, 1)
             chain = max(chain, c.iterations)  # roles run concurrently: their chains overlap
             serial = max(serial, c.serial_loads)
+            lane_sums = max(lane_sums, c.row_sum_lane_ops)
     c.iterations, c.serial_loads = chain, serial
     tiles = 1
     for axis in launch.grid.axes:
@@ -429,7 +560,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
-                stages, reads, c.iterations, c.acc_touches, c.serial_loads)
+                stages, reads, c.iterations, c.acc_touches, c.serial_loads, c.row_sum_ops, lane_sums)
     return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
@@ -557,8 +688,10 @@ def _issue_per_iteration(work: Work, occ: Occupancy, tensor_flops_per_clock: flo
     """Clocks the busiest warp spends issuing one innermost iteration's work (0 for a launch without a loop)."""
     if work.iterations <= 0:
         return 0.0
-    return cp.warp_issue_cycles(work.cuda_ops / work.iterations, work.tensor_flops / work.iterations,
-                                occ.threads_per_cta, tensor_flops_per_clock, spec.warp_schedulers_per_sm)
+    spread = cp.warp_issue_cycles((work.cuda_ops - work.row_sum_ops) / work.iterations,
+                                  work.tensor_flops / work.iterations, occ.threads_per_cta, tensor_flops_per_clock,
+                                  spec.warp_schedulers_per_sm)
+    return spread + work.row_sum_lane_ops / work.iterations  # a lane's rows, one instruction a clock
 
 
 def _hbm_bytes(work: Work, tiles: int, l2_bytes: int) -> float:
@@ -655,11 +788,13 @@ def _bind_dtypes(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
 def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DType.BF16,
             params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
             arch_name: str | None = None, factors: Factors | None = None, backend: str | None = None,
-            toolchain: str | None = None) -> Prediction:
+            toolchain: str | None = None, codegen: str | None = None) -> Prediction:
     """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
     as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
 
-    Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`).
+    Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`) and
+    those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
+    is re-predicted with its own).
     Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain); with no
     stored key, prior factors, and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.
@@ -667,7 +802,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     target = arch_name or kernel.target
     spec = arch(target)
     dev = DEVICES[device] if isinstance(device, str) else (device or device_for(target))
-    consts = constants_for(spec.name, backend)
+    consts = constants_for(spec.name, backend, codegen=codegen)
     if factors is None:
         state = calibration_for(backend, dev.name, toolchain)
         factors = state.factors

@@ -63,6 +63,14 @@ class CostConstants:
     # for a backend that keeps such a vector lazy (re-read from global at each element access; 0: the backend
     # holds it in registers, loaded once).
     lazy_vector_load_ops_per_element: float
+    # Of a thread's serial tile-load vectors (`serial_load_vector_bytes`), how many the compiled code has in flight
+    # before the first must land: the memory latencies a thread waits are ceil(vectors / this).
+    serial_load_vectors_in_flight: int
+    # Issue slots per source element of a row sum (`sum(e, axis=last)`) whose only tile operand is one 16-bit tile
+    # the backend holds in shared memory, as the backend issues it (the elementwise ops of `e`, the shared reads and
+    # the accumulation all included); 0: the backend has no such lowering, the sum is priced from its parts (the
+    # elementwise ops, `smem_elementwise_ops_per_element` per shared element, one op per reduced element).
+    row_sum_ops_per_element: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str
@@ -111,9 +119,21 @@ def _read(path: Path = DATA_PATH) -> dict[str, object]:
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
-def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH) -> CostConstants:
+def current_codegen(backend: str, path: Path = DATA_PATH) -> str | None:
+    """The codegen version of `backend` whose generated code the constants describe by default (`current_codegen`
+    in the data; the backend's own version constant, which a test keeps equal), None for a backend with none."""
+    table = dict(_read(path).get("current_codegen", {}))  # type: ignore[call-overload]
+    version = table.get(backend)
+    return None if version is None else str(version)
+
+
+def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH,
+                  codegen: str | None = None) -> CostConstants:
     """The target's priors, with what `backend` does differently on it (`backend_overrides`: e.g. the CUDA
-    backend lowers `via dot` to mma.sync on every target, where Triton picks wgmma on Hopper)."""
+    backend lowers `via dot` to mma.sync on every target, where Triton picks wgmma on Hopper), and what its
+    generated code does from a codegen version on (`codegen_overrides[backend][V]` applies to every version >= V:
+    e.g. the CUDA row sum of a 16-bit shared tile, one row per lane since version 4). `codegen` is the version
+    whose code is priced (timings of older code are re-predicted with theirs); None: `current_codegen`."""
     data = _read(path)
     table = data["constants"]
     assert isinstance(table, dict)
@@ -122,6 +142,15 @@ def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH)
     raw = dict(table[arch])
     overrides = dict(data.get("backend_overrides", {}))  # type: ignore[call-overload]
     raw.update({k: v for k, v in dict(overrides.get(backend, {})).items() if k != "source"})
+    by_version = dict(dict(data.get("codegen_overrides", {})).get(backend, {}))  # type: ignore[call-overload]
+    if by_version:
+        version = codegen if codegen is not None else current_codegen(str(backend), path)
+        if version is None or not version.isdigit():
+            raise ValueError(f"the cost model prices {backend} code per codegen version (codegen_overrides), and "
+                             f"`{version}` is not one; pass the integer version that lowered the timed code")
+        for since in sorted(by_version, key=int):
+            if int(since) <= int(version):
+                raw.update({k: v for k, v in dict(by_version[since]).items() if k != "source"})
     raw["mma_form_rate"] = tuple(sorted((str(k), float(v)) for k, v in raw["mma_form_rate"].items()))
     return CostConstants(arch=arch, **raw)
 

@@ -28,7 +28,10 @@ to dominate the worst schedules:
   like the rest of the chain.
 - **Serial loads** (`serial_load_seconds`): a backend that loads a tile into registers as a per-thread loop
   of vectors, each behind its own bounds branch (`serial_load_vector_bytes`), makes each thread wait one
-  memory latency per vector in turn; that too is part of the CTA's chain.
+  memory latency per group of vectors its compiled code has in flight (`serial_load_vectors_in_flight`) in turn;
+  that too is part of the CTA's chain.
+- **Row-per-lane sums**: a row sum a backend issues one row per lane (`row_sum_ops_per_element`) is not spread
+  over the CTA: the busiest lane issues its rows whole, one after another, and that is what the chain carries.
 """
 
 from __future__ import annotations

@@ -112,7 +112,9 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
     "sm_90a/sm_90/sm_80/sm_100a smem_elementwise_ops_per_element = 24 (ir/data/cost_calibration.json) was set "
     "from the session-2 evolve pair: a ping-pong recomputing ||c||^2 (3.4 ms; 1b95127d, evolve's best) vs the "
     "hoisted one (1.12 ms; c336ea8e, evolve2's win, 1.16 ms in its run). It is a prior constant, not a fitted "
-    "factor: the fits here keep both candidates out but cannot unlearn it",
+    "factor: the fits here keep both candidates out but cannot unlearn it. Since CUDA codegen 4 a row sum of a "
+    "16-bit shared tile is priced from its SASS instead (codegen_overrides); the 24 still prices other elementwise "
+    "reads of a swizzled tile and every row sum of codegen 1",
 )
 
 
@@ -174,14 +176,16 @@ def _device_name(recorded: str) -> str:
 
 
 def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,
-             params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
+             codegen: str, params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
+    """The prediction at prior factors of the code `backend`'s codegen version `codegen` generated (the constants
+    describe each version's code: `cake.ir.cost_calibration.constants_for`)."""
     kernel, diagnostics = parse_diagnostics(text, where)
     if kernel is None:
         loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
         return None
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
-                       factors=Factors())
+                       factors=Factors(), codegen=codegen)
     except CostError as error:
         loaded.skip(f"not priced: {str(error).split(' (')[0]}")
         return None
@@ -289,7 +293,8 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
             loaded.unsteady.append({"run": name, "ident": row.ir_hash, "label": f"{row.name} [{row.mutation}]"[:60],
                                     "why": spread})
             continue
-        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, None, loaded)
+        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, str(codegen),
+                              None, loaded)
         if prediction is None:
             continue
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
@@ -312,15 +317,15 @@ def load_bench_report(path: Path, loaded: Loaded) -> None:
         if backend != "triton":  # the report records one toolchain, Triton's; a CUDA entry's is not it
             loaded.skip("bench report entry of the CUDA backend: its nvcc toolchain is unrecorded")
             continue
-        text = (SCHEDULES / entry["schedule"]).read_text()
-        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device, backend,
-                              entry["params"], loaded)
-        if prediction is None:
-            continue
         found = committed_codegen(name, backend)
         if found is None:
             raise SourceError(f"{path}: the bench report records no codegen version and COMMITTED_CODEGEN has none "
                               f"for it")
+        text = (SCHEDULES / entry["schedule"]).read_text()
+        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device, backend,
+                              found[0], entry["params"], loaded)
+        if prediction is None:
+            continue
         loaded.assumptions[name] = f"codegen {found[0]} ({found[1]})"
         loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
         key = CalibrationKey(backend, device, timed_toolchain(str(report["toolchain"]), found[0],

@@ -44,17 +44,24 @@ def test_the_chain_adds_issue_to_the_fixed_latency_and_serial_loads_wait_a_laten
 def test_the_cuda_backend_loads_tiles_serially_per_thread_and_triton_does_not() -> None:
     params = {"BN": 128, "BK": 32, "STAGES": 2, "WARPS": 4}
     cuda = predict(PLAIN, dims=S5, params=params, backend="cuda", factors=Factors()).launches[0]
-    # x tile: 128 x 128 bf16 = 2048 16-byte vectors over 128 threads = 16 each; per centroid tile 32 x 128 bf16
-    # = 512 vectors = 4 each, 1024 / 32 = 32 iterations: 16 + 4 x 32 = 144 latencies per thread per tile.
-    assert CUDA.serial_load_vector_bytes == 16 and cuda.work.serial_loads == 144
+    # x tile: 128 x 128 bf16 = 2048 16-byte vectors over 128 threads = 16 each, 4 in flight at a time (the SASS
+    # of the unrolled loop): 4 latencies; per centroid tile 32 x 128 bf16 = 512 vectors = 4 each: 1 latency,
+    # 1024 / 32 = 32 iterations: 4 + 1 x 32 = 36 latencies per thread per tile.
+    assert CUDA.serial_load_vector_bytes == 16 and CUDA.serial_load_vectors_in_flight == 4
+    assert cuda.work.serial_loads == 36
     triton = predict(PLAIN, dims=S5, params=params, backend="triton", factors=Factors()).launches[0]
     assert TRITON.serial_load_vector_bytes == 0 and triton.work.serial_loads == 0
     # The chain term carries them: 8 tiles on the busiest SM x 144 x 600 ns over the resident CTAs.
     occ = cuda.occupancy
     clock = H200.boost_clock_mhz * 1e6
-    serial = occ.tiles_on_busiest_sm * 144 * 600e-9 / occ.resident_ctas
-    issue = cp.warp_issue_cycles(cuda.work.cuda_ops / 32, cuda.work.tensor_flops / 32, 128,
-                                 H200.tensor_tflops["bf16"] * 1e12 / H200.sm_count / clock, 4)
+    serial = occ.tiles_on_busiest_sm * 36 * 600e-9 / occ.resident_ctas
+    # The row sum of ||c||^2 is issued one row per lane (codegen 4): its lane's rows join the chain whole, the
+    # rest of the work is spread over the CTA.
+    work = cuda.work
+    assert work.row_sum_ops > 0 and work.row_sum_lane_ops > 0
+    issue = cp.warp_issue_cycles((work.cuda_ops - work.row_sum_ops) / 32, work.tensor_flops / 32, 128,
+                                 H200.tensor_tflops["bf16"] * 1e12 / H200.sm_count / clock, 4) + \
+        work.row_sum_lane_ops / 32
     assert cuda.terms.chain_s == pytest.approx(serial + cp.chain_seconds(
         occ.tiles_on_busiest_sm * cuda.work.iterations, occ.resident_ctas, clock, CUDA, issue), rel=1e-3)
 
