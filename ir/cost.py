@@ -22,7 +22,8 @@ It exists to rank candidates, so every term is monotone in the work it models. P
 Calibration factors (`cake.ir.cost_calibration`) multiply each term's time.
 
 Past 600 lines because the model's terms read one shared per-launch work count; the register-pressure
-terms already live in `cost_pressure.py`, the fit in `cost_calibration.py`.
+terms already live in `cost_pressure.py`, the fit in `cost_calibration.py`. The per-codegen pricing of a backend's
+row sums (`_Counter.row_sum` and its helpers) is the next piece to move out if it grows.
 """
 
 from __future__ import annotations

@@ -18,3 +18,25 @@ budget() { BUDGET_S=$1; BUDGET_END=$(( $(date +%s) + $1 )); }
 budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest=$(( BUDGET_END - $(date +%s) ))
   if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of $BUDGET_S" | tee -a "$RES/stages.txt"; return 0; fi
   stage "$name" $(( rest < cap ? rest : cap )) "$@"; }
+# `export_evidence ONE TAG RUNS`: issue 15's evidence for exporting schedule ONE, inside the current budget — the
+# exported op's host time per call (C++ path) in RUNS processes and their summary, the package at D = 8 and 128
+# against CAKE's own callable with graph capture and replay (gpu_export.py), `cake certify` in bf16 and fp16, and
+# `cake bench` at the cell with every baseline. TAG names the temporary folders and the host package (cake_TAG_host).
+export_evidence() { local one=$1 tag=$2 runs=$3 i; local host=/tmp/${tag}_host pkg=/tmp/${tag}_export summaries=()
+  rm -rf "$host" "$pkg"; mkdir -p "$RES/host" "$RES/export"
+  export CAKE_EXPORT_CACHE=/tmp/${tag}_launcher
+  budgeted host_export 15 10 cake export "$one" --backend cuda --arch sm_90a --static D=128 --name "cake_${tag}_host" \
+    -o "$host"
+  budgeted host_build_launcher 25 20 python3 -c "from cake.export.runtime import _launcher; print(_launcher.build())"
+  for i in $(seq 1 "$runs"); do
+    budgeted host_cpp_$i 10 8 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package "$host" \
+      --label cpp_$i --out "$RES/host"
+    summaries+=("$RES/host/host_cpp_$i.json")
+  done
+  budgeted host_summary 14 8 python3 scripts/gpu_host_overhead.py --summarize "${summaries[@]}" --out "$RES/host"
+  budgeted export 60 30 cake export "$one" --backend cuda --arch sm_90a --static D=8,128 --name cake_kmeans_one -o "$pkg"
+  budgeted export_graph_cell 90 40 python3 scripts/gpu_export.py --package "$pkg" --schedule "$one" --out "$RES/export"
+  budgeted certify 100 50 cake certify "$pkg" --device cuda --dtypes bf16 fp16
+  cp "$pkg/cake_kmeans_one/certificate.json" "$RES/export/certificate.json" 2>/dev/null; pack
+  budgeted bench_cell 60 30 env CAKE_BACKEND=cuda cake bench --schedule "$one" --shapes cake_cell --reps 50 \
+    --max-seconds 15 --json "$RES/export/bench_schedule.json"; }

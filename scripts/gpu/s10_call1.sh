@@ -9,9 +9,6 @@
 # Look for: "summary" lines in variants.log, "passed" in verify.json, host_summary.log's per-call microseconds.
 source scripts/gpu/lib.sh
 budget 540
-HOST=/tmp/s10_host; PKG=/tmp/s10_export
-rm -rf $HOST $PKG; mkdir -p $RES/host $RES/export
-export CAKE_EXPORT_CACHE=/tmp/s10_launcher
 ONE=experiments/kmeans/assign_pingpong_prodnorm.cake
 budgeted variants 175 60 python3 scripts/gpu_assign_variants.py --out $RES/variants --rounds 3 \
   --variants assign_pingpong.cake assign_pingpong_prodnorm.cake
@@ -28,20 +25,7 @@ print(f"one-launch {one['median']:.3f}x [{one['min']:.3f}, {one['max']:.3f}] vs 
 sys.exit(0 if passed and one["max"] >= two["min"] else 1)
 PY
 then
-  budgeted host_export 15 10 cake export $ONE --backend cuda --arch sm_90a --static D=128 --name cake_s10_host -o $HOST
-  budgeted host_build_launcher 25 20 python3 -c "from cake.export.runtime import _launcher; print(_launcher.build())"
-  for i in 1 2 3; do
-    budgeted host_cpp_$i 10 8 env CAKE_EXPORT_HOST_PATH=cpp python3 scripts/gpu_host_overhead.py --package $HOST \
-      --label cpp_$i --out $RES/host
-  done
-  budgeted host_summary 14 8 python3 scripts/gpu_host_overhead.py --summarize $RES/host/host_cpp_1.json \
-    $RES/host/host_cpp_2.json $RES/host/host_cpp_3.json --out $RES/host
-  budgeted export 60 30 cake export $ONE --backend cuda --arch sm_90a --static D=8,128 --name cake_kmeans_one -o $PKG
-  budgeted export_graph_cell 90 40 python3 scripts/gpu_export.py --package $PKG --schedule $ONE --out $RES/export
-  budgeted certify 100 50 cake certify $PKG --device cuda --dtypes bf16 fp16
-  cp $PKG/cake_kmeans_one/certificate.json $RES/export/certificate.json 2>/dev/null; pack
-  budgeted bench_cell 60 30 env CAKE_BACKEND=cuda cake bench --schedule $ONE --shapes cake_cell --reps 50 \
-    --max-seconds 15 --json $RES/export/bench_schedule.json
+  export_evidence $ONE s10 3
 else
   echo "stage export skipped: the one-launch kernel is slower or failed its gates" | tee -a $RES/stages.txt
 fi
