@@ -122,7 +122,11 @@ def _read(path: Path = DATA_PATH) -> dict[str, object]:
 def current_codegen(backend: str, path: Path = DATA_PATH) -> str | None:
     """The codegen version of `backend` whose generated code the constants describe by default (`current_codegen`
     in the data; the backend's own version constant, which a test keeps equal), None for a backend with none."""
-    table = dict(_read(path).get("current_codegen", {}))  # type: ignore[call-overload]
+    return _current_codegen(_read(path), backend)
+
+
+def _current_codegen(data: dict[str, object], backend: str) -> str | None:
+    table = dict(data.get("current_codegen", {}))  # type: ignore[call-overload]
     version = table.get(backend)
     return None if version is None else str(version)
 
@@ -144,7 +148,7 @@ def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH,
     raw.update({k: v for k, v in dict(overrides.get(backend, {})).items() if k != "source"})
     by_version = dict(dict(data.get("codegen_overrides", {})).get(backend, {}))  # type: ignore[call-overload]
     if by_version:
-        version = codegen if codegen is not None else current_codegen(str(backend), path)
+        version = codegen if codegen is not None else _current_codegen(data, str(backend))
         if version is None or not version.isdigit():
             raise ValueError(f"the cost model prices {backend} code per codegen version (codegen_overrides), and "
                              f"`{version}` is not one; pass the integer version that lowered the timed code")
