@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cake.ir import analysis as an
 from cake.ir import cost_pressure as cp
@@ -821,6 +821,10 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
         occ = occupancy(kernel, launch, env, spec, dev, consts, lw)
         pingpong = bool(launch.pingpongs)
         t = terms(lw.work, occ, dev, consts, rate_key, pingpong)
+        if kernel.fused_into(launch.name) is not None:
+            # Its blocks run inside the next launch's kernel: a grid-wide barrier replaces the launch boundary.
+            # (Its other terms are those of the launch alone; on the host's CTAs its occupancy is lower.)
+            t = replace(t, overhead_s=consts.grid_sync_s)
         time_s, bound = combine(t, factors)
         launches.append(LaunchPrediction(launch.name, time_s, bound, lw.work, occ, t, pingpong))
     total = sum(lp.time_s for lp in launches)

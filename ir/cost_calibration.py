@@ -39,6 +39,7 @@ class CostConstants:
     memory_latency_ns: float
     sync_cycles: float
     launch_overhead_s: float
+    grid_sync_s: float  # one grid-wide barrier (`fuse`): what a fused launch pays instead of a launch overhead
     warps_for_full_cuda_issue: int
     warps_for_full_tensor_issue: int
     register_base_per_thread: int

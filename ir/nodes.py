@@ -617,6 +617,18 @@ MAIN_LAUNCH = "main"
 
 
 @dataclass(frozen=True, slots=True)
+class Fusion:
+    """`fuse centroid_norms into assign` — launch `launch`'s work runs inside launch `into`'s kernel: its grid's
+    blocks are spread grid-stride over `into`'s persistent CTAs, then a grid-wide barrier, then `into`'s roles.
+    One launch instead of two (a `cuLaunchKernel` of host time saved per call); the barrier needs every CTA
+    resident, so `into` is persistent and the runtime launches it cooperatively."""
+
+    launch: str
+    into: str
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Kernel:
     """One schedule: `schedule NAME implements OP` and everything below it."""
 
@@ -629,6 +641,7 @@ class Kernel:
     tensors: tuple[TensorDecl, ...]
     scratch: tuple[ScratchDecl, ...]
     launches: tuple[Launch, ...]
+    fusions: tuple[Fusion, ...] = ()
     span: Span | None = _span()
 
     def param(self, name: str) -> Param | None:
@@ -639,3 +652,11 @@ class Kernel:
 
     def launch(self, name: str) -> Launch | None:
         return next((launch for launch in self.launches if launch.name == name), None)
+
+    def fused_into(self, name: str) -> Fusion | None:
+        """The `fuse` that moves launch `name` into another launch's kernel, if any."""
+        return next((f for f in self.fusions if f.launch == name), None)
+
+    def fused_preludes(self, name: str) -> tuple[Fusion, ...]:
+        """The `fuse` directives whose work runs inside launch `name`'s kernel, in source order."""
+        return tuple(f for f in self.fusions if f.into == name)

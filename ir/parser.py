@@ -146,7 +146,7 @@ class KernelBuilder(Transformer):
             dims=tuple(d for c in rest if isinstance(c, tuple) for d in c),
             tensors=tuple(c for c in rest if isinstance(c, n.TensorDecl)),
             scratch=tuple(c for c in rest if isinstance(c, n.ScratchDecl)),
-            launches=launches, span=_span(meta))
+            launches=launches, fusions=tuple(c for c in rest if isinstance(c, n.Fusion)), span=_span(meta))
 
     def header(self, meta: Meta, children: list[Token]) -> tuple[str, str]:
         return str(children[0]), str(children[1])
@@ -202,6 +202,9 @@ class KernelBuilder(Transformer):
         name, body = children
         return n.Launch(str(name), body.grid, body.smem, body.tmem, body.barriers, body.roles, body.pingpongs,
                         span=_span(meta))
+
+    def fuse_decl(self, meta: Meta, children: list[Token]) -> n.Fusion:
+        return n.Fusion(str(children[0]), str(children[1]), span=_span(meta))
 
     def launch_body(self, meta: Meta, children: list[Any]) -> n.Launch:
         grid, *items = children

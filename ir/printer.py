@@ -240,6 +240,10 @@ def kernel_lines(k: n.Kernel) -> Iterator[Line]:
             yield Line(0, f"launch {launch.name} {{", _anchor(launch))
             yield from _launch_body(launch, 1)
             yield Line(0, "}")
+    if k.fusions:
+        yield Line(0, "")
+    for f in k.fusions:
+        yield Line(0, f"fuse {f.launch} into {f.into}", _anchor(f))
 
 
 def _render(lines: Iterator[Line] | list[Line]) -> str:

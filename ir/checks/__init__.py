@@ -6,8 +6,9 @@
 | `context` | `CheckContext`: kernel, target limits, backend, cached analyses |
 | `fixtures` | known-good bases that known-bad examples are derived from |
 | `names`, `shapes`, `resources`, `sync`, `legality`, `backend` | E01 .. E06 |
+| `fusion` | E0412: `fuse A into B` |
 
 Run them through `cake.ir.check.check`.
 """
 
-from cake.ir.checks import backend, legality, names, resources, shapes, sync  # noqa: F401  (registration)
+from cake.ir.checks import backend, fusion, legality, names, resources, shapes, sync  # noqa: F401  (registration)

@@ -1,8 +1,8 @@
 """E06xx — backend capability: what a backend cannot express, checked only when lowering to it.
 
 The Triton backend writes plain `triton.language`: one program per CTA with no warp specialization,
-no explicit mbarriers, no tensor memory, no TMA copies and no instruction commitments (Triton chooses
-the mma instruction). Each rule is data (`TRITON_RULES`): the constructs it finds, and the fix.
+no explicit mbarriers, no tensor memory, no TMA copies, no instruction commitments (Triton chooses
+the mma instruction) and no grid-wide barrier (`fuse`). Each rule is data (`TRITON_RULES`): the constructs it finds, and the fix.
 
 The CUDA backend expresses every construct; what it refuses is narrower (E061x): tensor-core operands that
 are not in shared memory (it reads them with ldmatrix or descriptors, and stages only plain global loads),
@@ -85,6 +85,12 @@ def _forms(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
             yield info.node, f"`via {info.form}`"
 
 
+def _fusions(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    fusion = ctx.kernel.fused_into(launch.name)
+    if fusion is not None:
+        yield fusion, f"the grid-wide barrier of `fuse {fusion.launch} into {fusion.into}`"
+
+
 TRITON_RULES: tuple[Capability, ...] = (
     Capability("E0601", "warp specialization", "Triton cannot express warp specialization in launch `{launch}` ({what})",
                _specialized, "use one role per launch (Triton programs are SPMD); lower to CUDA for roles",
@@ -106,6 +112,17 @@ TRITON_RULES: tuple[Capability, ...] = (
                        ("  let xt: T[BN, 128] = load x[b, tile*BN : +BN, :] masked other 0\n",
                         "  copy x[b, tile*BN : +BN, :] -> xs via tma masked signals xf\n  wait xf\n  let xt: T[BN, 128] = xs\n"),
                        backend=Backend.TRITON),)),
+    Capability("E0606", "grid-wide barrier", "Triton cannot express {what} (launch `{launch}`)", _fusions,
+               "drop the `fuse` line: the launches then run one after another",
+               (derive(PLAIN, ("tensor ids: out i32[B, N]\ngrid tile in cdiv(N, BN), b in B\n",
+                               "tensor ids: out i32[B, N]\nscratch sq: f32[B, K] = 0\nlaunch norms {\n"
+                               "grid kt in cdiv(K, 64), b in B\nrole main: warps 4 {\n"
+                               "  let cf: f32[64, 128] = cast(load c[b, kt*64 : +64, :] masked other 0, f32)\n"
+                               "  store sum(cf * cf, axis=1) -> sq[b, kt*64 : +64] masked\n}\n}\n"
+                               "launch assign {\ngrid persistent tile in cdiv(N, BN), b in B\n"),
+                        ("  store besti -> ids[b, tile*BN : +BN] masked\n}\n",
+                         "  store besti -> ids[b, tile*BN : +BN] masked\n}\n}\nfuse norms into assign\n"),
+                        backend=Backend.TRITON),)),
     Capability("E0605", "instruction commitments", "Triton chooses the mma instruction itself; {what} in launch `{launch}`",
                _forms, "write `via dot`",
                (derive(PLAIN, ("via dot", "via mma_sync.m16n8k16"), backend=Backend.TRITON),)),

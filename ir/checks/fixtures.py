@@ -140,6 +140,19 @@ NORM_WARPGROUP = _edited(
      "  for k in 0 .. cdiv(K, BK) pipelined STAGES as s {\n    wait c_full[s]\n    let cf"),
 )
 
+# The ping-pong with ||c||^2 summed by a launch of its own, fused into the persistent assign: one kernel whose
+# CTAs first run the norm launch's blocks grid-stride, then meet at a grid-wide barrier.
+FUSED = _edited(
+    PINGPONG,
+    ("schedule pingpong implements", "schedule fused implements"),
+    ("tensor csq_g: in f32[B, K]\n", ""),
+    ("tensor ids: out i32[B, N]\n", "tensor ids: out i32[B, N]\nscratch csq_g: f32[B, K] = 0\n"
+     "launch centroid_norms {\ngrid kt in cdiv(K, 64), b in B\nrole main: warps 4 {\n"
+     "  let cf: f32[64, 128] = cast(load c[b, kt*64 : +64, :] masked other 0, f32)\n"
+     "  store sum(cf * cf, axis=1) -> csq_g[b, kt*64 : +64] masked\n}\n}\nlaunch assign {\n"),
+    ("pingpong consumer around mma\n", "pingpong consumer around mma\n}\nfuse centroid_norms into assign\n"),
+)
+
 # A Blackwell matmul tile: TMA into shared memory, tcgen05 into tensor memory.
 TCGEN05 = """\
 schedule mm100 implements matmul
@@ -194,7 +207,7 @@ role main: warps 4 {
 }
 """
 
-BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms": PRODUCER_NORMS, "norm_warpgroup": NORM_WARPGROUP, "tcgen05": TCGEN05,
+BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms": PRODUCER_NORMS, "norm_warpgroup": NORM_WARPGROUP, "fused": FUSED, "tcgen05": TCGEN05,
                          "cp_async": CP_ASYNC}
 
 

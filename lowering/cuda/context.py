@@ -50,6 +50,10 @@ class LaunchCtx:
     tmem_slot_offset: int | None = None
     role_bars: dict[tuple[str, int], int] = field(default_factory=dict)
     pingpong_bars: dict[str, int] = field(default_factory=dict)
+    # The launch runs inside another launch's kernel (`fuse`): the block has more threads than its roles, so a
+    # barrier over all of them is a named barrier, never __syncthreads (the other threads never reach it).
+    fused: bool = False
+    block_bar: int | None = None
 
     # ---- declarations -----------------------------------------------------------------------------
 
@@ -81,6 +85,14 @@ class LaunchCtx:
         fn = f"{name}_off"
         self.offset_fns.setdefault(fn, layout.offset_fn(fn))
         return fn
+
+    def block_sync(self) -> str:
+        """A barrier over every thread of this launch's roles."""
+        if not self.fused:
+            return "__syncthreads();"
+        if self.block_bar is None:
+            self.block_bar = self.named.take(f"launch {self.launch.name} sync")
+        return f"cake_named_bar_sync({self.block_bar}, {self.plan.threads});"
 
     def role_bar(self, slot: RoleSlot, instance_expr: str) -> str:
         """The named barrier id (C expr) that syncs one instance of `slot`'s role."""

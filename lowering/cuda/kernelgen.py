@@ -3,7 +3,7 @@ tensor-memory allocation, and the role dispatch (one branch per role, `setmaxnre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cake.ir import analysis as an
 from cake.ir.nodes import GridKind, Kernel, Launch, MmaAsync, NamedBarrierSync
@@ -58,6 +58,7 @@ class LaunchCode:
     text: str  # layouts, offset functions, argument struct and the kernel
     regs_cap: int | None  # per-thread registers at entry when roles reallocate
     mma_wrappers: tuple[Wrapper, ...] = ()  # the tensor-core wrappers the kernel calls (defined before it)
+    cooperative: bool = False  # a fused kernel's grid-wide barrier: launch with cuLaunchCooperativeKernel
 
 
 def _align(x: int, a: int) -> int:
@@ -90,18 +91,26 @@ def arg_fields(kernel: Kernel, tmaps: list[TmaMap], env: an.Env) -> tuple[tuple[
     return tuple(fields), _align(off, TMAP_ALIGN if tmaps else 8)
 
 
-def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, file: str,
-                    found: list[Diagnostic]) -> LaunchCode | None:
-    plan = plan_launch(kernel, launch, env, arch, file, found)
+def _first_free_barrier_id(launch: Launch, env: an.Env) -> int:
+    """Above every named-barrier id the launch's `bar_sync` statements use (0 is __syncthreads')."""
     user_ids = [0]
     for site in (s for r in launch.roles for s in an.walk_body(r.body)):
         if isinstance(site.stmt, NamedBarrierSync):
             bid = an.try_value(site.stmt.barrier_id, env)
             if bid is not None:
                 user_ids.append(bid)
+    return max(user_ids) + 1
+
+
+def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec, file: str,
+                    found: list[Diagnostic], preludes: tuple[Launch, ...] = ()) -> LaunchCode | None:
+    """`launch`'s kernel; `preludes` are the launches fused into it (`fuse A into launch`, checked by E0412):
+    their blocks run grid-stride over this persistent grid's CTAs first, then a grid-wide barrier."""
+    plan = plan_launch(kernel, launch, env, arch, file, found)
     kname = f"{ident(kernel.name)}_{ident(launch.name)}"
+    typing = type_kernel(kernel)
     lc = LaunchCtx(kernel, launch, plan, arch, env, file, kname,
-                   SmemAllocator(plan.smem.end), NamedBarriers(max(user_ids) + 1), type_kernel(kernel))
+                   SmemAllocator(plan.smem.end), NamedBarriers(_first_free_barrier_id(launch, env)), typing)
     tmem = an.tmem_usage(launch, env)
     col = 0
     for t in launch.tmem:
@@ -118,16 +127,28 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
         return None
     body = Writer(indent=1)
     _prologue(lc, body, dialect)
+    fused = [_fused_prelude(lc, prelude, body, dialect) for prelude in preludes]
+    if fused:
+        body.comment("grid-wide barrier: every write of the fused launches before any read of this one (the "
+                     "launch boundary it replaces); legal because the grid is persistent and launched cooperatively")
+        body.line("cake_grid_sync();")
     _roles(lc, body, dialect)
     _epilogue(lc, body)
-    found.extend(lc.diags)
-    if lc.named.next_id - 1 > arch.max_named_barrier_id:
-        found.append(diag(Code.RESOURCE, f"launch `{launch.name}` needs named barriers up to id "
-                          f"{lc.named.next_id - 1} > {arch.max_named_barrier_id}", launch.span, file,
-                          notes=tuple(lc.named.owners)))
+    for ctx in (*fused, lc):
+        found.extend(ctx.diags)
+        if ctx.named.next_id - 1 > arch.max_named_barrier_id:
+            found.append(diag(Code.RESOURCE, f"launch `{ctx.launch.name}` needs named barriers up to id "
+                              f"{ctx.named.next_id - 1} > {arch.max_named_barrier_id}", ctx.launch.span, file,
+                              notes=tuple(ctx.named.owners)))
+    for ctx in fused:  # the preludes' generated helpers go into the one kernel's text
+        lc.tmaps.update(ctx.tmaps)
+        lc.layouts.update(ctx.layouts)
+        lc.offset_fns.update(ctx.offset_fns)
+        lc.mma_wrappers.update(ctx.mma_wrappers)
     tmaps = list(lc.tmaps.values())
     fields, size = arg_fields(kernel, tmaps, env)
-    smem_bytes = lc.smem.offset + SMEM_BASE_ALIGN if lc.smem.offset else 0
+    smem_end = max([lc.smem.offset, *(ctx.smem.offset for ctx in fused)])
+    smem_bytes = smem_end + SMEM_BASE_ALIGN if smem_end else 0
     if smem_bytes > arch.smem_per_block_max_bytes:
         found.append(diag(Code.RESOURCE, f"launch `{launch.name}` needs {smem_bytes:,} bytes of shared memory "
                           f"(declared buffers, barriers, staging and {SMEM_BASE_ALIGN} B alignment slack) > "
@@ -137,7 +158,23 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     text = _assemble(lc, fields, size, body, cap)
     return LaunchCode(launch.name, kname, plan.threads, smem_bytes, fields, size,
                       launch.grid.kind is GridKind.PERSISTENT, lc.tmem_cols, text, cap,
-                      tuple(lc.mma_wrappers.values()))
+                      tuple(lc.mma_wrappers.values()), cooperative=bool(fused))
+
+
+def _fused_prelude(lc: LaunchCtx, prelude: Launch, w: Writer, dialect: object) -> LaunchCtx:
+    """Emit `prelude`'s roles into `lc`'s kernel, after its prologue: the prelude's grid becomes a grid-stride
+    loop over this kernel's CTAs (the persistent lowering of its grid), on the block's first threads. Its
+    generator-owned shared memory starts after `lc`'s so far (the barriers and tensor-memory slot stay intact);
+    `lc`'s roles may reuse it, as they start only after the grid-wide barrier."""
+    striding = replace(prelude, grid=replace(prelude.grid, kind=GridKind.PERSISTENT))
+    found: list[Diagnostic] = []
+    plan = plan_launch(lc.kernel, striding, lc.env, lc.arch, lc.file, found)
+    ctx = LaunchCtx(lc.kernel, striding, plan, lc.arch, lc.env, lc.file, lc.kname, SmemAllocator(lc.smem.offset),
+                    NamedBarriers(_first_free_barrier_id(striding, lc.env)), lc.typing, diags=found, fused=True)
+    w.comment(f"launch `{prelude.name}`, fused: its blocks run grid-stride over this grid's CTAs, on threads "
+              f"0..{plan.threads - 1}")
+    _roles(ctx, w, dialect)
+    return ctx
 
 
 def _prologue(lc: LaunchCtx, w: Writer, dialect: object) -> None:

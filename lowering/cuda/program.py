@@ -31,7 +31,7 @@ from cake.diagnostics import Diagnostic
 CODEGEN_VERSION = "4"
 DEFAULT_STATIC_DIM = 128  # a static dim nobody bound (e.g. `cake lower` without --dims) is specialized to this
 HELPER_ORDER = ("cake_common.cuh", "cake_sm80.cuh", "cake_mbarrier.cuh", "cake_warpgroup.cuh", "cake_tma.cuh",
-                "cake_wgmma.cuh", "cake_tcgen05.cuh")
+                "cake_wgmma.cuh", "cake_tcgen05.cuh", "cake_grid.cuh")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,10 @@ def generate(kernel: Kernel, arch: str, *, dtypes: dict[str, DType] | None = Non
     found: list[Diagnostic] = []
     codes: list[LaunchCode] = []
     for launch in kernel.launches:
-        code = generate_launch(kernel, launch, env, spec, file, found)
+        if kernel.fused_into(launch.name) is not None:
+            continue  # its code is in the kernel of the launch it is fused into
+        preludes = tuple(kernel.launch(f.launch) for f in kernel.fused_preludes(launch.name))
+        code = generate_launch(kernel, launch, env, spec, file, found, tuple(p for p in preludes if p is not None))
         if code is not None:
             codes.append(code)
     errors = [d for d in found if d.is_error]
@@ -98,10 +101,11 @@ def generate(kernel: Kernel, arch: str, *, dtypes: dict[str, DType] | None = Non
                                    for c in codes),
         "",
     ]
+    helpers = (*dialect.helpers, *(("cake_grid.cuh",) if any(c.cooperative for c in codes) else ()))
     if inline:
-        body = inline_helpers(dialect.helpers)
+        body = inline_helpers(helpers)
     else:
-        body = "\n".join(f'#include "{h}"' for h in HELPER_ORDER if h in dialect.helpers) + "\n"
+        body = "\n".join(f'#include "{h}"' for h in HELPER_ORDER if h in helpers) + "\n"
     body += "\n" + wrappers_source([w for code in codes for w in code.mma_wrappers])
     ns = [f"namespace cake_{ident(kernel.name)} {{", ""]
     for name, value in params.items():

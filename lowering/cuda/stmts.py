@@ -578,7 +578,7 @@ class RoleGen(ExprGen):
 
     def s_sync(self, st: Sync) -> None:
         self.w.marker(st.span, "sync")
-        self.w.line("__syncthreads();")
+        self.w.line(self.lc.block_sync())
 
     def s_namedbarriersync(self, st: NamedBarrierSync) -> None:
         self.w.marker(st.span, "bar_sync")
@@ -589,7 +589,7 @@ class RoleGen(ExprGen):
         if self.slot.issuer:
             return
         if len(self.lc.plan.roles) == 1 and self.slot.replicas == 1:
-            text = "__syncthreads();"
+            text = self.lc.block_sync()
         else:
             text = f"cake_named_bar_sync({self.lc.role_bar(self.slot, self.inst)}, {self.threads});"
         for previous in reversed(self.w.lines):

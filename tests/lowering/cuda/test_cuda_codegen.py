@@ -17,6 +17,7 @@ from cake.diagnostics import DiagnosticError, render
 PINGPONG = "experiments/kmeans/assign_pingpong.cake"
 CP_ASYNC = "experiments/kmeans/assign_cp_async.cake"
 TCGEN05 = "experiments/kmeans/assign_tcgen05.cake"
+COOP = "experiments/kmeans/assign_pingpong_coop.cake"
 
 
 def normalized(source: str) -> str:
@@ -52,6 +53,26 @@ def test_pingpong_derivations() -> None:
     # 2 x 32 KB of points + 4 stages x (32 KB + 512 B) + barriers, then the 1 KB alignment slack.
     assert assign.smem_bytes == 198752 + 1024
     assert "uint32_t c_full_phase = 0u;" in src and "uint32_t c_empty_phase = 0xffffffffu;" in src
+
+
+def test_fused_launch_is_one_cooperative_kernel() -> None:
+    """`fuse centroid_norms into assign`: one kernel, the norm blocks grid-stride on the assign's first 256
+    threads before a grid-wide barrier, and a launch-wide sync inside them a named barrier (not __syncthreads,
+    which the other 128 threads never reach)."""
+    prog = program(COOP)
+    two = program(PINGPONG)
+    assert [c.launch for c in prog.launches] == ["assign"] and prog.launch("assign").cooperative
+    assert not any(c.cooperative for c in two.launches)
+    assert prog.launch("assign").threads == two.launch("assign").threads == 384
+    src = prog.source.split("namespace cake_assign_pingpong_coop")[1]
+    norms, _, rest = src.partition("cake_grid_sync();")
+    assert "for (int cake_t = blockIdx.x; cake_t < (cake_cdiv(K, 256)) * (B); cake_t += gridDim.x)" in norms
+    assert "if (threadIdx.x < 256) {  // role main" in norms and "__syncthreads" not in norms.split("role main")[1]
+    assert "cake_setmaxnreg_dec<40>();" in rest  # the ping-pong's roles come after the barrier
+    assert "#include <cooperative_groups.h>" in prog.source and "cooperative_groups" not in two.source
+    text = (GOLDEN.parents[3] / COOP).read_text().replace("    store sum(cf * cf, axis=1)", "    sync\n    store sum(cf * cf, axis=1)")
+    synced = generate(parse(text, COOP), "sm_90a").source.split("cake_grid_sync();")[0]
+    assert "cake_named_bar_sync(" in synced.split("role main")[1] and ", 256);" in synced.split("role main")[1]
 
 
 def test_sm80_schedule_runs_on_its_own_features() -> None:
