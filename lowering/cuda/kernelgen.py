@@ -58,6 +58,8 @@ class LaunchCode:
     text: str  # layouts, offset functions, argument struct and the kernel
     regs_cap: int | None  # per-thread registers at entry when roles reallocate
     mma_wrappers: tuple[Wrapper, ...] = ()  # the tensor-core wrappers the kernel calls (defined before it)
+    # launched cooperatively (co-resident grid, grid-wide barriers legal): `launch.CudaModule.launch`, the export
+    cooperative: bool = False
 
 
 def _align(x: int, a: int) -> int:
