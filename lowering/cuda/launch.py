@@ -80,7 +80,7 @@ class CudaModule:
                 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 _check(driver.cuFuncSetAttribute(fn, attr, code.smem_bytes), f"cuFuncSetAttribute {code.kname}")
             self.functions[code.kname] = fn
-        # cooperative launch configurations by (kernel, grid, stream): building one costs more than the launch
+        # cooperative launch configurations by (kernel, grid, stream), built once: per call only the launch
         self.configs: dict[tuple[str, tuple[int, int, int], int], Any] = {}
 
     def launch(self, code: LaunchCode, grid: tuple[int, int, int], args: bytes, stream: int) -> None:
