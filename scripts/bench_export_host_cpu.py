@@ -13,6 +13,8 @@ once):
 - Python-level function calls per call (cProfile's count: Python functions and C builtins);
 - torch tensor allocations per call (torch.empty / full / zeros / empty_like / contiguous copies counted);
 - driver calls per call by entry point (launches, memsets, tensor-map encodings).
+`--cooperative LAUNCH` marks that launch's code cooperative first (as `kernelgen.LaunchCode.cooperative` would), so
+it goes through `cuLaunchKernelEx` with CU_LAUNCH_ATTRIBUTE_COOPERATIVE: the host cost of that path.
 What it cannot show: the real driver's cost per `cuLaunchKernel` and torch's CUDA allocator; the H200 script
 (`scripts/gpu_host_overhead.py`) measures those.
 """
@@ -22,9 +24,11 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import ctypes
 import json
 import pstats
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -39,6 +43,11 @@ TINY = {"B": 1, "N": 256, "K": 128, "D": 64}
 SCHEDULE = Path(__file__).resolve().parents[1] / "experiments" / "kmeans" / "assign_pingpong.cake"
 PACKAGE = "cake_bench_export_host"
 ALLOCATORS = ("empty", "full", "zeros", "empty_like", "zeros_like")
+# cuda.h's layouts, read as a driver reads them: CUlaunchConfig (grid, block, smem, pad, stream, attrs, numAttrs)
+# and CUlaunchAttribute (id, pad, then the value union, whose first int is `cooperative`), 72 bytes apart
+LAUNCH_CONFIG = struct.Struct("<7I4xQQI")
+LAUNCH_ATTRIBUTE = struct.Struct("<i4xi")
+LAUNCH_ATTRIBUTE_BYTES = 72
 
 
 class CountingDriver:
@@ -48,11 +57,21 @@ class CountingDriver:
         self.calls: collections.Counter[str] = collections.Counter()
         self.launches: list[tuple[Any, ...]] = []
         self.memsets: list[tuple[str, int, int, int, int]] = []
+        self.attributes: list[list[tuple[int, int]]] = []  # per cuLaunchKernelEx: its (id, first value int)s
 
     def cuLaunchKernel(self, function: Any, gx: Any, gy: Any, gz: Any, bx: Any, by: Any, bz: Any, smem: Any,
                        stream: Any, params: Any, extra: Any) -> int:
         self.calls["cuLaunchKernel"] += 1
         self.launches.append((function, (gx, gy, gz), bx, smem, stream))
+        return 0
+
+    def cuLaunchKernelEx(self, config: int, function: Any, params: Any, extra: Any) -> int:
+        """`config`: the address of a CUlaunchConfig (the ctypes path passes it so), decoded as the driver would."""
+        self.calls["cuLaunchKernelEx"] += 1
+        gx, gy, gz, bx, _, _, smem, stream, attrs, n = LAUNCH_CONFIG.unpack(ctypes.string_at(config, LAUNCH_CONFIG.size))
+        self.launches.append((function, (gx, gy, gz), bx, smem, stream))
+        self.attributes.append([LAUNCH_ATTRIBUTE.unpack(ctypes.string_at(attrs + i * LAUNCH_ATTRIBUTE_BYTES,
+                                                                         LAUNCH_ATTRIBUTE.size)) for i in range(n)])
         return 0
 
     def _memset(self, name: str, ptr: int, value: int, count: int, stream: int) -> int:
@@ -128,6 +147,19 @@ def plan_for(pkg: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[Any, Any]:
     return call, op
 
 
+def mark_cooperative(pkg: Any, launch: str) -> None:
+    """The kmeans_assign variant's code of `launch` marked cooperative in every specialization (before a call plan
+    is built from it), as the lead's `LaunchCode.cooperative` marks a fused kernel's."""
+    variant = pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
+    codes = [code for spec in variant.specs.values() for code in spec["codes"]]
+    marked = [code for code in codes if code["launch"] == launch]
+    if not marked:
+        raise SystemExit(f"--cooperative {launch}: no such launch; the variant has "
+                         f"{', '.join(sorted({code['launch'] for code in codes}))}")
+    for code in marked:
+        code["cooperative"] = True
+
+
 def aligned_workspace(size: int) -> torch.Tensor:
     """`size` uint8 at a 256-byte aligned address, as the out-variant asks (torch's CPU allocator aligns to 64)."""
     raw = torch.empty(size + 256, dtype=torch.uint8)
@@ -166,6 +198,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--package", type=Path, help="an exported CUDA kmeans_assign project (default: export one)")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--cooperative", metavar="LAUNCH", help="launch LAUNCH (e.g. assign) cooperatively")
     args = parser.parse_args()
     from cake.export.certify import import_package
 
@@ -174,6 +207,8 @@ def main() -> None:
         pkg = import_package(root)
         driver = CountingDriver()
         stub_device(pkg, driver)
+        if args.cooperative:
+            mark_cooperative(pkg, args.cooperative)
         gen = torch.Generator().manual_seed(0)
         b, n, k, d = (TINY[x] for x in "BNKD")
         inputs = (torch.randn(b, n, d, generator=gen).to(torch.bfloat16),
@@ -185,7 +220,7 @@ def main() -> None:
         rows = {"call_plan": measure(call, inputs, driver, args.calls),
                 "dispatcher": measure(op, inputs, driver, args.calls),
                 "out_variant": measure(lambda *xs: op.call_out(ids, *xs, workspace), inputs, driver, args.calls)}
-    result = {"shape": TINY, "python": sys.version.split()[0], "torch": torch.__version__, "paths": rows}
+    result = {"shape": TINY, "cooperative": args.cooperative, "python": sys.version.split()[0], "torch": torch.__version__, "paths": rows}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{'path':<12} {'us/call':>8} {'py calls':>9}  allocations/call  driver calls/call")

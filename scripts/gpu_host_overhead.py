@@ -15,7 +15,7 @@ assign). One run measures at a tiny shape (B=1 N=256 K=128 D=128 bf16: the launc
 - `torch_ops_out` / `torch_ops_out_default`: the out-variant `kmeans_assign_out(ids, x, c, workspace)` (packet
   and `.default`) into ids and a workspace allocated once (`<package>.workspace_bytes`): no allocation a call;
 - `torch.empty` of the output alone: the floor any op returning a fresh tensor pays;
-- with the C++ launcher, `torch.ops.cake_launcher_v2.plan_format()`: a C++ op with no tensors, the floor of
+- with the C++ launcher, `torch.ops.cake_launcher_v3.plan_format()`: a C++ op with no tensors, the floor of
   any call through `torch.ops` from Python.
 `CAKE_LAUNCHER_SEPARATE_SCRATCH=1 CAKE_LAUNCHER_AUTOGRAD_FALLBACK=1` in the environment restore session 5's
 C++ host path (each scratch buffer allocated on its own instead of in the tail of the ids' block; autograd's
@@ -57,7 +57,7 @@ PROFILED_CALLS = 200
 COLUMNS = ("torch_ops", "torch_ops_default", "torch_ops_held", "torch_ops_out", "torch_ops_out_default", "dispatcher",
            "empty_floor", "op_call_floor")
 GOAL_US = 10.0  # issue 15's host time per call outside a graph
-LAUNCHER_NAMESPACE = "cake_launcher_v2"  # the C++ launcher's library (`_launcher.NAMESPACE`)
+LAUNCHER_NAMESPACE = "cake_launcher_v3"  # the C++ launcher's library (`_launcher.NAMESPACE`)
 
 
 def keep_fills(pkg: Any) -> None:

@@ -106,6 +106,8 @@ def launch_codes(program: Any) -> list[dict[str, Any]]:
                 entry["tma"] = {"field": f.tma.field, "tensor": f.tma.tensor, "dtype": f.tma.dtype.value,
                                 "rank": f.tma.rank, "box": list(f.tma.box), "swizzle_bytes": f.tma.swizzle_bytes}
             args.append(entry)
+        # `cooperative`: launched so that the whole grid is resident at once (grid-wide barriers in the kernel)
         codes.append({"launch": code.launch, "kname": code.kname, "threads": code.threads,
-                      "smem_bytes": code.smem_bytes, "args_size": code.args_size, "args": args})
+                      "smem_bytes": code.smem_bytes, "args_size": code.args_size, "args": args,
+                      "cooperative": code.cooperative})
     return codes

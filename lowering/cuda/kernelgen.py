@@ -58,7 +58,9 @@ class LaunchCode:
     text: str  # layouts, offset functions, argument struct and the kernel
     regs_cap: int | None  # per-thread registers at entry when roles reallocate
     mma_wrappers: tuple[Wrapper, ...] = ()  # the tensor-core wrappers the kernel calls (defined before it)
-    cooperative: bool = False  # a fused kernel's grid-wide barrier: launch with cuLaunchCooperativeKernel
+    # a fused kernel's grid-wide barrier: launched cooperatively (cuLaunchKernelEx + CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    # a co-resident grid), by `launch.CudaModule.launch` and the exported package's host paths
+    cooperative: bool = False
 
 
 def _align(x: int, a: int) -> int:

@@ -5,6 +5,13 @@ package under `cuda.core`): a generated kernel takes one `__grid_constant__` arg
 TMA descriptors by value, and cuda.core's launch marshals only scalars and pointers. Launches go on
 torch's current stream of the inputs' device, in the primary context torch uses.
 
+A cooperative code (`LaunchCode.cooperative`: a kernel with grid-wide barriers, which need the whole grid resident
+at once) launches through `cuLaunchKernelEx` with `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`, not `cuLaunchCooperativeKernel`:
+the driver API documents that attribute as "valid for graph nodes, launches", with "exactly the same usage and
+semantics of cuLaunchCooperativeKernel" (cuda.h of CUDA 12.x/13.0: `CUlaunchAttributeID`, `cuLaunchKernelEx`), so a
+launch captured into a CUDA graph becomes a kernel node that keeps it; `cuLaunchCooperativeKernel`'s page says
+nothing of stream capture. The exported package's runtime makes the same choice (`cake/export/runtime/_cuda.py`).
+
 Nothing here imports at module load: `cake lower` and the CPU test suite never need a GPU stack.
 """
 
@@ -73,14 +80,52 @@ class CudaModule:
                 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 _check(driver.cuFuncSetAttribute(fn, attr, code.smem_bytes), f"cuFuncSetAttribute {code.kname}")
             self.functions[code.kname] = fn
+        # cooperative launch configurations by (kernel, grid, stream), built once: per call only the launch
+        self.configs: dict[tuple[str, tuple[int, int, int], int], Any] = {}
 
     def launch(self, code: LaunchCode, grid: tuple[int, int, int], args: bytes, stream: int) -> None:
         driver = _driver()
         block = ctypes.create_string_buffer(args, len(args))
         params = (ctypes.c_void_p * 1)(ctypes.addressof(block))
+        shape = f"{code.kname} grid={grid} block={code.threads} smem={code.smem_bytes}"
+        if code.cooperative:
+            _check(driver.cuLaunchKernelEx(self.cooperative_config(code, grid, stream), self.functions[code.kname],
+                                           ctypes.addressof(params), 0),
+                   f"cuLaunchKernelEx (cooperative) {shape}; a cooperative grid must be resident at once, at most "
+                   "the kernel's blocks per SM x the SMs")
+            return
         _check(driver.cuLaunchKernel(self.functions[code.kname], grid[0], grid[1], grid[2], code.threads, 1, 1,
                                      code.smem_bytes, driver.CUstream(stream), ctypes.addressof(params), 0),
-               f"cuLaunchKernel {code.kname} grid={grid} block={code.threads} smem={code.smem_bytes}")
+               f"cuLaunchKernel {shape}")
+
+    def cooperative_config(self, code: LaunchCode, grid: tuple[int, int, int], stream: int) -> Any:
+        """The `CUlaunchConfig` of `code`'s cooperative launch on `grid` and `stream` (cached)."""
+        key = (code.kname, grid, stream)
+        config = self.configs.get(key)
+        if config is None:
+            if len(self.configs) > CONFIG_CACHE_MAX:
+                self.configs.clear()
+            config = self.configs[key] = cooperative_config(grid, code.threads, code.smem_bytes, stream)
+        return config
+
+
+CONFIG_CACHE_MAX = 256
+
+
+def cooperative_config(grid: tuple[int, int, int], threads: int, smem_bytes: int, stream: int) -> Any:
+    """A `CUlaunchConfig` for `cuLaunchKernelEx` with the one attribute CU_LAUNCH_ATTRIBUTE_COOPERATIVE."""
+    driver = _driver()
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    attr.value.cooperative = 1
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes = smem_bytes
+    config.hStream = driver.CUstream(stream)
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
 
 
 # ------------------------------------------------------------------------------------------ tensor maps

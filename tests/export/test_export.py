@@ -337,18 +337,24 @@ def test_cuda_call_packs_and_launches_with_a_fake_driver(cuda_pkg: ModuleType, m
     assert field(launched[-1][5], stride_x0) == 300 * 64
 
 
-@pytest.mark.parametrize(("k", "memsets"), [
-    (128, 0),  # the norms launch overwrites csq_g [B, K] whole before the assign reads it, no padding: no memset
-    (130, 1),  # K=130 f32 rows padded to 132 (16 bytes): the padding is never written, so it is zeroed
+@pytest.mark.parametrize(("k", "memsets", "cooperative"), [
+    (128, 0, ()),  # the norms launch overwrites csq_g [B, K] whole before the assign reads it, no padding: no memset
+    (130, 1, ()),  # K=130 f32 rows padded to 132 (16 bytes): the padding is never written, so it is zeroed
+    (128, 0, ("assign",)),  # a cooperative code (a fused kernel's): cuLaunchKernelEx, the plain one cuLaunchKernel
+    (130, 1, ("centroid_norms", "assign")),
 ])
 def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, fake_driver: Any,
-                                                 monkeypatch: pytest.MonkeyPatch, k: int, memsets: int) -> None:
+                                                 monkeypatch: pytest.MonkeyPatch, k: int, memsets: int,
+                                                 cooperative: tuple[str, ...]) -> None:
     """Per steady-state call, counted at the ctypes boundary (scripts/bench_export_host_cpu.py's driver): one
-    cuLaunchKernel per kernel, one memset for the scratch only where its init is live (no fill kernel), no
-    tensor-map encoding (cached), and no torch allocation but the output and the scratch buffer."""
+    launch per kernel (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE for a cooperative code, cuLaunchKernel
+    for the others), one memset for the scratch only where its init is live (no fill kernel), no tensor-map
+    encoding (cached), and no torch allocation but the output and the scratch buffer."""
     driver = fake_driver
     variant = cuda_pkg.PACKAGE.ops["kmeans_assign"].buckets[0][2][0]
     spec = variant.specs["T=bf16;D=64"]
+    for code in spec["codes"]:  # the session's package is shared: restored after the test
+        monkeypatch.setitem(code, "cooperative", code["launch"] in cooperative)
     monkeypatch.setattr(variant, "module", lambda spec, device: (_fake_module(spec), "sm_90a"))
     x, c = _kmeans_inputs(torch.bfloat16, n=256, k=k, d=64)
     call = variant.route((x, c), "bf16")
@@ -368,11 +374,22 @@ def test_cuda_fast_path_per_call_work_is_bounded(cuda_pkg: ModuleType, fake_driv
         monkeypatch.setattr(torch, name, counted(name, getattr(torch, name)))
     call(x, c)
     driver.calls.clear()
+    driver.launches.clear()
+    driver.attributes.clear()
     allocations.clear()
     for _ in range(5):
         call(x, c)
-    expected = {"cuLaunchKernel": 5 * len(spec["codes"])} | ({"cuMemsetD32Async": 5 * memsets} if memsets else {})
+    plain = len(spec["codes"]) - len(cooperative)
+    expected = ({"cuLaunchKernel": 5 * plain} if plain else {}) | \
+        ({"cuLaunchKernelEx": 5 * len(cooperative)} if cooperative else {}) | \
+        ({"cuMemsetD32Async": 5 * memsets} if memsets else {})
     assert dict(driver.calls) == expected
+    assert [launch.cooperative for launch in call.launches] == [c["launch"] in cooperative for c in spec["codes"]]
+    # what the driver reads at the config's address: the call's grid, block, smem and stream, and the one attribute
+    # CU_LAUNCH_ATTRIBUTE_COOPERATIVE (2) = 1
+    assert driver.attributes == [[(2, 1)]] * (5 * len(cooperative))
+    grids = {launch.function: (launch.grid, launch.threads, launch.smem) for launch in call.launches}
+    assert all(row[1:4] == grids[row[0]] and row[4] == 77 for row in driver.launches)
     assert dict(allocations) == {"empty": 5 * 2}  # ids and the scratch; no full/zeros: no fill kernel
     csq = call.scratch[0]
     assert csq.initialize == bool(memsets)

@@ -139,7 +139,8 @@ def test_out_buffers_size_the_workspace_from_the_package() -> None:
     assert asked == [("kmeans_assign", 2)] * 2
 
 
-@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh", "s7_host7.sh", "s8_tout8.sh"])
+@pytest.mark.parametrize("name", ["s4_launcher.sh", "s5_host5.sh", "s6_host6.sh", "s7_host7.sh", "s8_tout8.sh",
+                                  "s12_coop.sh"])
 def test_stage_file_runs_existing_scripts(name: str) -> None:
     stage = ROOT / "scripts" / "gpu" / name
     assert subprocess.run(["bash", "-n", str(stage)], check=False).returncode == 0

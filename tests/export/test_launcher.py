@@ -8,6 +8,7 @@ Running it needs a GPU: scripts/gpu_host_overhead.py (scripts/gpu/s4_launcher.sh
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -63,6 +64,37 @@ def test_compile_command_uses_torch_headers_and_abi(tmp_path: Path) -> None:
     assert ("-lc10_cuda" in cmd) == has_c10_cuda  # never libcudart or libcuda: the driver is opened at run time
 
 
+LAYOUT_PROBE = r"""
+#include <cuda.h>
+#include <stddef.h>
+#include <stdio.h>
+int main(void) {
+  printf("%zu %zu %zu %zu %zu %zu %d\n", sizeof(CUlaunchAttribute), offsetof(CUlaunchAttribute, value),
+         sizeof(CUlaunchConfig), offsetof(CUlaunchConfig, hStream), offsetof(CUlaunchConfig, attrs),
+         offsetof(CUlaunchConfig, numAttrs), (int)CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  return 0;
+}
+"""
+
+
+def test_the_ctypes_launch_config_is_cuda_h_s(tmp_path: Path) -> None:
+    """The ctypes path's CUlaunchConfig / CUlaunchAttribute (what cuLaunchKernelEx reads for a cooperative launch)
+    have cuda.h's sizes and offsets, and the attribute id is cuda.h's."""
+    from cake.export.runtime import _cuda
+
+    include, cxx = _launcher.cuda_include(), _launcher.compiler()
+    if include is None or cxx is None:
+        pytest.skip("needs CUDA's cuda.h and a C++ compiler")
+    (tmp_path / "probe.cpp").write_text(LAYOUT_PROBE)
+    subprocess.run([cxx, f"-I{include}", str(tmp_path / "probe.cpp"), "-o", str(tmp_path / "probe")], check=True,
+                   timeout=120)
+    probe = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True, timeout=60)
+    ours = [ctypes.sizeof(_cuda.LaunchAttribute), _cuda.LaunchAttribute.value.offset, ctypes.sizeof(_cuda.LaunchConfig),
+            _cuda.LaunchConfig.hStream.offset, _cuda.LaunchConfig.attrs.offset, _cuda.LaunchConfig.numAttrs.offset,
+            _cuda.LAUNCH_ATTRIBUTE_COOPERATIVE]
+    assert [int(v) for v in probe.stdout.split()] == ours
+
+
 CHECK = """
 import json, sys, torch
 sys.path.insert(0, sys.argv[2])
@@ -84,7 +116,10 @@ plan = call.plan_values()
 op.launcher.install(op.table, [x, c], plan)
 op.launcher.install(op.table, [x, c], plan)  # the same signature again: kept once
 refusals = []
-for bad in (plan + [0], plan[:-1], [99] + plan[1:]):
+flag_at = plan.index(call.launches[0].function) + 6  # a launch: function, grid x3, threads, smem, cooperative
+bad_flag = list(plan)
+bad_flag[flag_at] = 2
+for bad in (plan + [0], plan[:-1], [99] + plan[1:], bad_flag):
     try:
         op.launcher.install(op.table, [x, c], bad)
     except RuntimeError as error:
@@ -98,6 +133,14 @@ import os
 os.environ["CAKE_LAUNCHER_SEPARATE_SCRATCH"] = "1"
 op.launcher.install(op.table, [x2, c2], call2.plan_values())
 separate = op.launcher_layout((x2, c2))
+# N = 512 with the assign launch cooperative (as a fused kernel's): its plan carries the flag and installs
+bench.mark_cooperative(pkg, "assign")
+x3 = torch.randn(1, 512, 64, generator=gen).bfloat16()
+call3, _ = bench.plan_for(pkg, (x3, c))
+call3(x3, c)
+plan3 = call3.plan_values()
+op.launcher.install(op.table, [x3, c], plan3)
+flags3 = [plan3[plan3.index(launch.function) + 6] for launch in call3.launches]
 same = torch.equal(ops.kmeans_assign(x, c), ops.kmeans_assign_reference(x, c))  # CPU: the CPU implementation
 torch.library.opcheck(ops.kmeans_assign.default, (x, c))
 # The out kernel's checks, on the plan installed for these CPU inputs, against the Python path's (same words)
@@ -137,7 +180,7 @@ print(json.dumps({"host_path": pkg.host_path, "stats": pkg.launcher_stats(), "re
                   "out_autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
                       f"{pkg.namespace}::kmeans_assign_out", "AutogradCUDA"),
                   "route": hasattr(ops, "kmeans_assign_route"), "plan_len": len(plan), "layout": layout,
-                  "separate": separate, "unplanned": op.launcher_layout((x[:, :7], c)),
+                  "separate": separate, "flags": [plan[flag_at], *flags3], "unplanned": op.launcher_layout((x[:, :7], c)),
                   "bypassed": op.autograd_bypassed, "autograd_cuda": torch._C._dispatch_has_kernel_for_dispatch_key(
                       f"{pkg.namespace}::kmeans_assign", "AutogradCUDA")}))
 """
@@ -154,7 +197,7 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["host_path"] == {"kind": "cpp", "why": "C++ launcher (CAKE_EXPORT_HOST_PATH=cpp)"}
     assert result["route"] and result["same"]
-    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 2, "out_launched": 0,
+    assert result["stats"] == {"kmeans_assign": {"launched": 0, "routed": 0, "plans": 3, "out_launched": 0,
                                                  "out_routed": 0}}
     assert result["out_schema"].endswith("kmeans_assign_out(Tensor(a!) ids, Tensor x, Tensor c, Tensor(b!)? "
                                          "workspace=None) -> ()")
@@ -182,8 +225,10 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     assert result["bypassed"] and result["autograd_cuda"]
     assert result["refusals"] == ["cake launcher: 1 values after the plan",
                                   f"cake launcher: plan ends early ({result['plan_len'] - 1} values)",
-                                  "cake launcher: plan format differs from 2 (the package's _launcher.py and "
-                                  "_launcher.cpp disagree)"]
+                                  "cake launcher: plan format differs from 3 (the package's _launcher.py and "
+                                  "_launcher.cpp disagree)", "cake launcher: cooperative flag 2"]
+    # the plain norms and assign launches, then the cooperative assign's plan: (norms 0, assign 1)
+    assert result["flags"] == [0, 0, 1]
     built = list((tmp_path / "cache").glob("cake_launcher_*.so"))
     assert len(built) == 1
     assert _launcher.build(tmp_path / "cache") == built[0]  # cached: no second build

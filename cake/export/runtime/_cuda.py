@@ -9,6 +9,13 @@ caching allocator (`torch.empty`), set each scratch buffer to its init value wit
 on the stream, patch the pointers and the 128-byte tensor maps (cached per pointer) into one preallocated
 argument block per launch (strides and dims were written once), and `cuLaunchKernel` on torch's current
 stream. No host synchronization and no allocation outside torch: the launches are CUDA-graph capturable.
+
+A cooperative launch (a kernel with grid-wide barriers: the whole grid must be resident at once) goes through
+`cuLaunchKernelEx` with the one attribute CU_LAUNCH_ATTRIBUTE_COOPERATIVE, its `CUlaunchConfig` built once per
+launch (only the stream is set per call). Not `cuLaunchCooperativeKernel`: cuda.h (CUDA 12.x/13.0) documents the
+attribute as "valid for graph nodes, launches" with "exactly the same usage and semantics of
+cuLaunchCooperativeKernel", so a launch captured into a CUDA graph is a kernel node that keeps it, while
+`cuLaunchCooperativeKernel`'s page says nothing of stream capture.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ TMA_DTYPE = {"i32": 3, "i64": 5, "f16": 6, "f32": 7, "bf16": 9}
 TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 TMA_L2_PROMOTION_256B = 3
 FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED = 8
+LAUNCH_ATTRIBUTE_COOPERATIVE = 2  # CUlaunchAttributeID
 ERROR_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
                "i64": torch.int64, "bool": torch.bool}
@@ -55,6 +63,8 @@ def libcuda() -> Any:
             vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
             lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
             lib.cuLaunchKernel.restype = i32
+            lib.cuLaunchKernelEx.argtypes = [vp, vp, vp, vp]  # const CUlaunchConfig*, CUfunction, void**, void**
+            lib.cuLaunchKernelEx.restype = i32
             lib.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
             lib.cuTensorMapEncodeTiled.restype = i32
             lib.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
@@ -212,8 +222,56 @@ def kernel_params(block: Any) -> Any:
     return (ctypes.c_void_p * 1)(ctypes.addressof(block))
 
 
+class LaunchAttributeValue(ctypes.Union):
+    """cuda.h's CUlaunchAttributeValue: 64 bytes, 8-byte aligned (some members hold pointers)."""
+
+    _fields_ = [("pad", ctypes.c_char * 64), ("cooperative", ctypes.c_int), ("align", ctypes.c_void_p)]
+
+
+class LaunchAttribute(ctypes.Structure):
+    """cuda.h's CUlaunchAttribute: the id, padding to 8 bytes, the value."""
+
+    _fields_ = [("id", ctypes.c_int), ("value", LaunchAttributeValue)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig (what `cuLaunchKernelEx` takes)."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+# the C layouts on LP64 (tests/export checks them against cuda.h's with a C compiler where one exists)
+assert ctypes.sizeof(LaunchAttribute) == 72 and LaunchAttribute.value.offset == 8
+assert ctypes.sizeof(LaunchConfig) == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
+
+
+class CooperativeConfig:
+    """One launch's `CUlaunchConfig` with CU_LAUNCH_ATTRIBUTE_COOPERATIVE, built once; `at(stream)` sets the call's
+    stream and gives the address `cuLaunchKernelEx` takes (the caller holds the launch's lock)."""
+
+    def __init__(self, grid: tuple[int, int, int], threads: int, smem: int):
+        self.attribute = LaunchAttribute(LAUNCH_ATTRIBUTE_COOPERATIVE)
+        self.attribute.value.cooperative = 1
+        self.config = LaunchConfig(grid[0], grid[1], grid[2], threads, 1, 1, smem, None,
+                                   ctypes.pointer(self.attribute), 1)
+        self.address = ctypes.addressof(self.config)
+
+    def at(self, stream: int) -> int:
+        self.config.hStream = stream
+        return self.address
+
+
 def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: Any) -> int:
     """cuLaunchKernel with `params` from `kernel_params`; the driver's result code (the caller checks it:
     retrying once is its business). The driver copies the argument block before it returns."""
     return int((_lib or libcuda()).cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream,
                                                   params, None))
+
+
+def launch_cooperative(function: int, config: CooperativeConfig, stream: int, params: Any) -> int:
+    """`cuLaunchKernelEx` of a cooperative launch (`config` from `CooperativeConfig`) on `stream`; the driver's
+    result code, as `launch`."""
+    return int((_lib or libcuda()).cuLaunchKernelEx(config.at(stream), function, params, None))

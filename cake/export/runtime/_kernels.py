@@ -191,8 +191,9 @@ class CudaCall:
     the first call. Per call only pointers and the tensor maps over them (cached per pointer) are patched in.
     A signature whose inputs the kernel takes as they are (contiguous, TMA-addressable) runs `_fast`: no dicts,
     no views, one `torch.empty` per output and scratch buffer, one memset per scratch buffer that needs its
-    init, one `cuLaunchKernel` per launch. Other signatures (and a TMA input whose base pointer is not 16-byte aligned)
-    run `_prepared`, which copies or pads first and then launches the same way.
+    init, one `cuLaunchKernel` per launch (`cuLaunchKernelEx` for a cooperative one). Other signatures (and a TMA
+    input whose base pointer is not 16-byte aligned) run `_prepared`, which copies or pads first and then launches
+    the same way.
 
     `run_out` is the out-variant's call: the caller's output tensors, and the scratch buffers at
     `workspace_offsets` in the caller's workspace (`workspace_bytes` of it): `_fast` then allocates nothing. The
@@ -342,7 +343,8 @@ class CudaCall:
                        plan.unit_bytes if plan.initialize else 0, plan.bits, plan.count]
         values += [len(self.tma_inputs), *self.tma_inputs, len(self.launches)]
         for launch in self.launches:
-            values += [launch.function, *launch.grid, launch.threads, launch.smem, len(launch.block)]
+            values += [launch.function, *launch.grid, launch.threads, launch.smem, int(launch.cooperative),
+                       len(launch.block)]
             values.append(len(launch.pointers))
             for word, source in launch.pointers:
                 values += [word * 8, source]
@@ -377,7 +379,7 @@ class CudaCall:
                     _cuda.make_context_current(self.index)
                     code = launch.launch(ptrs, views, stream)
                 if code:
-                    _cuda.check(code, f"cuLaunchKernel grid={launch.grid} block={launch.threads} smem={launch.smem}")
+                    _cuda.check(code, f"{launch.entry} grid={launch.grid} block={launch.threads} smem={launch.smem}")
 
 
 class LaunchPlan:
@@ -387,6 +389,8 @@ class LaunchPlan:
     def __init__(self, function: int, grid: tuple[int, int, int], threads: int, smem: int,
                  code: Mapping[str, Any], source: Mapping[str, int]):
         self.function, self.grid, self.threads, self.smem = function, grid, threads, smem
+        self.cooperative = bool(code["cooperative"])  # through cuLaunchKernelEx with the cooperative attribute
+        self.config = _cuda.CooperativeConfig(grid, threads, smem) if self.cooperative else None
         self.packer, self.order = _cuda.arg_struct(code["args"], int(code["args_size"]))
         self.block = _cuda.ctypes.create_string_buffer(self.packer.size)
         self.params = _cuda.kernel_params(self.block)
@@ -421,7 +425,14 @@ class LaunchPlan:
             words[word] = ptrs[source]
         for offset, source, slot in self.tmaps:
             data[offset:offset + _cuda.TMAP_BYTES] = slot.encoded(ptrs[source], views[source] if views else None)
+        if self.config is not None:
+            return _cuda.launch_cooperative(self.function, self.config, stream, self.params)
         return _cuda.launch(self.function, self.grid, self.threads, self.smem, stream, self.params)
+
+    @property
+    def entry(self) -> str:
+        """The driver entry point this launch goes through (named in its error)."""
+        return "cuLaunchKernelEx (cooperative)" if self.cooperative else "cuLaunchKernel"
 
 
 class TensorMapSlot:

@@ -3,7 +3,8 @@
 // the allocator, not through at::empty's dispatch; the first output and every scratch buffer share one block,
 // so a call makes one allocation where it made 1 + #scratch: see `Layout`), sets each scratch buffer that needs
 // its init with one cuMemsetD*Async (none where a launch overwrites it whole), patches pointers and tensor maps into the argument
-// block and calls cuLaunchKernel on torch's current stream. A signature without a plan (or a TMA input whose base is not
+// block and calls cuLaunchKernel on torch's current stream (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE for
+// a cooperative launch: the capturable form, see `_cuda.py`). A signature without a plan (or a TMA input whose base is not
 // 16-byte aligned) goes to the op's Python route (`<op>_route`), which runs it and may install a plan.
 // The out-variant `<op>_out(outs..., inputs..., workspace)` runs the same plans with the caller's outputs and
 // scratch in the caller's workspace (`OutKernel`): it checks them (`check_out`: the messages of the Python path's
@@ -39,7 +40,7 @@
 
 namespace cake_launcher {
 
-constexpr int64_t PLAN_FORMAT = 2;
+constexpr int64_t PLAN_FORMAT = 3;  // 3: each launch says whether it is cooperative
 constexpr size_t TMAP_BYTES = 128;
 constexpr size_t TMAP_CACHE_MAX = 512;  // per slot; cleared when full (as the Python path's cache)
 // Where a scratch buffer starts inside the call's block: TMA needs 16-byte global addresses; 256 bytes keeps
@@ -50,6 +51,7 @@ constexpr size_t SCRATCH_ALIGN = 256;
 
 struct Driver {
   decltype(&cuLaunchKernel) launch = nullptr;
+  decltype(&cuLaunchKernelEx) launch_ex = nullptr;  // cooperative launches
   decltype(&cuMemsetD32Async) memset32 = nullptr;
   decltype(&cuMemsetD16Async) memset16 = nullptr;
   decltype(&cuMemsetD8Async) memset8 = nullptr;
@@ -74,6 +76,7 @@ const Driver& driver() {
     TORCH_CHECK(handle != nullptr, "cake launcher: cannot load the CUDA driver (libcuda.so.1): ", dlerror());
     Driver out;
     resolve(handle, out.launch, "cuLaunchKernel");
+    resolve(handle, out.launch_ex, "cuLaunchKernelEx");
     resolve(handle, out.memset32, "cuMemsetD32Async");
     resolve(handle, out.memset16, "cuMemsetD16Async");
     resolve(handle, out.memset8, "cuMemsetD8Async");
@@ -259,6 +262,7 @@ struct Launch {
   unsigned grid[3];
   unsigned threads;
   unsigned smem;
+  bool cooperative;  // the whole grid resident at once (grid-wide barriers): cuLaunchKernelEx with the attribute
   std::vector<uint8_t> block;  // strides and dims written; pointers and maps patched per call
   std::vector<std::pair<size_t, int64_t>> pointers;  // (byte offset, source)
   std::vector<std::unique_ptr<TensorMapSlot>> tmaps;
@@ -315,6 +319,9 @@ std::unique_ptr<Plan> parse(const std::vector<int64_t>& data, int64_t n_inputs) 
     for (auto& g : l.grid) g = static_cast<unsigned>(r.next());
     l.threads = static_cast<unsigned>(r.next());
     l.smem = static_cast<unsigned>(r.next());
+    const int64_t cooperative = r.next();
+    TORCH_CHECK(cooperative == 0 || cooperative == 1, "cake launcher: cooperative flag ", cooperative);
+    l.cooperative = cooperative == 1;
     const int64_t size = r.count(MOST);
     l.block.resize(size_t(size));
     for (int64_t p = 0, np = r.count(256); p < np; ++p) {
@@ -409,6 +416,15 @@ void launch_plan(Plan& plan, const uint64_t* ptrs, int64_t n_inputs, int device,
     for (const auto& [offset, source] : l.pointers) std::memcpy(block + offset, &ptrs[size_t(source)], 8);
     for (auto& slot : l.tmaps) slot->write(block, ptrs[size_t(slot->source)]);
     void* params[] = {block};
+    if (l.cooperative) {
+      CUlaunchAttribute attribute{};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attribute.value.cooperative = 1;
+      CUlaunchConfig config{l.grid[0], l.grid[1], l.grid[2], l.threads, 1, 1, l.smem, stream, &attribute, 1};
+      retrying(device, "cuLaunchKernelEx (cooperative)",
+               [&] { return driver().launch_ex(&config, l.function, params, nullptr); });
+      continue;
+    }
     retrying(device, "cuLaunchKernel", [&] {
       return driver().launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.threads, 1, 1, l.smem, stream,
                              params, nullptr);
@@ -873,7 +889,7 @@ int64_t plan_format() { return PLAN_FORMAT; }
 
 }  // namespace cake_launcher
 
-TORCH_LIBRARY(cake_launcher_v2, m) {
+TORCH_LIBRARY(cake_launcher_v3, m) {
   m.def("attach(str ns, str op, str route, int n_inputs) -> int", &cake_launcher::attach);
   m.def("install(int table, Tensor[] inputs, int[] plan) -> ()", &cake_launcher::install);
   m.def("stats(int table) -> int[]", &cake_launcher::stats);

@@ -36,9 +36,10 @@ HOST_PATH_ENV = "CAKE_EXPORT_HOST_PATH"
 AUTOGRAD_FALLBACK_ENV = "CAKE_LAUNCHER_AUTOGRAD_FALLBACK"
 CACHE_ENV = "CAKE_EXPORT_CACHE"
 CHOICES = ("auto", "cpp", "ctypes")
-# bump with PLAN_FORMAT, or when the library's ops change (v2: the out-variant's attach_out, workspace, check_out)
-NAMESPACE = "cake_launcher_v2"
-PLAN_FORMAT = 2  # `_launcher.cpp`'s PLAN_FORMAT
+# bump with PLAN_FORMAT, or when the library's ops change (v2: the out-variant's attach_out, workspace, check_out;
+# v3: plan format 3), so that packages exported before and after share a process, each with its own library
+NAMESPACE = "cake_launcher_v3"
+PLAN_FORMAT = 3  # `_launcher.cpp`'s PLAN_FORMAT (3: each launch carries its cooperative flag)
 # The plan format's dtype codes (`_launcher.cpp`'s scalar_type).
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3, torch.int64: 4,
                torch.bool: 5}
@@ -128,7 +129,7 @@ _load_lock = threading.Lock()
 
 
 def load() -> Any:
-    """`torch.ops.cake_launcher_v2`, its library loaded once per process (every package shares it)."""
+    """`torch.ops.cake_launcher_v3`, its library loaded once per process (every package shares it)."""
     with _load_lock:
         ops = getattr(torch.ops, NAMESPACE)
         if not hasattr(ops, "attach"):
