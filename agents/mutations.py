@@ -379,6 +379,7 @@ def offered(operator: str, backend: str | None) -> bool:
     """Whether `operator` is worth drawing for a run lowered by `backend` (None: unknown, every operator is)."""
     return backend is None or backend in BACKENDS.get(operator, frozenset({backend}))
 
+
 PARAMETRIC: dict[str, Operator] = {
     "param": mutate_param,
     "param2": mutate_two_params,
