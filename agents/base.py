@@ -76,6 +76,7 @@ class TurnContext:
     # operator -> (proposed, survived static checks): the run's history, for adaptive operator choice
     operator_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
     tokens_used: int = 0  # tokens the run has spent before this turn (a resumed agent starts from here)
+    backend: str | None = None  # what the run lowers with ("triton", "cuda"); None: not known, nothing is excluded
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ class CakeToolchain:
         self.spec = self.workload.op(op)
         self.op = op
         self.arch = arch
+        self.backend = settings.backend
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
         self.shape = self.workload.fitness_shape(op)

@@ -37,7 +37,7 @@ TERM_OPERATORS: dict[Bound, tuple[str, ...]] = {
     Bound.SYNC: ("pingpong", "stages", "split_consumer"),
     Bound.SPILL: ("regs", "units", "param"),
     Bound.CHAIN: ("stages", "pingpong", "split_consumer"),
-    Bound.LAUNCH: ("grid", "param"),
+    Bound.LAUNCH: ("grid", "param", "fuse"),
 }
 
 

@@ -4,7 +4,7 @@ when it does not apply to this kernel.
 Parametric operators move a param's default inside its domain (the default is the configuration that
 runs, so this is how a schedule commits to a config). Structural operators change how the schedule works:
 pipeline depth, copy mechanism, swizzle, persistent scheduling, register budgets, warp counts, ping-pong,
-and warp specialization (splitting a role into a copy producer and a compute consumer). Operators never
+warp specialization (splitting a role into a copy producer and a compute consumer) and launch fusion. Operators never
 check legality: the checker does, and the offline agent repairs what it can from the diagnostics.
 
 Every random choice goes through the `random.Random` passed in, so a seed fixes the sequence.
@@ -25,6 +25,7 @@ from cake.ir.transforms.as_warpgroups import as_warpgroups
 from cake.ir.transforms.bind_params import bind_params
 from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
+from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
@@ -337,6 +338,21 @@ def mutate_unit_kind(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(with_role(kernel, launch, role, new_role), f"{role.name} {what}")
 
 
+def mutate_fusion(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Fuse a launch into the persistent launch after it (`fuse_launches`, where E0412 allows it): one kernel a
+    call instead of two, a grid-wide barrier where the launch boundary was. Generic: any adjacent pair qualifies."""
+    sites = fusable(kernel)
+    if not sites:
+        return None
+    name = sites[rng.randrange(len(sites))]
+    out = fuse_launches(kernel, name)
+    if out is None:
+        return None
+    fusion = out.fused_into(name)
+    assert fusion is not None
+    return Mutation(out, f"fuse {fusion.launch} into {fusion.into} (one launch a call, a grid-wide barrier between)")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -347,7 +363,22 @@ STRUCTURAL: dict[str, Operator] = {
     "pingpong": mutate_pingpong,
     "mma_form": mutate_mma_form,
     "unit_kind": mutate_unit_kind,
+    "fuse": mutate_fusion,
 }
+
+# Operators whose every child holds a construct only some backends lower (E06xx), offered by the offline agent
+# only when the run's backend is among them: a Triton run would spend its attempts on children E0606 refuses (no
+# grid-wide barrier in Triton). Operators absent here are offered for every backend; those whose children a
+# backend refuses only sometimes fade through the survival-rate weights instead.
+BACKENDS: dict[str, frozenset[str]] = {
+    "fuse": frozenset({"cuda"}),
+}
+
+
+def offered(operator: str, backend: str | None) -> bool:
+    """Whether `operator` is worth drawing for a run lowered by `backend` (None: unknown, every operator is)."""
+    return backend is None or backend in BACKENDS.get(operator, frozenset({backend}))
+
 
 PARAMETRIC: dict[str, Operator] = {
     "param": mutate_param,

@@ -23,6 +23,7 @@ __all__ = ["EvalJob", "Retimer", "Toolchain"]
 class Toolchain(Protocol):
     op: str  # the contract the schedules implement
     arch: str
+    backend: str  # the lowering backend candidates are checked for and lowered by ("triton", "cuda")
     fitness_kind: FitnessKind
 
     def validate(self, text: str) -> Checked:

@@ -69,7 +69,8 @@ def candidates(toolchain: CakeToolchain, count: int, out: Path, *, seed: int = 0
         if len(texts) >= count:
             break
         ctx = TurnContext(turn=turn, op=toolchain.op, arch=toolchain.arch, n=count, parents=tuple(parents),
-                          failures=(), seen_hashes=frozenset(texts), rng=rng, validate=toolchain.validate)
+                          failures=(), seen_hashes=frozenset(texts), rng=rng, validate=toolchain.validate,
+                          backend=toolchain.backend)
         for proposal in OfflineAgent().propose(ctx).proposals:
             checked = toolchain.validate(proposal.text)
             if checked.kernel is not None and not checked.errors:

@@ -34,18 +34,25 @@ _NORMS = "role main: warps 4 {\n  let cf"
                    "fuse centroid_norms into assign\nfuse centroid_norms into assign\n")),
 ])
 def launch_fusion(ctx: CheckContext) -> Iterable[Finding]:
-    kernel = ctx.kernel
-    order = [launch.name for launch in kernel.launches]
-    for index, fusion in enumerate(kernel.fusions):
-        for why, help in _problems(ctx, fusion, kernel.fusions[:index], order):
+    for fusion in ctx.kernel.fusions:
+        for why, help in fusion_problems(ctx.kernel, fusion, ctx.env):
             yield finding(fusion, f"`fuse {fusion.launch} into {fusion.into}`", "cannot be fused", help=help,
                           launch=fusion.launch, into=fusion.into, why=why)
 
 
-def _problems(ctx: CheckContext, fusion: n.Fusion, earlier: tuple[n.Fusion, ...],
-              order: list[str]) -> Iterator[tuple[str, str]]:
-    """(why, help) for each rule `fusion` breaks; the structural ones first, since later ones need both launches."""
-    kernel = ctx.kernel
+def fusion_problems(kernel: n.Kernel, fusion: n.Fusion, env: an.Env) -> Iterator[tuple[str, str]]:
+    """(why, help) for each rule of E0412 that `fusion`, one of `kernel.fusions` (by identity), breaks under `env`
+    (the params' values and bound dims that thread counts are read at). Nothing yielded: the fusion is legal.
+
+    The structural rules come first, since the later ones need both launches. The check reports these; the
+    `fuse_launches` pass adds a fusion only where this yields nothing.
+    """
+    index = next((i for i, f in enumerate(kernel.fusions) if f is fusion), None)
+    if index is None:
+        raise ValueError(f"`fuse {fusion.launch} into {fusion.into}` is not one of the kernel's fusions: "
+                         "judge a fusion inside the kernel it belongs to (add it to `kernel.fusions` first)")
+    earlier = kernel.fusions[:index]
+    order = [launch.name for launch in kernel.launches]
     missing = [name for name in (fusion.launch, fusion.into) if kernel.launch(name) is None]
     if missing:
         yield (f"no launch named `{missing[0]}`", f"launches are {', '.join(f'`{o}`' for o in order)}")
@@ -72,7 +79,7 @@ def _problems(ctx: CheckContext, fusion: n.Fusion, earlier: tuple[n.Fusion, ...]
         yield (f"the fused launch declares {declared[0]}; it runs before `{fusion.into}`'s prologue and at its entry "
                "register count", "keep the fused launch to roles over registers and global memory")
     try:
-        need, have = an.launch_threads(launch, ctx.env), an.launch_threads(into, ctx.env)
+        need, have = an.launch_threads(launch, env), an.launch_threads(into, env)
     except an.Unbound:
         return  # role counts that depend on an unbound dim: E0301's note already says what to bind
     if need > have:
