@@ -819,11 +819,14 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     for launch in kernel.launches:
         lw = count_work(kernel, launch, env, consts, typing)
         occ = occupancy(kernel, launch, env, spec, dev, consts, lw)
+        fused = kernel.fused_into(launch.name) is not None
+        if fused:
+            # Its blocks run one after another on the host launch's persistent CTAs, one CTA an SM (the runtime's
+            # persistent grid is min(tiles, SMs)), not side by side at the launch's own occupancy.
+            occ = replace(occ, ctas_per_sm=1, resident_ctas=1)
         pingpong = bool(launch.pingpongs)
         t = terms(lw.work, occ, dev, consts, rate_key, pingpong)
-        if kernel.fused_into(launch.name) is not None:
-            # Its blocks run inside the next launch's kernel: a grid-wide barrier replaces the launch boundary.
-            # (Its other terms are those of the launch alone; on the host's CTAs its occupancy is lower.)
+        if fused:  # a grid-wide barrier replaces the launch boundary
             t = replace(t, overhead_s=consts.grid_sync_s)
         time_s, bound = combine(t, factors)
         launches.append(LaunchPrediction(launch.name, time_s, bound, lw.work, occ, t, pingpong))
