@@ -55,12 +55,23 @@ def model(session: EvolveSession) -> ModelEvaluator:
     return ModelEvaluator(session.toolchain.model_baseline_ms or 1.0, delay_s=0.0)
 
 
+@pytest.fixture
+def confirmed_by_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A would-be best is confirmed without the verifier worker too (as `ModelEvaluator` evaluates): the real
+    confirmation ran every seed's gates under the interpreter in a fresh worker, minutes per experiment; the
+    loop's tests check that it is asked for, the slow end-to-end test runs it."""
+    from cake.agents.cake_toolchain import CakeToolchain
+
+    monkeypatch.setattr(CakeToolchain, "confirm", lambda self, job, device, evaluation: evaluation)
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))
 
 
-def test_a_small_experiment_runs_on_ray_and_its_report_has_the_plots(ray_local, tmp_path: Path) -> None:
+def test_a_small_experiment_runs_on_ray_and_its_report_has_the_plots(ray_local, confirmed_by_model: None,
+                                                                     tmp_path: Path) -> None:
     from cake.evaluation.ray_executor import RayExecutor
 
     spec, out = parse_spec(SPEC), tmp_path / "exp"
@@ -90,7 +101,8 @@ def test_a_small_experiment_runs_on_ray_and_its_report_has_the_plots(ray_local, 
     assert all(o.state is RunState.DONE for o in again)  # finished runs are skipped
 
 
-def test_a_crashed_experiment_resumes_its_run_and_skips_the_finished_ones(tmp_path: Path) -> None:
+def test_a_crashed_experiment_resumes_its_run_and_skips_the_finished_ones(confirmed_by_model: None,
+                                                                          tmp_path: Path) -> None:
     spec, out = parse_spec(SPEC), tmp_path / "exp"
     reference = run_experiment(spec, tmp_path / "reference", config_for=config_for,
                                executor_for=lambda s: LocalPoolExecutor(model(s), ("cpu",)))
