@@ -19,7 +19,7 @@ from cake.ir.nodes import DType, Kernel
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.compile import GENCODE
 from cake.lowering.cuda.dialects import DIALECTS
-from cake.lowering.cuda.errors import LoweringError
+from cake.lowering.cuda.errors import CheckerGap, LoweringError
 from cake.lowering.cuda.kernelgen import LaunchCode, generate_launch
 from cake.lowering.cuda.mma_wrappers import wrappers_source
 
@@ -79,11 +79,16 @@ def generate(kernel: Kernel, arch: str, *, dtypes: dict[str, DType] | None = Non
     env = an.default_env(kernel, dims=statics, dtypes=chosen)
     found: list[Diagnostic] = []
     codes: list[LaunchCode] = []
+    for fusion in kernel.fusions:  # E0412 refuses these; a fused launch must never vanish from the program
+        if kernel.launch(fusion.launch) is None or kernel.launch(fusion.into) is None:
+            raise CheckerGap(f"`fuse {fusion.launch} into {fusion.into}` naming a launch the schedule lacks",
+                             fusion.span)
     for launch in kernel.launches:
         if kernel.fused_into(launch.name) is not None:
             continue  # its code is in the kernel of the launch it is fused into
         preludes = tuple(kernel.launch(f.launch) for f in kernel.fused_preludes(launch.name))
-        code = generate_launch(kernel, launch, env, spec, file, found, tuple(p for p in preludes if p is not None))
+        code = generate_launch(kernel, launch, env, spec, file, found,
+                               tuple(p for p in preludes if p is not None))  # all present: checked above
         if code is not None:
             codes.append(code)
     errors = [d for d in found if d.is_error]

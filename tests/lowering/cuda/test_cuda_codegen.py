@@ -75,6 +75,13 @@ def test_fused_launch_is_one_cooperative_kernel() -> None:
     assert "cake_named_bar_sync(" in synced.split("role main")[1] and ", 256);" in synced.split("role main")[1]
 
 
+def test_a_fusion_naming_no_launch_is_a_checker_gap() -> None:
+    """E0412 refuses it; lowering it unchecked must not drop the fused launch's work silently."""
+    text = (GOLDEN.parents[3] / COOP).read_text().replace("fuse centroid_norms into assign", "fuse centroid_norms into asign")
+    with pytest.raises(CheckerGap, match="naming a launch the schedule lacks"):
+        generate(parse(text, COOP), "sm_90a")
+
+
 def test_sm80_schedule_runs_on_its_own_features() -> None:
     src = program(CP_ASYNC).source
     assert "wgmma" not in src.split("namespace cake_assign_cp_async")[1]
