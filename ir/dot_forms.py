@@ -3,8 +3,10 @@
 `via dot` multiplies fp32 operands at IEEE fp32 (Triton: `input_precision="ieee"`, which runs on the CUDA cores:
 an fp32 `tl.dot` is FMA work, not tensor-core work). `via dot.tf32x3` lets the backend split each fp32 operand
 into two TF32 parts (x = hi + lo) and multiply hi*hi + hi*lo + lo*hi on the tensor cores with an fp32
-accumulator: about 2^-21 relative error per product instead of fp32's 2^-24 (plain TF32 would be 2^-11), at three
-tensor-core products. 16-bit operands multiply exactly whatever the suffix (the products of two f16/bf16 values
+accumulator: about 2^-21 relative error per product instead of fp32's 2^-24, at three tensor-core products.
+`via dot.tf32` rounds each fp32 operand to TF32 (10 mantissa bits: 2^-11 relative) for one tensor-core product:
+exact for an operand that holds 16-bit values (f16 has TF32's 10 mantissa bits, bf16 7), so it multiplies an
+fp32 operand by a rounded 16-bit one at the cost of one product. 16-bit operands multiply exactly whatever the suffix (the products of two f16/bf16 values
 are exact in the fp32 accumulator), so the suffix only matters for fp32 operands.
 """
 
@@ -15,6 +17,7 @@ DOT = "dot"
 DOT_PRECISIONS: dict[str, str] = {
     "": "IEEE fp32 products",
     "tf32x3": "each operand split into two TF32 parts, three tensor-core products (about 2^-21 relative)",
+    "tf32": "each operand rounded to TF32, one tensor-core product (2^-11 relative; exact for 16-bit values)",
 }
 
 

@@ -66,8 +66,9 @@ _PREC = {
 }
 # The mma forms this backend emits (as tl.dot; Triton picks the instruction): each `via dot` precision suffix
 # (cake.ir.dot_forms) -> tl.dot's input_precision for fp32 operands. `ieee`: full fp32 products (CUDA cores);
-# `tf32x3`: Triton's three-TF32-product split on the tensor cores. fp16/bf16 operands ignore the option.
-TRITON_DOT_PRECISION = {"": "ieee", "tf32x3": "tf32x3"}
+# `tf32x3`: Triton's three-TF32-product split on the tensor cores; `tf32`: one TF32 product. fp16/bf16 operands
+# ignore the option.
+TRITON_DOT_PRECISION = {"": "ieee", "tf32x3": "tf32x3", "tf32": "tf32"}
 
 
 class ExprEmitter:
