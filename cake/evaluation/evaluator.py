@@ -13,6 +13,9 @@
   `<hash>.bench.json`.
 * `confirm` (the loop calls it for a candidate that would become the best): the gates again under
   `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
+* `compile_ahead` (a local pool calls it for queued jobs while the GPU works): the CUDA specializations the GPU
+  evaluation will call, built in a worker of their own into the cubin cache the evaluation then reads
+  (`cake.evaluation.ahead`); the evaluation itself is unchanged.
 * `retime`: a candidate that became the best is timed again in a fresh bench worker (its verdict is cached
   by then, so only the timing runs); the run reports that figure (`Retime`, samples in `<hash>.retime.json`).
 
