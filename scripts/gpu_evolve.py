@@ -65,6 +65,15 @@ def evaluation_rate(run_dir: Path) -> dict[str, object]:
             best = fitness
         curve.append({"t_s": round(at - start, 1), "evaluations": len(curve) + 1, "best": best})
     seconds = [c.evaluation.seconds for c in rows.values() if c.evaluation is not None]
+    stages: dict[str, list[float]] = {}  # the bench worker's steps (cake.evaluation.bench: BenchRun.stages)
+    outside: list[float] = []  # an evaluation's seconds outside them: worker starts, the other dtypes' gates
+    for row in rows.values():
+        kept = run_dir / "candidates" / f"{row.ir_hash}.bench.json"
+        laps = json.loads(kept.read_text()).get("stages_s", {}) if kept.is_file() else {}
+        for name, lap in laps.items():
+            stages.setdefault(name, []).append(lap)
+        if laps and row.evaluation is not None:
+            outside.append(row.evaluation.seconds - sum(laps.values()))
     ahead = [json.loads(d) for _, _, d in store.events("ahead")]
     entries = [e for a in ahead if a.get("report") for e in a["report"]["entries"]]
     built = [e["seconds"] for e in entries if e["status"] == "built"]
@@ -73,6 +82,8 @@ def evaluation_rate(run_dir: Path) -> dict[str, object]:
         "evaluations_per_minute": round(60.0 * len(finished) / span_s, 2) if span_s > 0 else None,
         "evaluation_s_median": round(statistics.median(seconds), 1),
         "evaluation_s": [round(x, 1) for x in seconds],
+        "bench_stages_s_median": {k: round(statistics.median(v), 2) for k, v in sorted(stages.items())},
+        "outside_bench_stages_s_median": round(statistics.median(outside), 2) if outside else None,
         "ahead": {"compiled_ahead": len(ahead),
                   "worker_s_median": round(statistics.median(a["seconds"] for a in ahead), 1) if ahead else None,
                   "specializations": {k: sum(e["status"] == k for e in entries)
@@ -87,7 +98,8 @@ def rate_line(rate: dict[str, object]) -> str:
     if rate.get("evaluations_per_minute") is None:
         return f"rate: {rate['evaluations']} evaluations, no rate"
     return (f"rate: {rate['evaluations']} evaluations in {rate['span_s']} s = {rate['evaluations_per_minute']}/min; "
-            f"median {rate['evaluation_s_median']} s an evaluation; compiled ahead {rate['ahead']}")
+            f"median {rate['evaluation_s_median']} s an evaluation (bench steps {rate['bench_stages_s_median']}, "
+            f"outside them {rate['outside_bench_stages_s_median']} s); compiled ahead {rate['ahead']}")
 
 
 def main() -> int:
