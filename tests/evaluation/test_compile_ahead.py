@@ -156,3 +156,19 @@ def _ref():  # type: ignore[no-untyped-def]
     from cake.evaluation.evaluator import KernelSpec
 
     return KernelSpec(SEED, "cuda", "sm_90a").ref()
+
+
+def test_compile_workers_default_to_the_cpus_less_two_per_gpu_on_cuda_backend_gpu_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from cake.cli.common import UsageError
+    from cake.cli.evolve import compile_workers_for
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    gpu_cuda, gpu_triton = {"device": "cuda", "backend": "cuda"}, {"device": "cuda", "backend": "triton"}
+    assert compile_workers_for(None, gpu_cuda, 1) == 14 and compile_workers_for(None, gpu_cuda, 8) == 0
+    assert compile_workers_for(None, gpu_triton, 1) == 0 and compile_workers_for(None, {"device": "cpu",
+                                                                                        "backend": "triton"}, 2) == 0
+    assert compile_workers_for(3, gpu_triton, 1) == 3
+    with pytest.raises(UsageError, match="--compile-workers must be >= 0"):
+        compile_workers_for(-1, gpu_cuda, 1)
