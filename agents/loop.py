@@ -7,7 +7,8 @@ Turn 0 evaluates the workload's plain seed schedules (a clean start). Every late
 3. checks each statically — rejections are stored with their diagnostics and counted by ID;
 4. ranks the legal, unseen ones by the cost model and queues the best `evals_per_turn`;
 5. writes the whole turn in one transaction;
-6. evaluates the queue through an `Executor` (default: a local pool, one slot per device), each
+6. evaluates the queue through an `Executor` (default: a local pool, one slot per device), told the whole
+   queue first (`prepare`: a pool may compile candidates ahead while the devices work), each
    evaluation committed on its own; a candidate that would become the best is first confirmed
    (`Toolchain.confirm`: the gates under several seeds in every dtype its schedule declares) and stored as
    FAILED when that does not hold.
@@ -21,6 +22,7 @@ budget, the wall-time budget, or a plateau (turns without a better best).
 from __future__ import annotations
 
 import enum
+import json
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -388,6 +390,8 @@ class EvolutionLoop:
         queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
         complete = True
         slots = sum(self.executor.capacity().values())
+        if not self._wall_spent():
+            self.executor.prepare([self._job(row) for row in queue])  # compiles ahead, while the devices work
         while queue or self.executor.pending():
             if queue and self._wall_spent():
                 complete, queue = False, []
@@ -397,6 +401,8 @@ class EvolutionLoop:
             for done in self.executor.collect():
                 for attempt, reason in enumerate(done.retries, 1):
                     self.store.log("retry", f"#{done.job.candidate_id} attempt {attempt} lost: {reason}")
+                if done.ahead is not None:
+                    self.store.log("ahead", json.dumps({"candidate_id": done.job.candidate_id, **done.ahead.to_json()}))
                 evaluation = done.evaluation
                 if self._would_be_best(evaluation):  # no best rests on one seed or one dtype
                     evaluation = self.toolchain.confirm(done.job, done.device, evaluation)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cake.ir.nodes import Kernel
+from cake.lowering.ahead import AheadReport, CompilesAhead
 from cake.lowering.backend import Backend, get_backend
 from cake.lowering.cache import CacheKey, KernelCache, default_cache, ir_hash
 from cake.lowering.lowered import LoweredKernel, ResourceUsage
@@ -104,6 +105,16 @@ class LoadedKernel:
     def resources(self) -> tuple[ResourceUsage, ...]:
         """The compiler's report for the kernels of the latest call (empty under an interpreter)."""
         return self.backend.resources(self.fn)
+
+    def compile_ahead(self, calls: Sequence[tuple[Any, ...]], *, capability: tuple[int, int],
+                      jobs: int) -> AheadReport:
+        """Build the specializations `calls` (inputs on torch's `meta` device) will need, for a device of
+        `capability`, `jobs` compiles at a time (`cake.lowering.ahead`); a backend that compiles nothing per call
+        says so in the report."""
+        if not isinstance(self.fn, CompilesAhead):
+            return AheadReport(unsupported=f"the {self.lowered.backend} backend builds no per-call specializations "
+                                           "ahead of its calls")
+        return self.fn.compile_ahead(calls, capability, jobs)
 
 
 def load(lowered: LoweredKernel, *, cache: KernelCache | None = None) -> LoadedKernel:

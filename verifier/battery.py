@@ -149,6 +149,30 @@ def run_gate(gate_id: str, contract: Contract, kernel: Callable[..., object], *,
     return run_gate_in(ctx, gate_id)
 
 
+def _never_called(*inputs: object) -> object:
+    raise AssertionError("planning a battery never calls the kernel")
+
+
+def planned_cases(contract: Contract, *, device: str, dtypes: DtypeArg = None, seed: int = 0,
+                  gates: Iterable[str] | None = None, interpreter: bool = False,
+                  dims_profile: DimsProfile | None = None) -> tuple[Case, ...]:
+    """Every case `run_battery` runs on a kernel that passes, in battery order, without a kernel: a gate's plan
+    is a pure function of the seed (gates.base). A battery that stops at a failing gate runs a prefix of them.
+    This is what a lowering that specializes per call can compile before the battery starts."""
+    ctx = make_context(contract, _never_called, device=device, dtypes=dtypes, seed=seed, interpreter=interpreter,
+                       dims_profile=dims_profile)
+    wanted = set(gates) if gates is not None else set(GATE_ORDER)
+    out: list[Case] = []
+    for gate_id in (g for g in GATE_ORDER if g in wanted):
+        gate = get_gate(gate_id)
+        if gate.static is not None or gate.applies(ctx) is not None:
+            continue
+        for dtype in gate.dtypes(ctx):
+            if not ctx.skips_dtype(dtype):
+                out.extend(gate.plan(ctx, dtype))
+    return tuple(out)
+
+
 def run_battery(contract: Contract, kernel: Callable[..., object], *, device: str = "cpu", dtypes: DtypeArg = None,
                 seed: int = 0, all_gates: bool = False, interpreter: bool = False,
                 resource_report: ResourceReport | Mapping[str, object] | None = None,

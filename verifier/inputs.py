@@ -219,3 +219,14 @@ def place(value: Tensor, layout: Layout, device: str) -> Tensor:
 def materialize(contract: Contract, case: Case, device: str = "cpu") -> tuple[Tensor | None, ...]:
     """The case's inputs on `device`, in signature order (None for an omitted optional input)."""
     return tuple(None if v is None else place(v, case.layout, device) for v in host_values(contract, case))
+
+
+InputSignature = tuple[tuple[tuple[int, ...], torch.dtype] | None, ...]
+
+
+def input_signature(contract: Contract, case: Case) -> InputSignature:
+    """Each input's (shape, dtype) as `materialize` gives it (None: omitted), without drawing a value: what a
+    kernel that specializes per call (static dims, dtypes) is compiled for."""
+    dims = contract.resolve_dims(case.dim_map, case.omitted)
+    return tuple(None if spec.name in case.omitted else (shape_of(spec, dims), contract.input_dtype(spec, case.dtype))
+                 for spec in contract.inputs)

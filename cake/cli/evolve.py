@@ -29,6 +29,9 @@ RUNS_DIR = Path("runs")
 EXECUTORS = ("local", "ray")
 DEFAULT_EVAL_TIMEOUT_S = 1800.0  # the Ray task guard; the evaluator's own timeouts fire well before
 INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
+# CPUs left to each GPU slot's evaluation (its bench and verifier workers) when compiling ahead: the timing counts
+# the host path, which the compiles must not crowd out.
+CPUS_PER_EVALUATION = 2
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +63,9 @@ def register(subparsers: Any) -> None:
                    help="join this Ray cluster (ray start --head ...); default: start Ray here")
     p.add_argument("--eval-timeout", type=float, default=DEFAULT_EVAL_TIMEOUT_S,
                    help="Ray only: cancel an evaluation still running after this many seconds (+ a grace period)")
+    p.add_argument("--compile-workers", type=int, default=None, metavar="N",
+                   help="local executor, CUDA backend: compile a turn's candidates ahead of their evaluations, N nvcc "
+                        f"runs at a time (0: off; default: the CPUs less {CPUS_PER_EVALUATION} per GPU slot)")
     ablation = p.add_argument_group("ablations (stored in the run's config)")
     ablation.add_argument("--static-checks", action=argparse.BooleanOptionalAction, default=True,
                           help="--no-static-checks: evaluate candidates the checker rejects")
@@ -103,6 +109,18 @@ def _device(requested: str | None) -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is visible here (drop --device to run on the CPU)")
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def compile_workers_for(requested: int | None, eval_config: dict[str, Any], slots: int) -> int:
+    """`--compile-workers`, checked; by default the CPUs less CPUS_PER_EVALUATION per device slot on a GPU run of
+    the CUDA backend (the one that compiles per call), else 0."""
+    if requested is not None:
+        if requested < 0:
+            raise UsageError(f"--compile-workers must be >= 0 (0: no compiles ahead), got {requested}")
+        return requested
+    if eval_config["device"] != "cuda" or eval_config["backend"] != "cuda":
+        return 0
+    return max(0, (os.cpu_count() or 1) - CPUS_PER_EVALUATION * slots)
 
 
 def default_backend(device: str) -> str:
@@ -217,8 +235,11 @@ def _evolve(store: Any, resumed: bool, args: argparse.Namespace) -> int:
     devices = toolchain.devices()  # one slot per GPU, or N CPU workers
     try:
         with executor_runtime(args.executor, devices=devices, ray_address=args.ray_address):
-            executor = make_executor(args.executor, toolchain.evaluator, devices, timeout_s=args.eval_timeout)
-            console.print(f"executor: {args.executor}, slots {dict(executor.capacity())}")
+            compile_workers = compile_workers_for(args.compile_workers, config["eval"], len(devices))
+            executor = make_executor(args.executor, toolchain.evaluator, devices, timeout_s=args.eval_timeout,
+                                     compile_workers=compile_workers)
+            ahead = f", compiling ahead on {compile_workers} CPUs" if compile_workers and args.executor == "local" else ""
+            console.print(f"executor: {args.executor}, slots {dict(executor.capacity())}{ahead}")
             try:
                 with progress:
                     result = session.loop(executor, progress).run()

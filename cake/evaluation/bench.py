@@ -8,6 +8,7 @@ text parsed from a command's output.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,9 @@ class BenchRun:
     device_name: str
     reports: tuple[ShapeReport, ...] = ()
     refused: tuple[tuple[str, Verification], ...] = ()  # dtypes whose gates the kernel failed: not timed
+    # Wall seconds of each step of `bench_kernel` (verify_<dtype>, load, baselines, time_<shape>): where a bench
+    # spends its time, kept with its samples; never part of a result.
+    stages: tuple[tuple[str, float], ...] = ()
 
     @property
     def all_timed(self) -> bool:
@@ -97,7 +101,8 @@ class BenchRun:
 
     def to_json(self, **extra: object) -> dict[str, object]:
         return {"op": self.op, "kernel": self.kernel, "device": self.device_name, **extra,
-                "refused": {d: v.detail for d, v in self.refused}, "shapes": [r.to_json() for r in self.reports]}
+                "refused": {d: v.detail for d, v in self.refused}, "shapes": [r.to_json() for r in self.reports],
+                "stages_s": {name: round(seconds, 3) for name, seconds in self.stages}}
 
 
 def load_baselines(spec: OpSpec | Pipeline, names: Sequence[str] | None
@@ -219,6 +224,15 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     if device_spec is None:
         raise BenchSetupError(f"`{clock.device_name}` is not in cake.arch's device table; add it to judge its ceilings")
     described = request.kernel.describe()
+    stages: list[tuple[str, float]] = []
+    mark = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        stages.append((name, now - mark))
+        mark = now
+
     verifications = {}
     for dtype_name in sorted({str(s.torch_dtype).removeprefix("torch.") for s in request.shapes}):
         try:
@@ -228,19 +242,24 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
         except KernelLoadError as error:
             raise BenchSetupError(str(error)) from None
         verifications[dtype_name] = verdict_verification(verdict)
+        lap(f"verify_{dtype_name}")
     refused = tuple((d, v) for d, v in verifications.items() if not v.passed)
     if refused:
-        return BenchRun(request.op, described, clock.device_name, refused=refused)
+        return BenchRun(request.op, described, clock.device_name, refused=refused, stages=tuple(stages))
     kernel = load_kernel(request.kernel)
     if isinstance(kernel, str):
         raise BenchSetupError(kernel)
+    lap("load")
     baselines, missing = load_baselines(spec, request.baselines)
+    lap("baselines")
     config = TimingConfig(max_reps=request.reps, min_reps=min(10, request.reps), max_wall_s=request.max_seconds)
-    reports = tuple(
-        bench_shape(spec, shape, [("candidate", kernel, verifications[str(shape.torch_dtype).removeprefix("torch.")])],
-                    baselines, clock, config, device_spec, seed=request.seed, unavailable=missing)
-        for shape in request.shapes)
-    return BenchRun(request.op, described, clock.device_name, reports)
+    reports = []
+    for shape in request.shapes:
+        reports.append(bench_shape(spec, shape, [("candidate", kernel,
+                                                  verifications[str(shape.torch_dtype).removeprefix("torch.")])],
+                                   baselines, clock, config, device_spec, seed=request.seed, unavailable=missing))
+        lap(f"time_{shape.name}")
+    return BenchRun(request.op, described, clock.device_name, tuple(reports), stages=tuple(stages))
 
 
 def request_to_json(request: BenchRequest) -> dict[str, object]:

@@ -13,6 +13,9 @@
   `<hash>.bench.json`.
 * `confirm` (the loop calls it for a candidate that would become the best): the gates again under
   `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
+* `compile_ahead` (a local pool calls it for queued jobs while the GPU works): the CUDA specializations the GPU
+  evaluation will call, built in a worker of their own into the cubin cache the evaluation then reads
+  (`cake.evaluation.ahead`); the evaluation itself is unchanged.
 * `retime`: a candidate that became the best is timed again in a fresh bench worker (its verdict is cached
   by then, so only the timing runs); the run reports that figure (`Retime`, samples in `<hash>.retime.json`).
 
@@ -41,6 +44,7 @@ from cake.evaluation.protocol import EvalJob
 from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, Retime
 
 if TYPE_CHECKING:
+    from cake.evaluation.ahead import AheadOutcome, AheadProcesses
     from cake.stats import Speedup
     from cake.verifier.results import Verdict
     from cake.verifier.worker_protocol import KernelRef
@@ -218,6 +222,22 @@ class ScheduleEvaluator:
         return Retime(job.candidate_id, speedup.value, outcome.candidate.get(self.shape), best_baseline,
                       error=error, samples=samples)
 
+
+    # ------------------------------------------------------------------------------------ ahead
+
+    def compile_ahead(self, job: EvalJob, jobs: int, processes: AheadProcesses | None = None) -> AheadOutcome | None:
+        """Compile, in a worker of its own, every specialization the GPU evaluation of `job` will call (its gates
+        at the run's seed in every dtype it verifies; the timing shape is one of them), so the evaluation finds
+        them in the disk cache (`cake.evaluation.ahead`). None where nothing is compiled per call: the CPU
+        (Triton's interpreter) and the Triton backend (it compiles at launch)."""
+        from cake.arch import arch as arch_spec
+        from cake.evaluation.ahead import AheadRequest, compile_ahead_in_worker
+
+        if self.settings.device == "cpu" or self.settings.backend != "cuda":
+            return None
+        request = AheadRequest(self.op, self.kernel(job.path).ref(), self.declared_dtypes(job.path),
+                               (self.settings.seed,), arch_spec(self.arch).compute_capability, jobs)
+        return compile_ahead_in_worker(request, timeout_s=self.settings.bench_timeout_s, processes=processes)
 
     # ------------------------------------------------------------------------------------ promotion
 

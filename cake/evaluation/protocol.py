@@ -8,12 +8,15 @@ so an executor can ship a job and its evaluator to another process or host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cake.runs.store import Evaluation, Retime
+
+if TYPE_CHECKING:
+    from cake.evaluation.ahead import AheadOutcome, AheadProcesses
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class Completed:
     # Attempts lost to the machinery before this one (a worker or node died), one reason each; the loop
     # records them as store events.
     retries: tuple[str, ...] = ()
+    ahead: AheadOutcome | None = None  # what was compiled ahead of this evaluation (None: nothing was tried)
 
 
 class Evaluator(Protocol):
@@ -39,6 +43,15 @@ class Evaluator(Protocol):
         """Verify (and on a GPU, time) one candidate on `device` ("cpu", "cuda:0", ...), isolated from this
         process. Expected failures of the candidate are an Evaluation (FAILED/ERROR); a bug of the
         evaluation machinery raises."""
+        ...
+
+
+@runtime_checkable
+class AheadCompiler(Protocol):
+    def compile_ahead(self, job: EvalJob, jobs: int, processes: AheadProcesses | None = None) -> AheadOutcome | None:
+        """Build on the CPU, isolated, what evaluating `job` will compile (`jobs` compiles at a time), into the
+        cache its evaluation reads; None when the evaluation compiles nothing ahead of its calls. Never changes
+        the evaluation's result: a problem here is reported in the outcome and met again by the evaluation."""
         ...
 
 
@@ -54,6 +67,12 @@ class Retimer(Protocol):
 class Executor(Protocol):
     def capacity(self) -> Mapping[str, int]:
         """How many evaluations may run at once, per device ("cpu": 2, "cuda:0": 1, ...)."""
+        ...
+
+    def prepare(self, jobs: Sequence[EvalJob]) -> None:
+        """`jobs` are about to be submitted (a turn's queue): an executor may start the CPU work they need
+        (compiles) now, while earlier jobs hold the devices. A hint only: what `collect` returns for a job is the
+        same with or without it."""
         ...
 
     def submit(self, job: EvalJob) -> None:

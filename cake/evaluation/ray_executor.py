@@ -28,7 +28,7 @@ import socket
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -150,6 +150,9 @@ class RayExecutor:
 
     def in_flight(self) -> int:
         return len(self._running)
+
+    def prepare(self, jobs: Sequence[EvalJob]) -> None:
+        """Nothing ahead: a job's compiles happen on the node that runs it, whose cache this host cannot fill."""
 
     def submit(self, job: EvalJob) -> None:
         self._queue.append(job)

@@ -11,7 +11,9 @@ result is its `out` tensor (or a tuple of them).
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from cake.ir import analysis as an
 from cake.ir.nodes import Direction, DType, GridKind, Kernel, Name, TypeVar
 from cake.ir.overwrite import overwritten_scratch
 from cake.lowering import codes
+from cake.lowering.ahead import AheadEntry, AheadReport, AheadStatus
 from cake.lowering.cache import KernelCache
 from cake.lowering.cuda.compile import (
     CompiledModule,
@@ -155,30 +158,71 @@ class CudaKernel:
 
     # ---------------------------------------------------------------------------------------- compile
 
+    def statics(self, dims: Mapping[str, int]) -> dict[str, int]:
+        return {d.name: dims[d.name] for d in self.kernel.dims if d.static}
+
     def specialize(self, dtypes: dict[str, DType], dims: Mapping[str, int], capability: tuple[int, int],
                    device_index: int) -> Specialized:
-        statics = {d.name: dims[d.name] for d in self.kernel.dims if d.static}
+        statics = self.statics(dims)
         key = (tuple(sorted((k, v.value) for k, v in dtypes.items())), tuple(sorted(statics.items())), capability)
         spec = self.specs.get(key)
         if spec is None:
-            kernel = specialize_for_call(self.kernel, self.arch, dtypes, statics, self.file)
-            try:
-                program = generate(kernel, self.arch, dtypes=dtypes, static_dims=statics, file=self.file)
-            except LoweringError as error:
-                reason = shape_refusal(kernel, self.arch, dtypes, statics, error, self.file)
-                if reason is None:
-                    raise
-                raise ShapeNotSupported(reason) from error
-            target = compile_target(self.arch, capability)
-            compiled = self.compile(program, target)
-            spec = self.specs[key] = Specialized(program, compiled, target,
-                                                 dead_fills=frozenset(overwritten_scratch(kernel)))
+            spec = self.specs[key] = self.build(dtypes, statics, capability)
         if spec.module is None:
             from cake.lowering.cuda.launch import CudaModule
 
             spec.module = CudaModule(spec.compiled.cubin, spec.program.launches, device_index)
         self.last = spec
         return spec
+
+    def build(self, dtypes: Mapping[str, DType], statics: Mapping[str, int], capability: tuple[int, int]) -> Specialized:
+        """Generate and compile one specialization (nothing loaded on a device). Raises ShapeNotSupported when
+        the kernel declines it, DiagnosticError (LoweringError, CompileError) when it cannot be built."""
+        kernel = specialize_for_call(self.kernel, self.arch, dtypes, statics, self.file)
+        try:
+            program = generate(kernel, self.arch, dtypes=dict(dtypes), static_dims=dict(statics), file=self.file)
+        except LoweringError as error:
+            reason = shape_refusal(kernel, self.arch, dtypes, statics, error, self.file)
+            if reason is None:
+                raise
+            raise ShapeNotSupported(reason) from error
+        target = compile_target(self.arch, capability)
+        compiled = self.compile(program, target)
+        return Specialized(program, compiled, target, dead_fills=frozenset(overwritten_scratch(kernel)))
+
+    def compile_ahead(self, calls: Sequence[tuple[Any, ...]], capability: tuple[int, int], jobs: int) -> AheadReport:
+        """Build the specialization of every call (inputs on torch's `meta` device will do) into the disk cache,
+        `jobs` nvcc runs at a time (`cake.lowering.ahead`). Calls the kernel cannot bind are left to their call,
+        which raises the binding's error."""
+        keys: dict[tuple[Any, ...], tuple[dict[str, DType], dict[str, int]]] = {}
+        for inputs in calls:
+            try:
+                dims, dtypes = self.bind(inputs)
+            except TypeError:
+                continue
+            statics = self.statics(dims)
+            keys.setdefault((tuple(sorted((k, v.value) for k, v in dtypes.items())), tuple(sorted(statics.items()))),
+                            (dtypes, statics))
+        target = compile_target(self.arch, capability)
+
+        def one(dtypes: dict[str, DType], statics: dict[str, int]) -> AheadEntry:
+            name = " ".join([*(f"{k}={v.value}" for k, v in sorted(dtypes.items())),
+                             *(f"{k}={v}" for k, v in sorted(statics.items())), target])
+            started = time.monotonic()
+            try:
+                spec = self.build(dtypes, statics, capability)
+            except ShapeNotSupported as why:
+                return AheadEntry(name, AheadStatus.REFUSED, time.monotonic() - started, _first_line(str(why)))
+            except DiagnosticError as error:  # LoweringError, CompileError, a checker refusal: located at the call
+                detail = "; ".join(f"{d.code} {d.message}" for d in error.diagnostics) or str(error)
+                return AheadEntry(name, AheadStatus.FAILED, time.monotonic() - started, _first_line(detail))
+            status = AheadStatus.CACHED if spec.compiled.cached else AheadStatus.BUILT
+            return AheadEntry(name, status, time.monotonic() - started)
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="cake-nvcc") as pool:
+            # nvcc runs in subprocesses: the threads only wait on them (codegen holds the GIL for tens of ms)
+            futures = [pool.submit(one, dtypes, statics) for dtypes, statics in keys.values()]
+            return AheadReport(tuple(f.result() for f in futures))
 
     def compile(self, program: CudaProgram, target: str) -> CompiledModule:
         smem = {c.kname: c.smem_bytes for c in program.launches}
@@ -253,6 +297,10 @@ class CudaKernel:
     @property
     def report(self) -> ResourceReport | None:
         return None if self.last is None else self.last.compiled.report
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def specialize_for_call(kernel: Kernel, arch: str, dtypes: Mapping[str, DType], statics: Mapping[str, int],

@@ -253,7 +253,7 @@ def compile_cubin(source: str, arch: str, *, smem_dynamic_bytes: dict[str, int] 
     key = hashlib.sha256("\0".join((source, arch, nvcc_version(), *BASE_FLAGS, *extra_flags)).encode()).hexdigest()
     entry = (cache_root or cache_dir()) / key[:2] / key
     if use_cache and (entry / "module.cubin").exists() and (entry / "log.txt").exists():
-        log = (entry / "log.txt").read_text()
+        log = (entry / "log.txt").read_text(encoding="utf-8")
         report = parse_ptxas_report(log, arch, smem_dynamic_bytes, tmem_columns)
         return CompiledModule((entry / "module.cubin").read_bytes(), report, log, cached=True)
     with tempfile.TemporaryDirectory(prefix="cake-nvcc-") as tmp:
@@ -269,10 +269,19 @@ def compile_cubin(source: str, arch: str, *, smem_dynamic_bytes: dict[str, int] 
     report = parse_ptxas_report(log, arch, smem_dynamic_bytes, tmem_columns)
     if use_cache:
         entry.mkdir(parents=True, exist_ok=True)
-        (entry / "module.cubin").write_bytes(cubin)
-        (entry / "log.txt").write_text(log)
-        (entry / "meta.json").write_text(json.dumps({"arch": arch, "nvcc": nvcc_version()}))
+        # Each file lands whole (temporary + rename), the log last: a reader that sees both files reads complete
+        # ones, while other processes (compiles ahead of an evaluation, its workers) write the same key.
+        _write_atomic(entry / "module.cubin", cubin)
+        _write_atomic(entry / "meta.json", json.dumps({"arch": arch, "nvcc": nvcc_version()}).encode())
+        _write_atomic(entry / "log.txt", log.encode())
     return CompiledModule(cubin, report, log, cached=False)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------- errors -> IR spans
