@@ -4,8 +4,10 @@
 # Read kda_fused_chunkpar.cake's header first: the launches, the factored decays and the K slices are the same.
 #
 # What changes, and where each rounding comes from:
-#   intra  — unchanged arithmetic (A, P, the doublings of Tm and the WY products stay `via dot.tf32x3`); the WY
-#            terms w and u are rounded to E when stored (ws, us are E scratch: half the bytes written and read).
+#   intra  — the same operations; its products are one TF32 product each (`via dot.tf32`), not three: every
+#            value intra computes ends rounded to E before anything reads it (w and u are stored in E, the decayed
+#            queries and P are staged in E, and A and Tm feed only w and u), so a product's 2^-11 sits under the
+#            2^-9 (bf16) rounding that follows it. The WY terms w and u are E scratch (half the bytes).
 #            The chunked control (experiments/kda/controls.py, chunk_step) rounds w and u exactly there.
 #   recur  — per chunk, the state entering the chunk is rounded to E once (SE) and serves both products that
 #            read it: vn = u - w SE on 16-bit operands (the control's `_stage(u - w @ s_in)`), vn rounded to E,
@@ -14,21 +16,28 @@
 #            and 2^-11 relative in kl, a quarter of vn's own rounding. The state itself stays fp32 in registers.
 # kda_fused_chunkpar keeps every term of the state path fp32 because rounding u to bf16 failed seed 1's STREAM case
 # under the kda_forward table of session 4; the table was recalibrated since (session 5, the input-rounding term)
-# on controls that include this rounding, so whether the staged kernel passes is the gates' question.
-# E serves f16 and bf16 only: at fp32 inputs `via dot.tf32` would round an fp32 vn, which the fp32 table (calibrated
-# on exact fp32 controls) does not allow; kda_fused_chunkpar serves fp32.
+# on controls that include this rounding. The CPU interpreter computes TF32 products in fp32, so only the GPU's
+# gates can judge the roundings above.
+# E serves f16 and bf16 only: at fp32 inputs `via dot.tf32` would round fp32 values the fp32 table (calibrated on
+# exact fp32 controls) does not allow; kda_fused_chunkpar serves fp32.
+# Measured on the H200 (session 13; scripts/gpu/s13_kda.sh, s13_kda2.sh; raw results/h200-2026-12-03/s13-calls/kda,
+# kda2), ms of kernels a call at h96_fixed [intra, recur]: chunkpar 5.744 [3.375, 2.367]; staged with intra's
+# products at three TF32 4.517 [3.29, 1.56]; one TF32 product, intra at 4 warps capped at 128 registers 3.149;
+# **2 warps, no cap 2.982 [1.760, 1.220]**, the defaults (BK 32: 3.197; cap 168: 3.496). The defaults passed
+# every kda_forward gate in bf16 under seeds 0, 1 and 2 (the three-TF32 intra did too); fp16 has no GPU verdict.
 schedule kda_fused_staged implements kda_forward
 target sm_90a
 
-# The params and their defaults are kda_fused_chunkpar's (its comments give what the H200 measured for each);
-# the staged recur needs fewer registers, so REGS_RECUR and BV are worth ranking again.
+# The params are kda_fused_chunkpar's (its comments say what each does and what the H200 measured there); the
+# defaults are chunkpar's but intra's warps and register cap (the header's measurements). recur at BV 64, no cap,
+# 8 warps or a cap of 128 ranked behind BV 32 capped at 168 (session 13, kda/st_profile.log).
 
 dtype E in {f16, bf16}
 param C = 32 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
 param BK = 16 in {16, 32, 64, 128}
-param WARPS_INTRA = 4 in {1, 2, 4, 8}
-param REGS_INTRA = 128 in {128, 168, 255}
+param WARPS_INTRA = 2 in {1, 2, 4, 8}
+param REGS_INTRA = 255 in {128, 168, 255}
 param STAGES_INTRA = 1 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
 param STAGES_RECUR = 1 in {1, 2, 3}
@@ -83,10 +92,10 @@ launch intra {
       let kc: f32[C, BK] = cast(load k[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32) * kn[:, None]
       store kc * exp(glast[None, :] - gc) -> kls[b, t*C : +C, h, kk*BK : +BK] masked
       let kdn: f32[C, BK] = kc * exp(gr[None, :] - gc)
-      A = mma(kc * exp(gc - gr[None, :]), kdn.T, A) via dot.tf32x3
+      A = mma(kc * exp(gc - gr[None, :]), kdn.T, A) via dot.tf32
       let qc: f32[C, BK] = cast(load q[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32) * qn[:, None]
       store cast(qc * exp(gc), E) -> qds[b, t*C : +C, h, kk*BK : +BK] masked
-      P = mma(qc * exp(gc - gr[None, :]), kdn.T, P) via dot.tf32x3
+      P = mma(qc * exp(gc - gr[None, :]), kdn.T, P) via dot.tf32
     }
     store cast(where(row[:, None] >= row[None, :], P, 0.0), E) -> ps[b, t*C : +C, h, :] masked
     A = where(row[:, None] > row[None, :], bc[:, None] * A, 0.0)
@@ -103,7 +112,7 @@ launch intra {
     for level in 1 .. 4 + C // 32 {
       let pair: bool[C, C] = row[:, None] // (2 * width) == row[None, :] // (2 * width)
       let L: f32[C, C] = where(pair & (row[:, None] // width > row[None, :] // width), A, 0.0)
-      Tm = Tm - mma(mma(Tm, L) via dot.tf32x3, Tm) via dot.tf32x3
+      Tm = Tm - mma(mma(Tm, L) via dot.tf32, Tm) via dot.tf32
       width = width * 2
     }
     # w = Tm (beta k e^gc), slice by slice: gc is recomputed from the same loads by the same expression (cheaper
@@ -113,10 +122,10 @@ launch intra {
       let graw: f32[C, BK] = cast(load g[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32)
       let gc: f32[C, BK] = cumsum(where(live[:, None], -5.0 / (1.0 + exp(-rate * (graw + bias[None, :]))), 0.0), axis=0)
       let kc: f32[C, BK] = cast(load k[b, t*C : +C, h, kk*BK : +BK] masked other 0, f32) * kn[:, None]
-      store cast(mma(Tm, bc[:, None] * kc * exp(gc)) via dot.tf32x3, E) -> ws[b, t*C : +C, h, kk*BK : +BK] masked
+      store cast(mma(Tm, bc[:, None] * kc * exp(gc)) via dot.tf32, E) -> ws[b, t*C : +C, h, kk*BK : +BK] masked
     }
     let vc: f32[C, V] = cast(load v[b, t*C : +C, h, :] masked other 0, f32)
-    store cast(mma(Tm, bc[:, None] * vc) via dot.tf32x3, E) -> us[b, t*C : +C, h, :] masked
+    store cast(mma(Tm, bc[:, None] * vc) via dot.tf32, E) -> us[b, t*C : +C, h, :] masked
   }
 }
 

@@ -28,7 +28,9 @@ stage bench_cold 50 env CAKE_CACHE_DIR=/tmp/bench_cold_cache TRITON_CACHE_DIR=/t
   cake bench --schedule experiments/kmeans/assign_plain.cake --backend cuda --shapes cake_cell --seed 5 --reps 100 \
   --max-seconds 20 --no-cache --baseline triton_assign --baseline flash_kmeans --baseline torch_mm \
   --json $RES/bench_cold.json
-stage evolve 590 python3 scripts/gpu_evolve.py --minutes 9.5 --backend cuda --evals-per-turn 6 --seed 5 --out $RES/evolve
+# MINUTES (default 9.5) shortens the evolve when the session's device time is short; the stage limit follows it
+MINUTES=${MINUTES:-9.5}
+stage evolve $(python3 -c "print(int($MINUTES * 60 + 20))") python3 scripts/gpu_evolve.py --minutes $MINUTES --backend cuda --evals-per-turn 6 --seed 5 --out $RES/evolve
 grep "^rate:" $RES/evolve.log | tee -a $RES/stages.txt
 pack
 cat $RES/stages.txt

@@ -19,7 +19,7 @@ source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
 VARIANT=$RES/st_tf32.cake
 sed 's/via dot\.tf32x3/via dot.tf32/g' experiments/kda/kda_fused_staged.cake > "$VARIANT"
-grep -q 'tf32x3' "$VARIANT" && { echo "the substitution left a tf32x3 product" >&2; exit 2; }
+grep -q 'via dot\.tf32x3' "$VARIANT" && { echo "the substitution left a tf32x3 product" >&2; exit 2; }
 budget 420
 budgeted t_profile 60 25 python3 scripts/gpu_kda_profile.py --out $RES/t_profile.json --schedule $VARIANT \
   --shapes h96_fixed --no-fla --params '{}' '{"BK": 32}' '{"REGS_INTRA": 168}' '{"BK": 32, "REGS_INTRA": 168}' \
