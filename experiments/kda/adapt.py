@@ -8,8 +8,10 @@ and a store cannot be masked by a loaded bound), so this wrapper supplies them o
 
 * `initial_state` omitted -> a zero h0;
 * `cu_seqlens` given (B = 1) -> one launch per non-empty sequence on views of its tokens (strides are runtime
-  arguments, nothing is copied in), the outputs written into `o` and `final_state`; an empty sequence's
-  final state is its initial state.
+  arguments, nothing is copied in), writing its outputs in place into its views of `o` and `final_state`
+  (the generated op's `out=`: nothing is copied out either); an empty sequence's final state is its initial
+  state. The sequences tile [0, T) (the contract's cu_seqlens structure, checked here), so every element of `o`
+  is written by exactly one launch and `o` needs no fill.
 
 The per-sequence launches cost host time on a GPU (one launch per sequence instead of one); a varlen-aware
 schedule needs a store mask the IR does not have yet.
@@ -43,18 +45,20 @@ def varlen(dense: Dense) -> Callable[..., tuple[Tensor, Tensor]]:
             torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
         if cu_seqlens is None:
             return dense(*tensors, h0)
-        o = torch.zeros(batch, total, heads, dv, dtype=q.dtype, device=q.device)
-        state = h0.clone()
         cuts = [int(c) for c in cu_seqlens.tolist()]
+        if batch != 1 or cuts[0] != 0 or cuts[-1] != total or cuts != sorted(cuts):
+            raise ValueError(f"cu_seqlens must run monotonically from 0 to T = {total} over one batch row "
+                             f"(B = {batch}); got {cuts}")
+        o = torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device)
+        state = torch.empty_like(h0)
         for n in range(count):
             bos, eos = cuts[n], cuts[n + 1]
             if eos == bos:
+                state[n] = h0[n]
                 continue
             part = slice(bos, eos)
             sliced = [t[:, part] for t in tensors[:TOKEN_INPUTS]] + tensors[TOKEN_INPUTS:]
-            o_n, s_n = dense(*sliced, h0[n : n + 1])
-            o[:, part] = o_n
-            state[n] = s_n[0]
+            dense(*sliced, h0[n : n + 1], out=(o[:, part], state[n : n + 1]))
         return o, state
 
     return run

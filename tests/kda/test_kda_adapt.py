@@ -1,0 +1,53 @@
+"""The varlen wrapper around a dense KDA schedule (experiments/kda/adapt.py): one call per non-empty sequence on views
+of its tokens, writing into its views of the outputs (nothing copied in or out), an empty sequence's final state its
+initial state, and a cu_seqlens that does not tile [0, T) refused with what was wrong."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from cake.experiments.kda.adapt import varlen
+from torch import Tensor
+
+T, H, K, V = 9, 2, 4, 3
+
+
+class FakeDense:
+    """Writes each sequence's first token index (o) and its length (state) into the given outputs, and records
+    which storage it wrote."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[int, int]] = []
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, a_log: Tensor, dt_bias: Tensor,
+                 h0: Tensor, *, out: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        o, state = out
+        o.copy_(q[..., :1].expand_as(o))
+        state.copy_(h0 + q.shape[1])
+        self.written += [(o.data_ptr(), state.data_ptr())]
+        return o, state
+
+
+def _inputs() -> list[Tensor]:
+    q = torch.arange(T, dtype=torch.float32)[None, :, None, None].expand(1, T, H, K).contiguous()
+    k, g = torch.zeros(1, T, H, K), torch.zeros(1, T, H, K)
+    v, beta = torch.zeros(1, T, H, V), torch.zeros(1, T, H)
+    return [q, k, v, g, beta, torch.zeros(H), torch.zeros(H, K)]
+
+
+def test_each_sequence_writes_its_own_views_of_the_outputs() -> None:
+    dense = FakeDense()
+    h0 = torch.randn(4, H, K, V)
+    o, state = varlen(dense)(*_inputs(), h0, torch.tensor([0, 3, 3, 7, 9]))
+    # three non-empty sequences, each writing in place into o's and state's storage
+    assert len(dense.written) == 3
+    assert all(o.data_ptr() <= p_o < o.data_ptr() + o.numel() * o.element_size() for p_o, _ in dense.written)
+    assert all(state.data_ptr() <= p_s < state.data_ptr() + state.numel() * 4 for _, p_s in dense.written)
+    assert o[0, :, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    torch.testing.assert_close(state, h0 + torch.tensor([3.0, 0.0, 4.0, 2.0])[:, None, None, None])
+
+
+@pytest.mark.parametrize("cuts", [[1, 9], [0, 8], [0, 5, 3, 9]])
+def test_a_cu_seqlens_that_does_not_tile_the_tokens_is_refused(cuts: list[int]) -> None:
+    with pytest.raises(ValueError, match="cu_seqlens must run monotonically from 0 to T = 9"):
+        varlen(FakeDense())(*_inputs(), None, torch.tensor(cuts))
