@@ -587,6 +587,17 @@ def _parse_tree(text: str, filename: str) -> Tree | Diagnostic:
 
 def parse_diagnostics(text: str, filename: str = "<input>") -> tuple[n.Kernel | None, tuple[Diagnostic, ...]]:
     """Parse `text`; return the kernel (None when it cannot be built) and every parse diagnostic."""
+    return _parse_memo(text, filename)
+
+
+# The same text is parsed again and again: a validator parses a proposal and then its printed canonical form
+# (for the offline agent's proposals, the same text), the lowering of a checked kernel re-reads it, and tests
+# parse the shipped schedules in every module. Nodes and diagnostics are frozen, so the result can be shared.
+PARSE_MEMO_ENTRIES = 512
+
+
+@functools.lru_cache(maxsize=PARSE_MEMO_ENTRIES)
+def _parse_memo(text: str, filename: str) -> tuple[n.Kernel | None, tuple[Diagnostic, ...]]:
     tree = _parse_tree(text, filename)
     if isinstance(tree, Diagnostic):
         return None, (tree,)

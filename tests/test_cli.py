@@ -1,4 +1,4 @@
-"""The `cake` entry point: exit codes and the arch table."""
+"""The `cake` entry point: exit codes, the arch table, and that the parser alone stays light."""
 
 import json
 import subprocess
@@ -16,6 +16,29 @@ def test_unknown_command_is_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "cake", "no-such-command"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "invalid choice" in proc.stderr
+
+
+# Heavy modules only a command's run may import: `cake --help` and a bad argument must answer in a fraction of a
+# second, and every `cake check` / `cake fmt` a test or a user spawns would otherwise pay torch's ~3 s import.
+HEAVY_MODULES = ("torch", "triton", "numpy", "matplotlib")
+PROBE = """
+import contextlib, io, sys
+from cake.cli import main
+for argv in (["--help"], ["check", "--no-such-flag"], ["verify", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main(argv)
+        except SystemExit:
+            pass
+print(" ".join(m for m in HEAVY if m in sys.modules))
+"""
+
+
+def test_help_and_argument_errors_import_no_heavy_module() -> None:
+    proc = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY_MODULES!r}\n{PROBE}"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [], f"the parser imported {proc.stdout.strip()}: import it inside the command's run"
 
 
 def test_arch_json_lists_every_target(capsys) -> None:

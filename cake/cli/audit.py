@@ -13,10 +13,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cake.cli.common import ExitCode, UsageError
 from cake.cli.verify import add_battery_options, check_op, normalize_dtypes, parse_kernel
-from cake.verifier.audit import AuditRow, TwoByTwo, gate_failure_counts
+
+if TYPE_CHECKING:  # cake.verifier imports torch; `cake --help` must not
+    from cake.verifier.audit import AuditRow
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cake.verifier.audit import AuditRow, TwoByTwo, gate_failure_counts
     from cake.verifier.worker import KernelLoadError, audit_in_worker
 
     check_op(args.op)
@@ -62,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
 def print_audit(op: str, rows: Sequence[AuditRow]) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from cake.verifier.audit import TwoByTwo, gate_failure_counts
 
     console = Console(width=max(Console().width, 140))
     per_kernel = Table(title=f"audit · {op}")

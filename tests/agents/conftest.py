@@ -14,7 +14,10 @@ from cake.ir.parser import parse
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "experiments" / "kmeans" / "assign_plain.cake"
 SECRET = "sk-test-CAKE-0123456789abcdef-DO-NOT-LEAK"
-KEY_ENV = "CAKE_TEST_API_KEY"
+# Not a CAKE_* name: every CAKE_* variable is part of each verdict-cache key (they configure how loaders build
+# kernels), so a key under that prefix made `cake evolve --agent openai` in test_evolve_cli re-verify, under the
+# interpreter, the seed schedule whose verdict the module's other runs had already cached.
+KEY_ENV = "LLM_TEST_API_KEY"
 
 sys.path.insert(0, str(Path(__file__).parent))  # loopback_server
 
