@@ -39,6 +39,7 @@ from cake.ir import nodes as n
 from cake.ir.builtins import BUILTINS, BuiltinKind
 from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
+from cake.ir.dot_forms import TF32_PRODUCTS, dot_precision, is_dot
 from cake.ir.printer import expr as expr_text
 from cake.ir.typing import Typing, type_kernel
 
@@ -84,6 +85,7 @@ class Work:
     serial_loads: float = 0.0  # memory latencies one thread waits in turn (a backend's serial tile loads)
     row_sum_ops: float = 0.0  # the part of cuda_ops issued by row sums one row per lane (not spread over the CTA)
     row_sum_lane_ops: float = 0.0  # what the busiest lane issues of those row sums, one row after another
+    tf32_flops: float = 0.0  # fp32 operands' products on the tensor cores, at the TF32 rate (already per form)
 
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
@@ -113,6 +115,7 @@ class _Counter:
     typing: Typing
     scope: dict[str, _Tile] = field(default_factory=dict)
     tensor_flops: float = 0.0
+    tf32_flops: float = 0.0
     cuda_ops: float = 0.0
     global_bytes: float = 0.0
     store_bytes: float = 0.0
@@ -354,7 +357,11 @@ class _Counter:
         rate = self.form_rate(form, m_)
         if rate <= 0:
             raise CostError(f"mma form `{form}` does not run on {self.consts.arch}")
-        self.tensor_flops += mult * 2.0 * m_ * n_ * k_ / rate
+        precision = dot_precision(form) if is_dot(form) else None
+        if precision is not None and 4 in (ea, eb):
+            self.fp32_product(precision, mult * m_ * n_ * k_, rate)
+        else:
+            self.tensor_flops += mult * 2.0 * m_ * n_ * k_ / rate
         if m_ * n_ * 4 > self.acc_bytes:
             self.acc_bytes = m_ * n_ * 4.0
             self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
@@ -364,6 +371,16 @@ class _Counter:
                 self.smem_bytes += mult * math.prod(shape) * nbytes
         self.smem_bytes += mult * self.wgmma_rereads(form, m_, n_, k_, ea, eb, a, b)
         return (m_, n_), 4
+
+    def fp32_product(self, precision: str, macs: float, rate: float) -> None:
+        """A backend dot with an fp32 operand runs where its precision suffix says (cake.ir.dot_forms): IEEE
+        (no suffix) as one CUDA-core FMA a multiply-add, `tf32`/`tf32x3` as one or three TF32 tensor-core
+        products, priced at the TF32 rate (half the 16-bit rate on Ampere and Hopper), not the 16-bit one."""
+        products = TF32_PRODUCTS.get(precision)
+        if products is None:
+            self.cuda_ops += macs
+        else:
+            self.tf32_flops += 2.0 * macs * products / rate
 
     def wgmma_rereads(self, form: str, m: int, n_: int, k: int, ea: int, eb: int, a: n.Expr, b: n.Expr) -> float:
         """Shared bytes a product's wgmma instructions read beyond one pass over each operand (counted as read
@@ -561,7 +578,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
-                stages, reads, c.iterations, c.acc_touches, c.serial_loads, c.row_sum_ops, lane_sums)
+                stages, reads, c.iterations, c.acc_touches, c.serial_loads, c.row_sum_ops, lane_sums, c.tf32_flops)
     return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
@@ -657,6 +674,9 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
     tensor_issue = min(1.0, warps / consts.warps_for_full_tensor_issue)
     cuda_issue = min(1.0, warps / consts.warps_for_full_cuda_issue)
     peak_tensor = device.tensor_tflops.get(dtype, device.tensor_tflops["bf16"]) * 1e12 / sms
+    # fp32 operands' TF32 products, in flops at the kernel dtype's rate
+    tensor_flops = work.tensor_flops + work.tf32_flops * peak_tensor / (device.tensor_tflops["tf32"] * 1e12 / sms)
+    work = replace(work, tensor_flops=tensor_flops, tf32_flops=0.0)
     cuda_rate = device.cuda_core_fp32_tflops * 1e12 / 2.0 / sms  # one op per lane per clock (an FMA is 2 flops)
     smem_rate = consts.smem_bytes_per_clock_per_sm * clock_hz
     hbm_rate = device.bandwidth_ceiling_bytes_per_s

@@ -20,6 +20,9 @@ DOT_PRECISIONS: dict[str, str] = {
     "tf32": "each operand rounded to TF32, one tensor-core product (2^-11 relative; exact for 16-bit values)",
 }
 
+# suffix -> tensor-core products (TF32, at the TF32 rate) each fp32 multiply costs; "" (IEEE) runs on the CUDA cores
+TF32_PRODUCTS: dict[str, int] = {"tf32x3": 3, "tf32": 1}
+
 
 def is_dot(form: str) -> bool:
     """Whether `form` is `dot` or `dot.<suffix>` (valid suffix or not: `dot_precision` judges that)."""

@@ -232,3 +232,29 @@ def test_a_swizzled_stage_read_elementwise_costs_cuda_core_issue() -> None:
     stage_reads = 2 * 2 * 128 * 128 * (1024 // 128)  # 2 consumers x 2 reads of a [BK, D] stage per k-step
     assert extra >= stage_reads * CONSTS.smem_elementwise_ops_per_element
     assert redone.time_ms > 1.3 * hoisted.time_ms
+
+
+MATMUL = (Path(__file__).resolve().parents[1] / "lowering" / "fixtures" / "matmul_cp_async.cake").read_text()
+
+
+def test_an_fp32_dot_is_priced_where_its_precision_runs() -> None:
+    # `via dot` on fp32 operands is IEEE on the CUDA cores (one FMA a multiply-add); `dot.tf32` and `dot.tf32x3`
+    # are one and three TF32 tensor-core products (cake.ir.dot_forms.TF32_PRODUCTS); on 16-bit operands the
+    # suffix changes nothing
+    dims = {"M": 256, "N": 256, "K": 256}
+    macs = 32 * 32 * 256  # one tile's multiply-adds at the defaults (BM = BN = 32, all of K)
+
+    def work(suffix: str, dtype: DType) -> Work:
+        text = MATMUL.replace("via dot", f"via dot{'.' + suffix if suffix else ''}")
+        (launch,) = predict(parse(text), dims=dims, dtype=dtype, factors=Factors()).launches
+        return launch.work
+
+    ieee, one, three = (work(s, DType.F32) for s in ("", "tf32", "tf32x3"))
+    assert ieee.tensor_flops == ieee.tf32_flops == 0 and ieee.cuda_ops >= macs
+    assert one.tensor_flops == three.tensor_flops == 0 and one.tf32_flops > 0
+    assert three.tf32_flops == pytest.approx(3 * one.tf32_flops)
+    assert one.cuda_ops == pytest.approx(ieee.cuda_ops - macs)
+    assert len({work(s, DType.BF16) for s in ("", "tf32", "tf32x3")}) == 1
+    times = [predict(parse(MATMUL.replace("via dot", f"via dot.{s}")), dims=dims, dtype=DType.F32,
+                     factors=Factors()).time_s for s in ("tf32", "tf32x3")]
+    assert times[0] <= times[1]
