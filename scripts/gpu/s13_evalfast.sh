@@ -2,7 +2,9 @@
 # minutes in all (setup ~20 s, bench_cold <= 50 s, evolve <= 590 s).
 # Before this branch a clean-start CUDA-backend evolve evaluated ~11 candidates in ~8 minutes (~30-40 s each, one
 # after another): s10 seed 3 8 in 376 s, s11 seed 4 5 in 293 s = 1.02/min (`python3 scripts/gpu_evolve.py --rate
-# results/h200-2026-12-03/s11-calls/evolve4/evolve/run`). Most of an evaluation was nvcc, inside the gates: the
+# results/h200-2026-12-03/s11-calls/evolve4/evolve/run`). The branch assumed most of an evaluation was nvcc (sized on
+# a 2-core CPU at 4 s a kernel); session 13's run measured 1.1 s a kernel on the H200's host, ~3 s saved of a 31 s
+# evaluation (RESULTS.md, session 13): the expectations below did not hold. Where the compiles sit: the
 # CUDA backend compiles one specialization per (dtype, static D) a gate calls, and the assign's battery calls
 # D in {1, 3, 17, 33, 128} in bf16 and fp16 = 10 compiles (D=1031 is refused without one), in turn. The evolve now
 # compiles each turn's queued candidates ahead, on the CPUs less 2 (14 nvcc at a time here, niced), while the GPU
