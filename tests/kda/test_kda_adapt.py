@@ -1,8 +1,12 @@
 """The varlen wrapper around a dense KDA schedule (experiments/kda/adapt.py): one call per non-empty sequence on views
-of its tokens, writing into its views of the outputs (nothing copied in or out), an empty sequence's final state its
-initial state, and a cu_seqlens that does not tile [0, T) refused with what was wrong."""
+of its tokens, writing into its views of the outputs (nothing copied in or out), each call in its own lane (a side
+stream on a GPU) between one fork and one join, an empty sequence's final state its initial state, and a cu_seqlens
+that does not tile [0, T) refused with what was wrong."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 import torch
@@ -51,3 +55,51 @@ def test_each_sequence_writes_its_own_views_of_the_outputs() -> None:
 def test_a_cu_seqlens_that_does_not_tile_the_tokens_is_refused(cuts: list[int]) -> None:
     with pytest.raises(ValueError, match="cu_seqlens must run monotonically from 0 to T = 9"):
         varlen(FakeDense())(*_inputs(), None, torch.tensor(cuts))
+
+
+class RecordingLanes:
+    """Lanes that record the order of forks, each sequence's lane and the join, around a dense op that records
+    which lane each call ran under."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.current: int | None = None
+
+    @contextmanager
+    def __call__(self, device: torch.device, count: int) -> Iterator[Callable[[int], AbstractContextManager[None]]]:
+        self.events.append(f"fork {count}")
+
+        @contextmanager
+        def lane(turn: int) -> Iterator[None]:
+            self.current = turn
+            yield
+            self.current = None
+
+        yield lane
+        self.events.append("join")
+
+
+def test_the_sequences_run_in_lanes_forked_before_and_joined_after_them() -> None:
+    lanes = RecordingLanes()
+
+    def dense(*inputs: Tensor, out: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        assert lanes.current is not None, "a sequence ran outside its lane"
+        lanes.events.append(f"lane {lanes.current} T={inputs[0].shape[1]}")
+        return FakeDense()(*inputs, out=out)
+
+    o, _ = varlen(dense, lanes)(*_inputs(), None, torch.tensor([0, 3, 3, 7, 9]))
+    # the empty sequence takes no lane; the non-empty ones take a lane each, between the fork and the join
+    assert lanes.events == ["fork 3", "lane 0 T=3", "lane 1 T=4", "lane 2 T=2", "join"]
+    assert o[0, :, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_dense_batch_is_one_call_without_lanes() -> None:
+    lanes = RecordingLanes()
+    calls: list[int] = []
+
+    def dense(*inputs: Tensor) -> tuple[Tensor, Tensor]:
+        calls.append(inputs[0].shape[1])
+        return torch.zeros(1, T, H, V), inputs[-1]
+
+    varlen(dense, lanes)(*_inputs(), None, None)
+    assert calls == [T] and lanes.events == []
