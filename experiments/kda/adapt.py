@@ -85,7 +85,9 @@ def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Ten
                              f"(B = {batch}); got {cuts}")
         o = torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device)
         state = torch.empty_like(h0)
-        filled = [n for n in range(count) if cuts[n + 1] > cuts[n]]
+        # longest first: the longest sequence's serial recurrence is the call's critical path, so it starts first
+        # and the shorter ones fill the GPU around it
+        filled = sorted((n for n in range(count) if cuts[n + 1] > cuts[n]), key=lambda n: cuts[n] - cuts[n + 1])
         for n in set(range(count)) - set(filled):
             state[n] = h0[n]
         with lanes(q.device, len(filled)) as lane:

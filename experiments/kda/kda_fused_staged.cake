@@ -35,12 +35,12 @@ target sm_90a
 dtype E in {f16, bf16}
 param C = 32 in {16, 32}
 param BV = 32 in {16, 32, 64, 128}
-param BK = 16 in {16, 32, 64, 128}
+param BK = 64 in {16, 32, 64, 128}
 param WARPS_INTRA = 2 in {1, 2, 4, 8}
 param REGS_INTRA = 255 in {128, 168, 255}
 param STAGES_INTRA = 1 in {1, 2, 3}
 param WARPS_RECUR = 4 in {1, 2, 4, 8}
-param STAGES_RECUR = 1 in {1, 2, 3}
+param STAGES_RECUR = 2 in {1, 2, 3}
 param REGS_RECUR = 168 in {128, 168, 255}
 dims B, T, H, static K, static V
 

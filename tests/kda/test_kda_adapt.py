@@ -88,8 +88,9 @@ def test_the_sequences_run_in_lanes_forked_before_and_joined_after_them() -> Non
         return FakeDense()(*inputs, out=out)
 
     o, _ = varlen(dense, lanes)(*_inputs(), None, torch.tensor([0, 3, 3, 7, 9]))
-    # the empty sequence takes no lane; the non-empty ones take a lane each, between the fork and the join
-    assert lanes.events == ["fork 3", "lane 0 T=3", "lane 1 T=4", "lane 2 T=2", "join"]
+    # the empty sequence takes no lane; the non-empty ones take a lane each, longest first, between the fork and
+    # the join
+    assert lanes.events == ["fork 3", "lane 0 T=4", "lane 1 T=3", "lane 2 T=2", "join"]
     assert o[0, :, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
 
 
