@@ -16,8 +16,9 @@ and a store cannot be masked by a loaded bound), so this wrapper supplies them o
 The sequences are independent, so on a GPU they run side by side (`side_by_side`): each on one of a few side
 streams forked from the caller's stream and joined back into it before the call returns, as a varlen-native
 kernel runs them side by side in one grid. Run one after another, each sequence's serial recurrence walked
-alone over a grid of one sequence's programs (session 13 measured ~0.67 ms over the fixed shape of the same
-tokens at H = 96). A varlen-native schedule needs a store masked by a loaded bound, which the IR lacks.
+alone over a grid of one sequence's programs: session 13 measured ~0.67 ms over the fixed shape of the same
+tokens at H = 96; side by side, 0.3-0.5 ms (session 14, RESULTS.md). A varlen-native schedule needs a store masked
+by a loaded bound, which the IR lacks.
 """
 
 from __future__ import annotations

@@ -23,14 +23,21 @@
 # Measured on the H200 (session 13; scripts/gpu/s13_kda.sh, s13_kda2.sh; raw results/h200-2026-12-03/s13-calls/kda,
 # kda2), ms of kernels a call at h96_fixed [intra, recur]: chunkpar 5.744 [3.375, 2.367]; staged with intra's
 # products at three TF32 4.517 [3.29, 1.56]; one TF32 product, intra at 4 warps capped at 128 registers 3.149;
-# **2 warps, no cap 2.982 [1.760, 1.220]**, the defaults (BK 32: 3.197; cap 168: 3.496). The defaults passed
-# every kda_forward gate in bf16 under seeds 0, 1 and 2 (the three-TF32 intra did too); fp16 has no GPU verdict.
+# 2 warps, no cap 2.982 [1.760, 1.220] (BK 32: 3.197; cap 168: 3.496). Session 14 (scripts/gpu/s14_kda.sh, raw
+# results/h200-2026-12-03/s14-calls/) swept both launches and composed each launch's fastest: **BK 64 and recur's loop
+# at 2 stages, 2.582 [1.685, 0.895]**, the defaults (the params block says what else ranked behind). The defaults
+# passed every kda_forward gate in bf16 under seeds 0, 1 and 2 and in fp16 under seeds 0 and 1 on the H200, and ran
+# at 0.890x of fla chunk_kda over the six FlashKDA shapes (1.002x at h96_fixed; three processes, RESULTS.md).
 schedule kda_fused_staged implements kda_forward
 target sm_90a
 
 # The params are kda_fused_chunkpar's (its comments say what each does and what the H200 measured there); the
-# defaults are chunkpar's but intra's warps and register cap (the header's measurements). recur at BV 64, no cap,
-# 8 warps or a cap of 128 ranked behind BV 32 capped at 168 (session 13, kda/st_profile.log).
+# defaults are chunkpar's but intra's warps, register cap and K slice and recur's stages (the header's
+# measurements). recur at BV 64, no cap, 8 warps or a cap of 128 ranked behind BV 32 capped at 168 (session 13,
+# kda/st_profile.log). Session 14 at h96_fixed, ms [intra, recur] from the defaults (s14-calls/pass2/sweep.log):
+# intra BK 128 3.983 (spills 130 bytes), 4 warps 2.333, 1 warp 3.058, cap 168 1.777 against 1.685; recur 3 stages
+# 1.350 (80 KB of buffers: two programs an SM), 8 warps 1.947, cap 128 0.942, BV 16 1.432, BV 64 1.924 against 0.895.
+# Intra's loops at 2 stages cost 2.6x (pass1/sweep.log).
 
 dtype E in {f16, bf16}
 param C = 32 in {16, 32}

@@ -12,6 +12,7 @@
 #     recur at 2 warps or BV 16. Measured: BK 64 (intra 1.682) and STAGES_RECUR 2 (recur 0.899), the defaults since.
 #   pass 2 (budget 760 s), around those: intra at BK 128 (no K loop), at 1 or 4 warps, capped at 168; recur at 3
 #     stages, 8 warps, BV 16 / 64, capped at 128. fla autotunes again on the fresh machine (bench_1 ~390 s).
+#     Measured: nothing beat the defaults; the six-shape bench 0.890x [0.885, 0.894] of fla (RESULTS.md, session 14).
 # Stages:
 #   1. sweep (<= 150 s): ms of kernels per call at h96_fixed, intra and recur apart (gpu_kda_profile.py), the
 #      committed defaults and one param changed at a time per launch.
