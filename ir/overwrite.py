@@ -11,7 +11,8 @@ whose index covers each dim of the buffer's declared shape with
 - a grid or loop variable whose extent is that dim (`b` with `grid b in B` over a dim `B`; `t` with
   `for t in 0 .. NT` over a dim `NT`), or
 - `g*W : +W` with `grid g in cdiv(DIM, W)` or `for g in 0 .. cdiv(DIM, W)` (a tiled dim; a masked store keeps
-  it in bounds),
+  it in bounds), or over a dim `N * W` with `grid g in N` (slots of W rows, one a program: a dim declared as
+  the exact multiple),
 with a different variable for each dim, and every grid axis and every enclosing loop's variable among them: a
 zero extent then means an empty buffer, never a store skipped over a non-empty one, and no two dims share a
 variable (`[b, b]` writes a diagonal). Anything else (a load, a copy or an atomic on the buffer in that
@@ -114,7 +115,9 @@ def _covering_var(item: n.IndexItem, dim: n.Expr, extents: dict[str, str]) -> st
         tile = _grid_times(item.start, item.size, extents)
         if tile is None:
             return None
-        return tile if extents[tile] == printer.expr(n.Call("cdiv", (dim, item.size))) else None
+        slots = printer.expr(n.BinOp(n.BinOpKind.MUL, n.Name(extents[tile]), item.size))  # `N * W`, N a name
+        tiled = extents[tile] == printer.expr(n.Call("cdiv", (dim, item.size)))
+        return tile if tiled or (extents[tile].isidentifier() and printer.expr(dim) == slots) else None
     if isinstance(item, n.Name):
         return item.id if item.id in extents and extents[item.id] == printer.expr(dim) else None
     return None

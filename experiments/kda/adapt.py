@@ -17,12 +17,16 @@ The sequences are independent, so on a GPU they run side by side (`side_by_side`
 streams forked from the caller's stream and joined back into it before the call returns, as a varlen-native
 kernel runs them side by side in one grid. Run one after another, each sequence's serial recurrence walked
 alone over a grid of one sequence's programs: session 13 measured ~0.67 ms over the fixed shape of the same
-tokens at H = 96; side by side, 0.3-0.5 ms (session 14, RESULTS.md). A varlen-native schedule needs a store masked
-by a loaded bound, which the IR lacks.
+tokens at H = 96; side by side, 0.3-0.5 ms (session 14, RESULTS.md).
+
+A varlen-native schedule (one that declares `VARLEN_TABLES`, as experiments/kda/kda_fused_varlen.cake does) takes
+the sequences itself: `varlen_native` builds its tables on the host (`sequence_tables`) and calls it once, each of
+its launches one grid over every sequence.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -64,6 +68,15 @@ def side_by_side(device: torch.device, count: int) -> Iterator[Lane]:
             caller.wait_stream(stream)
 
 
+def sequence_cuts(cu_seqlens: Tensor, batch: int, total: int) -> list[int]:
+    """cu_seqlens as host integers, checked to tile [0, T) of one batch row (the contract's structure)."""
+    cuts = [int(c) for c in cu_seqlens.tolist()]
+    if batch != 1 or cuts[0] != 0 or cuts[-1] != total or cuts != sorted(cuts):
+        raise ValueError(f"cu_seqlens must run monotonically from 0 to T = {total} over one batch row "
+                         f"(B = {batch}); got {cuts}")
+    return cuts
+
+
 def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Tensor, Tensor]]:
     """The contract's signature (required inputs, initial_state, cu_seqlens) around a dense kernel taking the
     required inputs and h0; `lanes` runs the sequences of a varlen call (side by side on a GPU)."""
@@ -80,10 +93,7 @@ def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Ten
             torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
         if cu_seqlens is None:
             return dense(*tensors, h0)
-        cuts = [int(c) for c in cu_seqlens.tolist()]
-        if batch != 1 or cuts[0] != 0 or cuts[-1] != total or cuts != sorted(cuts):
-            raise ValueError(f"cu_seqlens must run monotonically from 0 to T = {total} over one batch row "
-                             f"(B = {batch}); got {cuts}")
+        cuts = sequence_cuts(cu_seqlens, batch, total)
         o = torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device)
         state = torch.empty_like(h0)
         # longest first: the longest sequence's serial recurrence is the call's critical path, so it starts first
@@ -102,12 +112,65 @@ def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Ten
     return run
 
 
+def sequence_tables(cuts: list[int], chunk: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """A varlen-native schedule's tables (kda_fused_varlen.cake's header): per chunk of `chunk` tokens of every
+    sequence (first token, its sequence's end), and per sequence (first token, end, index of its first chunk)."""
+    chunks: list[tuple[int, int]] = []
+    seqs: list[tuple[int, int, int]] = []
+    for bos, eos in zip(cuts, cuts[1:], strict=False):
+        seqs.append((bos, eos, len(chunks)))
+        chunks += [(start, eos) for start in range(bos, eos, chunk)]
+    return (torch.tensor(chunks, dtype=torch.int32).reshape(-1, 2).to(device),
+            torch.tensor(seqs, dtype=torch.int32).reshape(-1, 3).to(device))
+
+
+def varlen_native(op: Dense, chunk: int) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The contract's signature around a schedule that takes the sequences as tables (`VARLEN_TABLES` after h0)
+    and runs every sequence in one launch of each kernel. A dense batch of B sequences is one row of B x T tokens
+    cut every T (a view of contiguous inputs; `reshape` copies others)."""
+
+    def run(*inputs: Tensor | None) -> tuple[Tensor, Tensor]:
+        *required, initial_state, cu_seqlens = inputs
+        tensors = [t for t in required if t is not None]
+        assert len(tensors) == len(required), "a required input is None"
+        q, v = tensors[0], tensors[2]
+        batch, total, heads, dk = q.shape
+        dv = v.shape[-1]
+        cuts = list(range(0, batch * total + 1, max(total, 1))) if cu_seqlens is None else \
+            sequence_cuts(cu_seqlens, batch, total)
+        count = len(cuts) - 1 if cu_seqlens is not None else batch
+        h0 = initial_state if initial_state is not None else \
+            torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
+        if batch * total == 0:  # no token at all: no chunk to launch over; every final state is its initial state
+            return torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device), h0.clone()
+        rows = [t.reshape(1, batch * total, *t.shape[2:]) for t in tensors[:TOKEN_INPUTS]]
+        o, state = op(*rows, *tensors[TOKEN_INPUTS:], h0, *sequence_tables(cuts, chunk, q.device))
+        return o.view(batch, total, heads, dv), state
+
+    return run
+
+
+# A schedule declaring these inputs (after h0) takes the sequences itself: `varlen_native`, not `varlen`.
+VARLEN_TABLES = ("chunk_table", "seq_table")
+
+
 def load_schedule(path: str | Path, *, backend: str | None = None, arch: str | None = None,
                   params: str | None = None) -> Callable[..., tuple[Tensor, Tensor]]:
-    """The lowering's loader (the same options a KernelRef carries), wrapped in the contract's signature."""
+    """The lowering's loader (the same options a KernelRef carries), wrapped in the contract's signature: a
+    varlen-native schedule (it declares `VARLEN_TABLES`) gets the tables for its chunk C, any other one launch
+    pair per sequence (`varlen`)."""
+    from cake.ir.parser import parse
     from cake.lowering.runtime import load_schedule as load_dense
 
-    return varlen(load_dense(str(path), backend=backend, arch=arch, params=params))
+    op = load_dense(str(path), backend=backend, arch=arch, params=params)
+    kernel = parse(Path(path).read_text(), str(path))
+    if not all(kernel.tensor(name) for name in VARLEN_TABLES):
+        return varlen(op)
+    declared = kernel.param("C")
+    if declared is None:
+        raise ValueError(f"{path}: a varlen-native schedule needs a param C (its chunk: the tables count in it)")
+    bound = json.loads(params).get("C", declared.default) if params else declared.default
+    return varlen_native(op, int(bound))
 
 
 def schedule_op(path: str | Path) -> str:

@@ -63,6 +63,15 @@ def test_a_loop_over_the_tiles_covers_like_a_grid_axis() -> None:
     assert overwritten_scratch(parse(LOOPED)) == {"csq": "norms"}
 
 
+# A buffer of slots: a dim declared as the exact multiple `N * W`, slot g written at g*W : +W by `grid g in N`.
+SLOTS = variant("scratch csq: f32[B, K] = 0", "scratch csq: f32[B, K * 64] = 0").replace(
+    "grid kt in cdiv(K, 64), b in B", "grid kt in K, b in B")
+
+
+def test_slots_of_an_exact_multiple_cover_like_tiles() -> None:
+    assert overwritten_scratch(parse(SLOTS)) == {"csq": "norms"}
+
+
 @pytest.mark.parametrize("text", [
     pytest.param(variant("grid kt in cdiv(K, 64), b in B", "grid kt in cdiv(K, 128), b in B"), id="half-the-tiles"),
     pytest.param(variant("-> csq[b, kt*64 : +64]", "-> csq[b, kt*64 : +32]"), id="narrower-than-the-stride"),
@@ -94,6 +103,8 @@ def test_a_loop_over_the_tiles_covers_like_a_grid_axis() -> None:
                  id="loop-bound-from-data"),
     pytest.param(LOOPED.replace("      let cf: f32[64, D]", "      let b: i32 = 0\n      let cf: f32[64, D]"),
                  id="grid-variable-rebound"),
+    pytest.param(SLOTS.replace("K * 64] = 0", "K * 128] = 0"), id="slots-wider-than-the-stores"),
+    pytest.param(SLOTS.replace("grid kt in K, b in B", "grid kt in cdiv(K, 2), b in B"), id="half-the-slots"),
 ])
 def test_fill_is_kept_unless_proven_dead(text: str) -> None:
     assert overwritten_scratch(parse(text)) == {}

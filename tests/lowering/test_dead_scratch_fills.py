@@ -46,6 +46,8 @@ def _allocations(source: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("schedule", "unfilled", "filled"), [
     (KDA / "kda_fused_chunkpar.cake", {"ws", "us", "kls", "qds", "ps", "gls"}, set()),
+    # slots of C rows a chunk, each written whole by its chunk's program (`c*C : +C` over rows `NC * C`)
+    (KDA / "kda_fused_varlen.cake", {"ws", "us", "kls", "qds", "ps", "gls"}, set()),
     (KMEANS / "update_ranked.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_sorted.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_atomic.cake", set(), {"sums", "counts"}),
@@ -184,3 +186,29 @@ def test_chunkpar_kda_matches_the_reference_with_poisoned_scratch_at_tails(chunk
     assert torch.isfinite(o).all() and torch.isfinite(state).all()
     assert max((o.double() - ref_o).abs().max().item(), (state.double() - ref_state).abs().max().item()) < 2e-4 * scale
     assert len(poisoned_empty) >= 8
+
+
+def test_varlen_native_kda_matches_the_staged_schedule_with_poisoned_scratch(interpreter: None,
+                                                                             poisoned_empty: list[torch.Tensor]) -> None:
+    # kda_fused_varlen's six scratch buffers are slots written whole by intra (a dead row as 0): with every one of
+    # them poisoned, a sequence's partial last chunk, an empty sequence and K, V off the tiles still give exactly
+    # what the staged schedule gives (its launches per sequence, its own scratch poisoned too), in fp16
+    from cake.experiments.kda.adapt import load_schedule
+
+    gen = torch.Generator().manual_seed(0)
+    total, heads, dk, dv = 70, 1, 17, 5
+    q, k, g = (torch.randn(1, total, heads, dk, generator=gen).half() for _ in range(3))
+    v = torch.randn(1, total, heads, dv, generator=gen).half()
+    beta = torch.randn(1, total, heads, generator=gen).half()
+    a_log = torch.empty(heads).uniform_(1.0, 16.0, generator=gen).log()
+    dt_bias = torch.randn(heads, dk, generator=gen)
+    cuts = torch.tensor([0, 5, 5, 45, 70], dtype=torch.int64)
+    h0 = torch.randn(len(cuts) - 1, heads, dk, dv, generator=gen)
+    inputs = (q, k, v, g, beta, a_log, dt_bias, h0, cuts)
+    params = '{"C": 16, "BV": 16, "BK": 16}'
+    o, state = load_schedule(str(KDA / "kda_fused_varlen.cake"), params=params)(*inputs)
+    laid = len(poisoned_empty)
+    staged_o, staged_state = load_schedule(str(KDA / "kda_fused_staged.cake"), params=params)(*inputs)
+    assert laid >= 7, "o and the six scratch buffers are allocated without a fill"
+    assert torch.isfinite(o).all() and torch.equal(o, staged_o) and torch.equal(state, staged_state)
+
