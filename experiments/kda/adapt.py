@@ -27,6 +27,7 @@ its launches one grid over every sequence.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -42,6 +43,10 @@ SIDE_STREAMS = 8
 Lane = Callable[[int], AbstractContextManager[object]]  # sequence index -> the context its launches run under
 Lanes = Callable[[torch.device, int], AbstractContextManager[Lane]]
 _POOLS: dict[int, tuple[torch.cuda.Stream, ...]] = {}
+# What is kept across calls, for this many distinct cu_seqlens tensors and batch structures (oldest out first).
+CACHED = 8
+_CUTS: dict[int, tuple[weakref.ref[Tensor], int, list[int]]] = {}
+_TABLES: dict[tuple[tuple[int, ...], int, torch.device], tuple[Tensor, Tensor]] = {}
 
 
 @contextmanager
@@ -68,9 +73,23 @@ def side_by_side(device: torch.device, count: int) -> Iterator[Lane]:
             caller.wait_stream(stream)
 
 
+def host_cuts(cu_seqlens: Tensor) -> list[int]:
+    """cu_seqlens as host integers, read once per tensor: reading a device tensor waits for everything queued on
+    the GPU before it, so the integers are kept (for the last `CACHED` tensors) until that tensor is modified in
+    place (its version counter moves) or freed. A serving loop hands one cu_seqlens to every layer."""
+    hit = _CUTS.get(id(cu_seqlens))
+    if hit is not None and hit[0]() is cu_seqlens and hit[1] == cu_seqlens._version:
+        return hit[2]
+    cuts = [int(c) for c in cu_seqlens.tolist()]
+    if len(_CUTS) >= CACHED:
+        _CUTS.pop(next(iter(_CUTS)))
+    _CUTS[id(cu_seqlens)] = (weakref.ref(cu_seqlens), cu_seqlens._version, cuts)
+    return cuts
+
+
 def sequence_cuts(cu_seqlens: Tensor, batch: int, total: int) -> list[int]:
     """cu_seqlens as host integers, checked to tile [0, T) of one batch row (the contract's structure)."""
-    cuts = [int(c) for c in cu_seqlens.tolist()]
+    cuts = host_cuts(cu_seqlens)
     if batch != 1 or cuts[0] != 0 or cuts[-1] != total or cuts != sorted(cuts):
         raise ValueError(f"cu_seqlens must run monotonically from 0 to T = {total} over one batch row "
                          f"(B = {batch}); got {cuts}")
@@ -114,7 +133,17 @@ def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Ten
 
 def sequence_tables(cuts: list[int], chunk: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """A varlen-native schedule's tables (kda_fused_varlen.cake's header): per chunk of `chunk` tokens of every
-    sequence (first token, its sequence's end), and per sequence (first token, end, index of its first chunk)."""
+    sequence (first token, its sequence's end), and per sequence (first token, end, index of its first chunk).
+    Kept on the device for the last `CACHED` batch structures (the copy in is not made again per call)."""
+    key = (tuple(cuts), chunk, device)
+    if key not in _TABLES:
+        if len(_TABLES) >= CACHED:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = _tables(cuts, chunk, device)
+    return _TABLES[key]
+
+
+def _tables(cuts: list[int], chunk: int, device: torch.device) -> tuple[Tensor, Tensor]:
     chunks: list[tuple[int, int]] = []
     seqs: list[tuple[int, int, int]] = []
     for bos, eos in zip(cuts, cuts[1:], strict=False):

@@ -104,3 +104,24 @@ def test_a_dense_batch_is_one_call_without_lanes() -> None:
 
     varlen(dense, lanes)(*_inputs(), None, None)
     assert calls == [T] and lanes.events == []
+
+
+def test_cu_seqlens_is_read_once_until_it_changes_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    # reading a device tensor waits for the GPU: a serving loop's one cu_seqlens is read once, not once a layer
+    from cake.experiments.kda import adapt
+
+    reads: list[int] = []
+    real = Tensor.tolist
+
+    def counted(self: Tensor) -> object:
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Tensor, "tolist", counted)
+    cuts = torch.tensor([0, 3, 3, 7, 9])
+    for _ in range(3):
+        assert adapt.host_cuts(cuts) == [0, 3, 3, 7, 9]
+    assert len(reads) == 1
+    cuts[1] = 2  # in place: the version counter moves, so it is read again
+    assert adapt.host_cuts(cuts) == [0, 2, 3, 7, 9] and len(reads) == 2
+    assert adapt.host_cuts(torch.tensor([0, 2, 3, 7, 9])) == [0, 2, 3, 7, 9] and len(reads) == 3  # another tensor

@@ -33,6 +33,10 @@ def test_the_tables_list_every_chunk_of_every_sequence_and_each_sequence_first_c
     assert chunks.dtype == seqs.dtype == torch.int32
     assert chunks.tolist() == [[0, 5], [5, 45], [21, 45], [37, 45], [45, 70], [61, 70]]
     assert seqs.tolist() == [[0, 5, 0], [5, 5, 1], [5, 45, 1], [45, 70, 4]]
+    # kept on the device for the next call of the same batch structure, not copied in again
+    assert sequence_tables([0, 5, 5, 45, 70], 16, torch.device("cpu"))[0] is chunks
+    assert sequence_tables([0, 5, 5, 45, 70], 32, torch.device("cpu"))[0].tolist() == [[0, 5], [5, 45], [37, 45],
+                                                                                      [45, 70]]
 
 
 @pytest.mark.parametrize("chunk", [16, 32])
