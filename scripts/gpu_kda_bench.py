@@ -2,7 +2,7 @@
 shapes, interleaved in one process with the verifier's timing protocol (cold L2, rotated input sets, device
 events, medians, fp64 spot checks before and after timing), and write JSON:
 
-    python3 scripts/gpu_kda_bench.py --json OUT.json --seed-verdict VERIFY.json [--schedule FILE.cake]
+    python3 scripts/gpu_kda_bench.py --json OUT.json --seed-verdict VERIFY.json [...] [--schedule FILE.cake [...]]
         [--params '{"C": 32}'] [--shapes h64_fixed ...] [--max-seconds 25] [--baselines fla_chunk_kda flash_kda]
 
 `--baselines` names the workload's baselines to time (default: fla_chunk_kda alone); one that cannot load here
@@ -15,6 +15,8 @@ as `cake verify` and the lowering take them), defaults otherwise. `--dry-run` do
 the schedule is lowered with its params, the verdict read, the contestants and shapes listed, the JSON written),
 so a typo fails on a CPU, not in the GPU session.
 
+Several `--schedule` files are timed side by side in the same process (one `--seed-verdict` each, in the same
+order): candidates compared under one protocol, each against the same baseline calls.
 The seed is timed only when `--seed-verdict` (the JSON of `cake verify --schedule ... --device cuda`) says
 it passed the contract gates; otherwise it is reported as not timed, with the reason. Inputs follow the
 benchmark: bf16 q, k, v, raw gate g and beta logits, A_log = log U(1, 16) and dt_bias ~ N(0, 1) in fp32, no
@@ -244,8 +246,9 @@ def seed_verification(path: Path | None) -> Verification:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/gpu_kda_bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, required=True)
-    parser.add_argument("--seed-verdict", type=Path, help="`cake verify --json` of the seed schedule on this GPU")
-    parser.add_argument("--schedule", type=Path, default=SEED_SCHEDULE)
+    parser.add_argument("--seed-verdict", type=Path, nargs="+", default=[],
+                        help="`cake verify --json` of each schedule on this GPU, in --schedule's order")
+    parser.add_argument("--schedule", type=Path, nargs="+", default=[SEED_SCHEDULE])
     parser.add_argument("--params", help="JSON object binding the schedule's params (default: their defaults)")
     parser.add_argument("--shapes", nargs="+", default=[s.name for s in kda_shapes.GPU_SHAPES],
                         choices=[s.name for s in kda_shapes.GPU_SHAPES])
@@ -270,13 +273,18 @@ def main(argv: list[str] | None = None) -> int:
             contestants.append(Contestant(name, loaded.run, loaded.prepared, candidate=False))
         except BaselineUnavailable as missing:
             notes[name] = f"not timed: {missing}"
-    verification = seed_verification(args.seed_verdict)
-    # Lowered before the verdict is consulted, so bad params or a refused schedule fail here, in a dry run too.
-    kernel = load_schedule(args.schedule, params=args.params)
-    if verification.passed:
-        contestants.append(Contestant(args.schedule.stem, kernel, verification=verification))
-    else:
-        notes[args.schedule.stem] = f"not timed: {verification.detail}"
+    if args.seed_verdict and len(args.seed_verdict) != len(args.schedule):
+        parser.error(f"{len(args.schedule)} schedules and {len(args.seed_verdict)} verdicts: give one verdict each")
+    verifications = []
+    for index, schedule in enumerate(args.schedule):
+        verification = seed_verification(args.seed_verdict[index] if args.seed_verdict else None)
+        verifications.append(verification.detail)
+        # Lowered before the verdict is consulted, so bad params or a refused schedule fail here, in a dry run too.
+        kernel = load_schedule(schedule, params=args.params)
+        if verification.passed:
+            contestants.append(Contestant(schedule.stem, kernel, verification=verification))
+        else:
+            notes[schedule.stem] = f"not timed: {verification.detail}"
     for name, why in notes.items():
         print(f"{name}: {why}", flush=True)
     versions = {"torch": torch.__version__, "device": "none (dry run)" if args.dry_run else torch.cuda.get_device_name()}
@@ -291,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                                       f"check of one sequence at {SPOT_HEADS} head(s) before and after timing",
                 "config": {"input_sets": POOL, "warmup_calls": CONFIG.warmup_calls, "min_reps": CONFIG.min_reps,
                            "max_reps": CONFIG.max_reps, "max_wall_s": CONFIG.max_wall_s, "max_seconds_per_shape": args.max_seconds},
-                "versions": versions, "schedule": str(args.schedule), "params": args.params, "dry_run": args.dry_run,
-                "contestants": [c.name for c in contestants], "notes": notes, "seed_verification": verification.detail,
+                "versions": versions, "schedule": str(args.schedule[0]),
+                "schedules": [str(path) for path in args.schedule], "params": args.params, "dry_run": args.dry_run,
+                "contestants": [c.name for c in contestants], "notes": notes,
+                "seed_verification": verifications[0] if len(verifications) == 1 else verifications,
                 "shapes": reports, "shapes_asked": args.shapes,
                 "geomean_speedup": {c.name: geomean_speedup(reports, c.name) if len(reports) == len(shapes) else None
                                     for c in contestants if c.candidate},

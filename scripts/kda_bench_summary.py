@@ -1,6 +1,7 @@
-"""The headline of repeated `scripts/gpu_kda_bench.py` processes: per shape, the median over processes of each
-contestant's time and of the schedule's speedup over the fastest baseline, with the range over the processes; and
-the geomean speedup over the shapes, per process and as the median with its range.
+"""The headline of repeated `scripts/gpu_kda_bench.py` processes: per schedule timed (one, or several side by side)
+and per shape, the median over processes of each contestant's time and of the schedule's speedup over the fastest
+baseline, with the range over the processes; and the geomean speedup over the shapes, per process and as the
+median with its range.
 
     python3 scripts/kda_bench_summary.py BENCH_1.json BENCH_2.json BENCH_3.json [--json OUT.json]
 
@@ -50,53 +51,60 @@ def _geomean(values: list[float]) -> float:
 
 
 def summarize(benches: list[dict[str, Any]], absent: tuple[str, ...] = ()) -> dict[str, Any]:
-    candidates = {c for b in benches for c in b["contestants"]} - {
-        m["name"] for b in benches for r in b["shapes"] for m in r["measurements"] if not m["candidate"]}
-    if len(candidates) != 1:
-        raise SystemExit(f"the processes must time one schedule; they time {sorted(candidates) or 'none'}")
-    (candidate,) = candidates
+    """Per candidate schedule the processes timed (one or several side by side), its headline (`candidate`)."""
+    baselines = {m["name"] for b in benches for r in b["shapes"] for m in r["measurements"] if not m["candidate"]}
+    candidates = list(dict.fromkeys(c for b in benches for c in b["contestants"] if c not in baselines))
+    if not candidates:
+        raise SystemExit("the processes timed no schedule (see each JSON's notes)")
+    return {"processes": len(benches), "absent": list(absent),
+            "candidates": {name: candidate(benches, name) for name in candidates}}
+
+
+def candidate(benches: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """One schedule over the processes: per shape its median speedup and range, and the geomean over the shapes."""
     shapes = list(dict.fromkeys(s for b in benches for s in b["shapes_asked"]))
-    per_process = [_speedups(b, candidate) for b in benches]
+    per_process = [_speedups(b, name) for b in benches]
     medians = [_medians(b) for b in benches]
     rows = []
     for shape in shapes:
         ratios = [p[shape] for p in per_process if isinstance(p.get(shape), float)]
         times: dict[str, list[float]] = {}
         for m in medians:
-            for name, ms in m.get(shape, {}).items():
-                times.setdefault(name, []).append(ms)
+            for contestant, ms in m.get(shape, {}).items():
+                times.setdefault(contestant, []).append(ms)
         rows.append({"shape": shape, "processes": len(ratios),
-                     "median_ms": {name: statistics.median(v) for name, v in times.items()},
+                     "median_ms": {contestant: statistics.median(v) for contestant, v in times.items()},
                      "speedup": statistics.median(ratios) if len(ratios) >= MIN_PROCESSES else None,
                      "range": [min(ratios), max(ratios)] if ratios else None,
                      "missing": [p[shape] for p in per_process if isinstance(p.get(shape), str)]})
     whole = [_geomean([p[s] for s in shapes]) for p in per_process  # type: ignore[misc]
              if all(isinstance(p.get(s), float) for s in shapes)]
-    return {"schedule": candidate, "processes": len(benches), "absent": list(absent), "shapes": rows,
-            "geomean_per_process": whole,
+    return {"schedule": name, "shapes": rows, "geomean_per_process": whole,
             "geomean": statistics.median(whole) if len(whole) >= MIN_PROCESSES else None,
             "geomean_range": [min(whole), max(whole)] if whole else None}
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    lines = [f"{summary['schedule']} over the fastest baseline, {summary['processes']} processes "
-             "(median [min, max] over processes)"]
-    lines += [f"no JSON from a process: {path}" for path in summary["absent"]]
-    lines += ["", "| shape | baseline ms | schedule ms | speedup |", "|---|---|---|---|"]
-    for row in summary["shapes"]:
-        ms = row["median_ms"]
-        base = min((v for k, v in ms.items() if k != summary["schedule"]), default=None)
-        mine = ms.get(summary["schedule"])
-        speed = (f"{row['speedup']:.3f}x [{row['range'][0]:.3f}, {row['range'][1]:.3f}]" if row["speedup"]
-                 else f"none ({row['processes']} processes timed it; {'; '.join(row['missing']) or 'too few'})")
-        lines.append(f"| {row['shape']} | {base:.3f} | {mine:.3f} | {speed} |" if base and mine
-                     else f"| {row['shape']} | - | - | {speed} |")
-    if summary["geomean"] is not None:
-        low, high = summary["geomean_range"]
-        lines.append(f"\ngeomean over the shapes: {summary['geomean']:.3f}x [{low:.3f}, {high:.3f}]")
-    else:
-        lines.append(f"\ngeomean over the shapes: none ({len(summary['geomean_per_process'])} processes timed "
-                     f"every shape; {MIN_PROCESSES} needed)")
+    lines = [f"no JSON from a process: {path}" for path in summary["absent"]]
+    for name, one in summary["candidates"].items():
+        lines += [f"{name} over the fastest baseline, {summary['processes']} processes "
+                  "(median [min, max] over processes)", "",
+                  "| shape | baseline ms | schedule ms | speedup |", "|---|---|---|---|"]
+        baselines = {k for row in one["shapes"] for k in row["median_ms"]} - set(summary["candidates"])
+        for row in one["shapes"]:
+            ms = row["median_ms"]
+            base = min((v for k, v in ms.items() if k in baselines), default=None)
+            mine = ms.get(name)
+            speed = (f"{row['speedup']:.3f}x [{row['range'][0]:.3f}, {row['range'][1]:.3f}]" if row["speedup"]
+                     else f"none ({row['processes']} processes timed it; {'; '.join(row['missing']) or 'too few'})")
+            lines.append(f"| {row['shape']} | {base:.3f} | {mine:.3f} | {speed} |" if base and mine
+                         else f"| {row['shape']} | - | - | {speed} |")
+        if one["geomean"] is not None:
+            low, high = one["geomean_range"]
+            lines.append(f"\ngeomean over the shapes: {one['geomean']:.3f}x [{low:.3f}, {high:.3f}]\n")
+        else:
+            lines.append(f"\ngeomean over the shapes: none ({len(one['geomean_per_process'])} processes timed "
+                         f"every shape; {MIN_PROCESSES} needed)\n")
     return "\n".join(lines)
 
 

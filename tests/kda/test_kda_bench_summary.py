@@ -32,7 +32,7 @@ def test_medians_ranges_and_the_geomean_over_complete_processes(tmp_path: Path, 
         paths.append(str(path))
     out = tmp_path / "summary.json"
     assert summary.main([*paths, str(tmp_path / "crashed.json"), "--json", str(out)]) == 0
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text())["candidates"]["staged"]
     fixed, mixed = data["shapes"]
     assert (fixed["speedup"], fixed["range"], fixed["processes"]) == (pytest.approx(1.15), [1.0, 1.3], 4)
     assert (mixed["speedup"], mixed["range"]) == (pytest.approx(0.8), [0.7, 0.9])
@@ -47,8 +47,24 @@ def test_medians_ranges_and_the_geomean_over_complete_processes(tmp_path: Path, 
 def test_a_shape_timed_by_fewer_than_three_processes_has_no_speedup() -> None:
     benches = [_bench({"h96_fixed": 1.0, "h96_varlen_mixed": None}) for _ in range(3)]
     benches[0]["shapes"][0]["cut"] = "past 110 s"
-    result = summary.summarize(benches)
+    result = summary.summarize(benches)["candidates"]["staged"]
     assert result["shapes"][0]["speedup"] is None and result["shapes"][0]["processes"] == 2
     assert result["shapes"][1]["missing"] == ["not timed: gate failed"] * 3
     assert result["geomean"] is None
-    assert "none" in summary.markdown(result)
+    assert "none" in summary.markdown(summary.summarize(benches))
+
+
+def test_schedules_timed_side_by_side_are_summarized_each() -> None:
+    benches = []
+    for ratio in (1.0, 1.1, 1.2):
+        bench = _bench({"h96_fixed": ratio, "h96_varlen_mixed": ratio})
+        for report in bench["shapes"]:
+            report["measurements"].append({"name": "native", "candidate": True, "median_ms": 1.0,
+                                           "speedup": 2.0, "failure": None})
+        bench["contestants"].append("native")
+        benches.append(bench)
+    result = summary.summarize(benches)["candidates"]
+    assert list(result) == ["staged", "native"]
+    assert result["staged"]["geomean"] == pytest.approx(1.1) and result["native"]["geomean"] == pytest.approx(2.0)
+    assert result["native"]["shapes"][0]["median_ms"] == {"fla_chunk_kda": 2.0, "staged": pytest.approx(2.0 / 1.1),
+                                                          "native": 1.0}
