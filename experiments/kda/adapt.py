@@ -96,23 +96,31 @@ def sequence_cuts(cu_seqlens: Tensor, batch: int, total: int) -> list[int]:
     return cuts
 
 
+def _unpack(inputs: tuple[Tensor | None, ...]) -> tuple[list[Tensor], Tensor, Tensor | None]:
+    """A contract call's required inputs, its h0 (a zero state per sequence when initial_state is omitted) and
+    its cu_seqlens."""
+    *required, initial_state, cu_seqlens = inputs
+    tensors = [t for t in required if t is not None]
+    assert len(tensors) == len(required), "a required input is None"
+    q, v = tensors[0], tensors[2]
+    count = q.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
+    h0 = initial_state if initial_state is not None else \
+        torch.zeros(count, q.shape[2], q.shape[3], v.shape[-1], dtype=torch.float32, device=q.device)
+    return tensors, h0, cu_seqlens
+
+
 def varlen(dense: Dense, lanes: Lanes = side_by_side) -> Callable[..., tuple[Tensor, Tensor]]:
     """The contract's signature (required inputs, initial_state, cu_seqlens) around a dense kernel taking the
     required inputs and h0; `lanes` runs the sequences of a varlen call (side by side on a GPU)."""
 
     def run(*inputs: Tensor | None) -> tuple[Tensor, Tensor]:
-        *required, initial_state, cu_seqlens = inputs
-        tensors = [t for t in required if t is not None]
-        assert len(tensors) == len(required), "a required input is None"
-        q, v = tensors[0], tensors[2]
-        batch, total, heads, dk = q.shape
-        dv = v.shape[-1]
-        count = batch if cu_seqlens is None else cu_seqlens.numel() - 1
-        h0 = initial_state if initial_state is not None else \
-            torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
+        tensors, h0, cu_seqlens = _unpack(inputs)
+        q = tensors[0]
+        batch, total, heads, dv = *q.shape[:3], tensors[2].shape[-1]
         if cu_seqlens is None:
             return dense(*tensors, h0)
         cuts = sequence_cuts(cu_seqlens, batch, total)
+        count = len(cuts) - 1
         o = torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device)
         state = torch.empty_like(h0)
         # longest first: the longest sequence's serial recurrence is the call's critical path, so it starts first
@@ -159,17 +167,11 @@ def varlen_native(op: Dense, chunk: int) -> Callable[..., tuple[Tensor, Tensor]]
     cut every T (a view of contiguous inputs; `reshape` copies others)."""
 
     def run(*inputs: Tensor | None) -> tuple[Tensor, Tensor]:
-        *required, initial_state, cu_seqlens = inputs
-        tensors = [t for t in required if t is not None]
-        assert len(tensors) == len(required), "a required input is None"
-        q, v = tensors[0], tensors[2]
-        batch, total, heads, dk = q.shape
-        dv = v.shape[-1]
+        tensors, h0, cu_seqlens = _unpack(inputs)
+        q = tensors[0]
+        batch, total, heads, dv = *q.shape[:3], tensors[2].shape[-1]
         cuts = list(range(0, batch * total + 1, max(total, 1))) if cu_seqlens is None else \
             sequence_cuts(cu_seqlens, batch, total)
-        count = len(cuts) - 1 if cu_seqlens is not None else batch
-        h0 = initial_state if initial_state is not None else \
-            torch.zeros(count, heads, dk, dv, dtype=torch.float32, device=q.device)
         if batch * total == 0:  # no token at all: no chunk to launch over; every final state is its initial state
             return torch.empty(batch, total, heads, dv, dtype=q.dtype, device=q.device), h0.clone()
         rows = [t.reshape(1, batch * total, *t.shape[2:]) for t in tensors[:TOKEN_INPUTS]]
