@@ -9,9 +9,12 @@
 # Also its kl16 variant (scripts/kda_kl16_variant.sh: the decayed keys stored in the input dtype, as fla stores its
 # `kg`, and the state update one 16-bit product; the interpreter's fp16 gates pass it), timed only if its bf16 gates
 # pass. The staged schedule is timed beside them under its session-14 verdict (results/.../s14-calls/pass2).
-# Stages (one budget of 1300 s):
+# Stages (one budget of 1450 s):
 #   1. profile, profile_kl16 (<= 80 s each): ms of kernels a call [intra, recur] at h96_fixed, h96_varlen_mixed and
 #      h96_varlen_1024x8 (the staged schedule's per-sequence kernels add up to ~2.58 ms at each, session 14).
+#   1b. profile_fla (<= 150 s): the same beside fla chunk_kda's kernels at h96_fixed — which of fla's kernels does
+#      the work of our intra (1.685 ms) and recur (0.895 ms) there, and in how long (never recorded before). fla
+#      autotunes here; bench_1 reuses it (TRITON_CACHE_AUTOTUNING).
 #   2. verify_bf16, verify_kl16 (<= 160 s each): every kda_forward gate in bf16 under seeds 0, 1, 2 (the gates'
 #      varlen cases are where the tables and the dead-row addressing are judged).
 #   3. bench_1..3 (<= 450 s, then <= 200 s each): gpu_kda_bench.py at the six shapes, a process each, the staged,
@@ -26,11 +29,13 @@ NATIVE=experiments/kda/kda_fused_varlen.cake
 KL16=$RES/kda_fused_varlen_kl16.cake
 SHAPES="h96_fixed h96_varlen_mixed h96_varlen_1024x8 h64_fixed h64_varlen_mixed h64_varlen_1024x8"
 bash scripts/kda_kl16_variant.sh $NATIVE > $KL16 || { echo "no kl16 variant" | tee -a "$RES/stages.txt"; rm -f $KL16; }
-budget 1300
+budget 1450
 budgeted profile 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_native.json --schedule $NATIVE \
   --shapes h96_fixed h96_varlen_mixed h96_varlen_1024x8 --no-fla
 budgeted profile_kl16 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_kl16.json --schedule $KL16 \
   --shapes h96_fixed h96_varlen_mixed h96_varlen_1024x8 --no-fla
+budgeted profile_fla 150 100 python3 scripts/gpu_kda_profile.py --out $RES/profile_fla.json --schedule $NATIVE \
+  --shapes h96_fixed
 budgeted verify_bf16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 --schedule $NATIVE \
   --json $RES/verify_bf16.json
 budgeted verify_kl16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 --schedule $KL16 \
