@@ -244,15 +244,18 @@ class _Counter:
         return shape, eb
 
     def row_sum(self, e: n.Call, mult: float) -> tuple[tuple[int, ...], int] | None:
-        """A row sum the backend issues one row per lane (`row_sum_ops_per_element`), or None when `e` is not one:
-        a sum along the last axis of a 2-D elementwise expression whose only tile operand is one 16-bit tile in
-        shared memory (a stage, or a tile loaded from global that the backend stages), read whole and untransposed,
-        into whole warps' worth of outputs (the conditions of the CUDA backend's `one_row_per_lane`). Its shared
-        reads are counted as bytes; their issue is in the per-element figure. Lanes own rows: the busiest lane
-        issues ceil(rows / role threads) rows of `row_sum_ops_per_element` x row length, one after another."""
+        """A row sum the backend issues one row per lane (`row_sum_ops_per_element`) or, for outputs that are not
+        whole warps' worth, a warp per output (`warp_row_sum_ops_per_*`); None when `e` is not one: a sum along the
+        last axis of a 2-D elementwise expression whose only tile operand is one 16-bit tile in shared memory (a
+        stage, or a tile loaded from global that the backend stages), read whole and untransposed (the conditions of
+        the CUDA backend's `one_row_per_lane`, and of the `coop_reduce` whose SASS priced the per-output form). Its
+        shared reads are counted as bytes; their issue is in the per-element figures. What the busiest lane or warp
+        issues in turn goes to the iteration chain (`row_per_lane_sum`, `warp_per_row_sum`)."""
         source = self.shape(e.args[0])
         axis = self.val(next(k for k in e.kwargs if k.name == "axis").value)
-        if len(source) != 2 or axis % 2 != 1 or source[0] % an.THREADS_PER_WARP:
+        # Outputs that are not whole warps' worth: the backend sums a warp per output (`warp_per_row_sum`).
+        per_row = source[0] % an.THREADS_PER_WARP != 0 if len(source) == 2 else False
+        if len(source) != 2 or axis % 2 != 1 or (per_row and self.consts.warp_row_sum_ops_per_element <= 0):
             return None
         leaves: list[n.Expr] = []
         folded: list[str] = []
@@ -269,17 +272,32 @@ class _Counter:
         for load in (x for x in direct if isinstance(x, n.Load)):
             self.expr(load, mult)  # its global bytes (a load in a folded `let` was counted there)
         rows, length = source
-        ops = mult * rows * length * self.consts.row_sum_ops_per_element
-        self.cuda_ops += ops
-        self.row_sum_ops += ops
-        self.row_sum_lane_ops += mult * -(-rows // max(1, self.role_threads)) * length * \
-            self.consts.row_sum_ops_per_element
+        ops, lane_ops = self.warp_per_row_sum(rows, length) if per_row else self.row_per_lane_sum(rows, length)
+        self.cuda_ops += mult * ops
+        self.row_sum_ops += mult * ops
+        self.row_sum_lane_ops += mult * lane_ops
         self.smem_bytes += mult * rows * length * tile.elem_bytes * len(leaves)
         for name in folded:  # evaluated inside the sum, priced by it: take back what its `let` counted
             _, ops_at_let, smem_at_let = self.elementwise_lets.pop(name)
             self.cuda_ops -= ops_at_let
             self.smem_bytes -= smem_at_let
         return self.shape(e), 4
+
+    def row_per_lane_sum(self, rows: int, length: int) -> tuple[float, float]:
+        """(issue slots of the whole sum, those the busiest lane issues in turn) of a sum one row per lane: lanes
+        own rows, so the busiest lane walks ceil(rows / role threads) rows of `row_sum_ops_per_element` x length."""
+        per_element = self.consts.row_sum_ops_per_element
+        return rows * length * per_element, -(-rows // max(1, self.role_threads)) * length * per_element
+
+    def warp_per_row_sum(self, rows: int, length: int) -> tuple[float, float]:
+        """(issue slots of the whole sum, those the busiest warp issues in turn) of a sum a warp per output (the
+        CUDA backend's `coop_reduce`, for outputs that are not whole warps' worth): each row costs its elements'
+        loads and adds (`warp_row_sum_ops_per_element`, lanes across the row) and a fixed part (addresses, the
+        five-shuffle butterfly, the store: `warp_row_sum_ops_per_row`). A warp's rows run one after another: the
+        busiest warp issues ceil(rows / role warps) of them, each a warp instruction per 32 of those slots."""
+        per_row = length * self.consts.warp_row_sum_ops_per_element + self.consts.warp_row_sum_ops_per_row
+        warps = max(1, self.role_threads // an.THREADS_PER_WARP)
+        return rows * per_row, -(-rows // warps) * per_row / an.THREADS_PER_WARP
 
     def _elementwise_leaves(self, e: n.Expr, leaves: list[n.Expr], folded: list[str],
                             through_lets: bool = True) -> bool:

@@ -72,6 +72,11 @@ class CostConstants:
     # the accumulation all included); 0: the backend has no such lowering, the sum is priced from its parts (the
     # elementwise ops, `smem_elementwise_ops_per_element` per shared element, one op per reduced element).
     row_sum_ops_per_element: float
+    # The same sum when its outputs are not whole warps' worth, as a backend issues it a warp per output (lanes across
+    # the row, then a shuffle butterfly): issue slots per source element, and a fixed part per output row (addresses,
+    # the butterfly, the store); 0: no such lowering, the sum is priced from its parts.
+    warp_row_sum_ops_per_element: float
+    warp_row_sum_ops_per_row: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str

@@ -47,7 +47,7 @@ def test_the_row_sum_price_is_its_sass_per_element() -> None:
 # (schedule, params): the model prices a row-per-lane sum exactly where the backend generates one.
 AGREEMENT = [
     ("assign_plain", {"BN": 128, "BK": 64, "WARPS": 4}),  # `ct` loaded, staged in shared memory, 64 rows
-    ("assign_plain", {"BN": 128, "BK": 16, "WARPS": 4}),  # 16 rows: not whole warps' worth, a warp per row
+    ("assign_plain", {"BN": 128, "BK": 16, "WARPS": 4}),  # 16 rows: not whole warps' worth, a warp per output
     ("assign_pingpong_fused", {"BK": 128}),  # the consumers sum the TMA stage they wait on
     ("assign_pingpong_prodnorm", {}),  # the producer sums it into a shared stage
     ("assign_pingpong_normwg", {}),  # a warpgroup of its own does
@@ -60,7 +60,8 @@ def test_the_model_prices_a_row_per_lane_sum_where_the_backend_generates_one(sch
                                                                            params: dict[str, int]) -> None:
     _, row_sum_ops, _ = _work(schedule, params)
     source = lower(parse((FK / f"{schedule}.cake").read_text()), "cuda", params=params).source
-    assert (row_sum_ops > 0) == ("one row per lane" in source)
+    # since codegen 4 a sum of fewer than whole warps' worth of rows is priced as its warp-per-output form (below)
+    assert (row_sum_ops > 0) == ("one row per lane" in source or "one warp per output" in source)
 
 
 def test_the_fused_ping_pong_sums_each_stage_at_the_row_sum_price_and_one_row_a_lane() -> None:
@@ -89,3 +90,49 @@ def test_a_narrow_wgmma_form_rereads_its_a_operand_once_per_instruction() -> Non
 
     consumers, iterations, a_bytes = 2, 1024 // 128, 128 * 128 * 2
     assert smem("wgmma.m64n16k16") - smem("wgmma.m64n128k16") == pytest.approx(consumers * iterations * 7 * a_bytes)
+
+
+# ---- the same sum when its outputs are not whole warps' worth: a warp per output (`coop_reduce`) ----
+
+def _fused_at(bk: int) -> str:
+    """assign_pingpong_fused at a centroid tile of `bk` rows (the wgmma's n equal to BK, as the runs mutated it)."""
+    text = (FK / "assign_pingpong_fused.cake").read_text()
+    assert "param BK = 128 in {64, 128, 256}" in text and "via wgmma.m64n128k16" in text
+    return text.replace("param BK = 128 in {64, 128, 256}", f"param BK = {bk} in {{{bk}}}") \
+        .replace("via wgmma.m64n128k16", f"via wgmma.m64n{bk}k16")
+
+
+def test_the_warp_per_output_price_is_its_sass() -> None:
+    # SASS of coop_reduce's output loop (nvcc 13.0.88, sm_90a, the fused ping-pong at BK=120, D=128): 39
+    # instructions an output, of which 4 LDS.U16 + 4 IMAD.U32 + 4 FFMA read and add a lane's 4 elements; the other
+    # 27 are 22 plain instructions and 5 SHFL.BFLY, a shuffle taking 4 of the SM's FP32 lane slots (32 vs 128 a clock).
+    consts = constants_for("sm_90a", "cuda")
+    d = 128
+    assert consts.warp_row_sum_ops_per_element * d == pytest.approx(12 * 32)
+    assert consts.warp_row_sum_ops_per_row == pytest.approx(22 * 32 + 5 * 128)
+    assert constants_for("sm_90a", "cuda", codegen="1").warp_row_sum_ops_per_element == 0  # before codegen 4: parts
+    assert constants_for("sm_90a", "triton").warp_row_sum_ops_per_element == 0
+
+
+@pytest.mark.parametrize("bk", [120, 128])
+def test_the_model_prices_a_warp_per_output_sum_where_the_backend_generates_one(bk: int) -> None:
+    text = _fused_at(bk)
+    source = lower(parse(text), "cuda").source
+    assert ("one warp per output" in source) == (bk % 32 != 0)
+    assert ("one row per lane" in source) == (bk % 32 == 0)
+    prediction = predict(parse(text), dims=S5, backend="cuda", factors=Factors())
+    assert prediction.launches[0].work.row_sum_ops > 0  # priced as the backend issues it either way
+
+
+def test_a_warp_per_output_sum_costs_its_rows_and_the_busiest_warp_issues_its_rows_in_turn() -> None:
+    consts = constants_for("sm_90a", "cuda")
+    rows, d, iterations, consumers, warps = 120, 128, -(-1024 // 120), 2, 4
+    kernel = parse(_fused_at(rows))
+    work = predict(kernel, dims=S5, backend="cuda", factors=Factors()).launches[0].work
+    per_row = d * consts.warp_row_sum_ops_per_element + consts.warp_row_sum_ops_per_row
+    assert work.row_sum_ops == pytest.approx(consumers * iterations * rows * per_row)
+    # a consumer warpgroup's 4 warps take 30 rows each, one after another, a warp instruction per 32 lane slots
+    assert work.row_sum_lane_ops == pytest.approx(iterations * math.ceil(rows / warps) * per_row / 32)
+    # it costs more than the one-row-per-lane sum of whole warps' worth of rows (5 dependent shuffles an output)
+    whole = predict(parse(_fused_at(128)), dims=S5, backend="cuda", factors=Factors()).launches[0].work
+    assert work.row_sum_lane_ops / iterations > whole.row_sum_lane_ops / (1024 // 128)
