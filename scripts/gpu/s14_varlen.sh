@@ -9,9 +9,12 @@
 # Also its kl16 variant (scripts/kda_kl16_variant.sh: the decayed keys stored in the input dtype, as fla stores its
 # `kg`, and the state update one 16-bit product; the interpreter's fp16 gates pass it), timed only if its bf16 gates
 # pass. The staged schedule is timed beside them under its session-14 verdict (results/.../s14-calls/pass2).
-# Stages (one budget of 1450 s):
+# Stages (one budget of 1500 s):
 #   1. profile, profile_kl16 (<= 80 s each): ms of kernels a call [intra, recur] at h96_fixed, h96_varlen_mixed and
 #      h96_varlen_1024x8 (the staged schedule's per-sequence kernels add up to ~2.58 ms at each, session 14).
+#   1a. profile_split (<= 90 s): kda_fused_varlen_split.cake (intra split in two launches, Tm handed on) at
+#      h96_fixed, the WY launch at 2, 4 and 8 warps and capped at 168: intra + wy against the one-launch intra.
+#      Only a profile: if it wins, the next session gates and benches it.
 #   1b. profile_fla (<= 150 s): the same beside fla chunk_kda's kernels at h96_fixed — which of fla's kernels does
 #      the work of our intra (1.685 ms) and recur (0.895 ms) there, and in how long (never recorded before). fla
 #      autotunes here; bench_1 reuses it (TRITON_CACHE_AUTOTUNING).
@@ -29,11 +32,14 @@ NATIVE=experiments/kda/kda_fused_varlen.cake
 KL16=$RES/kda_fused_varlen_kl16.cake
 SHAPES="h96_fixed h96_varlen_mixed h96_varlen_1024x8 h64_fixed h64_varlen_mixed h64_varlen_1024x8"
 bash scripts/kda_kl16_variant.sh $NATIVE > $KL16 || { echo "no kl16 variant" | tee -a "$RES/stages.txt"; rm -f $KL16; }
-budget 1450
+budget 1500
 budgeted profile 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_native.json --schedule $NATIVE \
   --shapes h96_fixed h96_varlen_mixed h96_varlen_1024x8 --no-fla
 budgeted profile_kl16 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_kl16.json --schedule $KL16 \
   --shapes h96_fixed h96_varlen_mixed h96_varlen_1024x8 --no-fla
+budgeted profile_split 90 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_split.json \
+  --schedule experiments/kda/kda_fused_varlen_split.cake --shapes h96_fixed --no-fla \
+  --params '{}' '{"WARPS_WY": 2}' '{"WARPS_WY": 8}' '{"REGS_WY": 168}'
 budgeted profile_fla 150 100 python3 scripts/gpu_kda_profile.py --out $RES/profile_fla.json --schedule $NATIVE \
   --shapes h96_fixed
 budgeted verify_bf16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 --schedule $NATIVE \

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from kda_inputs import kda_inputs
 
 NATIVE = FORWARD.folder / "kda_fused_varlen.cake"
 STAGED = FORWARD.folder / "kda_fused_staged.cake"
+SPLIT = FORWARD.folder / "kda_fused_varlen_split.cake"
 TOL = 2e-3  # test_kda_staged.py's: a few fp16 roundings of the largest values
 
 
@@ -52,6 +54,16 @@ def test_one_launch_pair_over_every_sequence_equals_the_staged_schedule_per_sequ
     assert (native_state.double() - ref_state).abs().max() / max(ref_state.abs().max(), 1.0) < TOL
 
 
+@pytest.mark.parametrize("chunk", [16, 32])
+def test_intra_split_in_two_launches_changes_no_value(chunk: int) -> None:
+    # kda_fused_varlen_split.cake hands Tm from intra to a launch of its own for the WY terms, in fp32 slots
+    params = json.dumps({"C": chunk, "BV": chunk, "BK": chunk})
+    inputs = _half(kda_inputs(1, 70, 1, 17, 5, [0, 5, 5, 45, 70], extreme=False))
+    split_o, split_state = load_schedule(SPLIT, params=params)(*inputs)
+    native_o, native_state = load_schedule(NATIVE, params=params)(*inputs)
+    assert torch.equal(split_o, native_o) and torch.equal(split_state, native_state)
+
+
 def test_a_dense_batch_is_one_row_of_sequences_against_the_fp64_reference() -> None:
     inputs = _half(kda_inputs(2, 37, 2, 16, 16, None, extreme=False))
     o, state = load_schedule(NATIVE, params='{"C": 16, "BV": 16, "BK": 16}')(*inputs)
@@ -70,7 +82,8 @@ def test_a_batch_without_tokens_returns_the_initial_states() -> None:
 
 
 @pytest.mark.slow
-def test_varlen_native_passes_every_kda_forward_gate_in_fp16_under_the_interpreter() -> None:
+@pytest.mark.parametrize("schedule", [NATIVE, SPLIT], ids=lambda p: p.stem)
+def test_varlen_native_passes_every_kda_forward_gate_in_fp16_under_the_interpreter(schedule: Path) -> None:
     script = (
         "import json, sys; from cake.verifier import run_battery, get_contract\n"
         "from cake.experiments.kda.adapt import load_schedule, schedule_op\n"
@@ -78,7 +91,7 @@ def test_varlen_native_passes_every_kda_forward_gate_in_fp16_under_the_interpret
         "                dtypes=['float16'])\n"
         "print(json.dumps([v.passed, [f'{f.gate_id}: {f.reason}' for f in v.failures]]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(NATIVE)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script, str(schedule)], capture_output=True, text=True,
                           env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     passed, failures = json.loads(proc.stdout.splitlines()[-1])

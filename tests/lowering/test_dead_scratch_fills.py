@@ -48,6 +48,7 @@ def _allocations(source: str) -> dict[str, str]:
     (KDA / "kda_fused_chunkpar.cake", {"ws", "us", "kls", "qds", "ps", "gls"}, set()),
     # slots of C rows a chunk, each written whole by its chunk's program (`c*C : +C` over rows `NC * C`)
     (KDA / "kda_fused_varlen.cake", {"ws", "us", "kls", "qds", "ps", "gls"}, set()),
+    (KDA / "kda_fused_varlen_split.cake", {"ws", "us", "kls", "qds", "ps", "gls", "tms"}, set()),
     (KMEANS / "update_ranked.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_sorted.cake", {"counts", "starts"}, {"hist", "perm"}),
     (KMEANS / "update_atomic.cake", set(), {"sums", "counts"}),
