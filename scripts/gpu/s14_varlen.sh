@@ -15,6 +15,9 @@
 #   1a. profile_split (<= 90 s): kda_fused_varlen_split.cake (intra split in two launches, Tm handed on) at
 #      h96_fixed, the WY launch at 2, 4 and 8 warps and capped at 168: intra + wy against the one-launch intra.
 #      Only a profile: if it wins, the next session gates and benches it.
+#   1a'. profile_h64 (<= 60 s): the varlen-native schedule at h64_fixed with recur at BV 32 (256 programs: two
+#      thirds of the H200's 396 slots at three an SM) and BV 16 (512; 2 or 4 warps): whether H = 64 wants its own
+#      recur tile (h64_fixed ran 0.939x against h96_fixed's 1.002x).
 #   1b. profile_fla (<= 150 s): the same beside fla chunk_kda's kernels at h96_fixed — which of fla's kernels does
 #      the work of our intra (1.685 ms) and recur (0.895 ms) there, and in how long (never recorded before). fla
 #      autotunes here; bench_1 reuses it (TRITON_CACHE_AUTOTUNING).
@@ -40,6 +43,8 @@ budgeted profile_kl16 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profil
 budgeted profile_split 90 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_split.json \
   --schedule experiments/kda/kda_fused_varlen_split.cake --shapes h96_fixed --no-fla \
   --params '{}' '{"WARPS_WY": 2}' '{"WARPS_WY": 8}' '{"REGS_WY": 168}'
+budgeted profile_h64 60 30 python3 scripts/gpu_kda_profile.py --out $RES/profile_h64.json --schedule $NATIVE \
+  --shapes h64_fixed --no-fla --params '{}' '{"BV": 16}' '{"BV": 16, "WARPS_RECUR": 2}'
 budgeted profile_fla 150 100 python3 scripts/gpu_kda_profile.py --out $RES/profile_fla.json --schedule $NATIVE \
   --shapes h96_fixed
 budgeted verify_bf16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 --schedule $NATIVE \
