@@ -5,8 +5,8 @@
 
 The schedule (`experiments/kmeans/SCHEDULE.cake`, its params' defaults replaced) is lowered by the CUDA backend at
 D = 128 in bf16, compiled with the repo's nvcc path (`-lineinfo` is among its flags) and disassembled with
-`nvdisasm --print-line-info` (Triton's bundled copy, or the CUDA toolkit's). The k loop is the longest backward
-branch of the last launch's function; its instructions are counted by region of the generated source:
+`nvdisasm --print-line-info` (Triton's bundled copy, or the CUDA toolkit's). The k loop is the longest loop (a backward
+branch and the code it jumps back over) of any launch; its instructions are counted by region of the generated source:
 
 - `stage`: the `// 16-byte vectors` branch of the staged tile load in the loop (`lowering/cuda/stmts.py`), per
   LDG.E.128 in it (what `staged_load_ops_per_vector` in `ir/data/cost_calibration.json` prices);
@@ -14,7 +14,8 @@ branch of the last launch's function; its instructions are counted by region of 
   shuffles of `sm_30_intrinsics.hpp`, `cake_argmin_merge`), per fragment row a thread holds (`kRows`);
 - everything else, by opcode.
 
-Static counts of one compile (both branches of an if are counted once each), not a timing.
+Static counts of one compile, not a timing: both branches of an if are counted once each, and a loop inside the k
+loop (the staging loop, unrolled 4 vectors; the row sum's chunk loop) once, whatever its trip count.
 """
 
 from __future__ import annotations
@@ -77,31 +78,37 @@ def build(schedule: str, params: dict[str, int], dump: Path) -> tuple[str, str]:
     return program.source, sass
 
 
-def last_function(sass: str) -> tuple[list[tuple[str, int]], dict[str, int]]:
-    """(instructions with their generated source line, label -> instruction index) of the last function."""
-    part = sass.split("//--------------------- .text.")[-1]
-    instructions: list[tuple[str, int]] = []
-    labels: dict[str, int] = {}
-    line = 0
-    for raw in part.splitlines():
-        if m := re.match(r"^\.(L_x_\d+):", raw.strip()):
-            labels[m.group(1)] = len(instructions)
-        elif "//## File" in raw and (m := re.search(r"line (\d+)", raw)):
-            line = int(m.group(1)) if "kernel.cu" in raw else INTRINSICS if "intrinsics" in raw else HEADER
-        elif m := re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", raw):
-            instructions.append((m.group(1), line))
-    return instructions, labels
+def functions(sass: str) -> list[tuple[list[tuple[str, int]], dict[str, int]]]:
+    """Per function: (instructions with their generated source line, label -> instruction index)."""
+    out = []
+    for part in sass.split("//--------------------- .text.")[1:]:
+        instructions: list[tuple[str, int]] = []
+        labels: dict[str, int] = {}
+        line = 0
+        for raw in part.splitlines():
+            if m := re.match(r"^\.(L_x_\d+):", raw.strip()):
+                labels[m.group(1)] = len(instructions)
+            elif "//## File" in raw and (m := re.search(r"line (\d+)", raw)):
+                line = int(m.group(1)) if "kernel.cu" in raw else INTRINSICS if "intrinsics" in raw else HEADER
+            elif m := re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", raw):
+                instructions.append((m.group(1), line))
+        out.append((instructions, labels))
+    return out
 
 
 def opcode(instruction: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", instruction).split()[0].split(".")[0]
 
 
-def k_loop(instructions: list[tuple[str, int]], labels: dict[str, int]) -> list[tuple[str, int]]:
-    spans = [(labels[m.group(1)], i) for i, (text, _) in enumerate(instructions)
-             if (m := re.search(r"BRA.*`\(\.(L_x_\d+)\)", text)) and labels.get(m.group(1), i) < i]
-    start, end = max(spans, key=lambda s: s[1] - s[0])
-    return instructions[start:end + 1]
+def k_loop(sass: str) -> list[tuple[str, int]]:
+    """The longest loop (a backward branch and the code it jumps back over) of any function: the k loop."""
+    best: list[tuple[str, int]] = []
+    for instructions, labels in functions(sass):
+        for i, (text, _) in enumerate(instructions):
+            m = re.search(r"BRA.*`\(\.(L_x_\d+)\)", text)
+            if m and labels.get(m.group(1), i) < i and i + 1 - labels[m.group(1)] > len(best):
+                best = instructions[labels[m.group(1)]:i + 1]
+    return best
 
 
 def regions(source: str, body: list[tuple[str, int]]) -> dict[str, object]:
@@ -144,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     params = {k: int(v) for k, v in (p.split("=", 1) for p in args.params)}
     dump = args.dump or Path("/tmp") / f"cake-sass-{args.schedule}-{'-'.join(f'{k}{v}' for k, v in params.items())}"
     source, sass = build(args.schedule, params, dump)
-    report = regions(source, k_loop(*last_function(sass)))
+    report = regions(source, k_loop(sass))
     for key, value in report.items():
         print(f"{key}: {value:.2f}" if isinstance(value, float) else f"{key}: {value}")
     return 0
