@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 
+def row_name(stem: str, params: str | None) -> str:
+    """A variant's row in the report: gpu_kda_profile.variant_name's (that module imports torch; this one runs
+    without it)."""
+    return stem if params is None else f"{stem} {params}"
+
+
 def ranking(report: dict[str, Any], shape: str) -> list[tuple[float, str]]:
     """(ms of kernels per call, params JSON) of every variant of the schedule profiled at `shape`, fastest first."""
     stem = Path(report["schedule"]).stem
@@ -32,7 +38,7 @@ def ranking(report: dict[str, Any], shape: str) -> list[tuple[float, str]]:
         raise SystemExit(f"the report has no shape `{shape}` (it has {', '.join(report['shapes'])})")
     ranked = []
     for params in report["params"]:
-        name = stem if params is None else f"{stem} {params}"
+        name = row_name(stem, params)
         if name in rows:
             ranked.append((sum(r["ms_per_call"] for r in rows[name]), params or "{}"))
     if not ranked:
@@ -67,7 +73,7 @@ def per_launch(report: dict[str, Any], shape: str, own: dict[str, frozenset[str]
         timed = []
         for params in report["params"]:
             bound = json.loads(params or "{}")
-            row = rows.get(stem if params is None else f"{stem} {params}")
+            row = rows.get(row_name(stem, params))
             kernel = [r["ms_per_call"] for r in row or () if r["kernel"].endswith(f"_{launch}")]
             if kernel and set(bound) <= owned:
                 timed.append((sum(kernel), {k: v for k, v in bound.items() if k in names}))

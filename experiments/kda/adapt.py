@@ -26,7 +26,6 @@ its launches one grid over every sequence.
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -190,18 +189,17 @@ def load_schedule(path: str | Path, *, backend: str | None = None, arch: str | N
     """The lowering's loader (the same options a KernelRef carries), wrapped in the contract's signature: a
     varlen-native schedule (it declares `VARLEN_TABLES`) gets the tables for its chunk C, any other one launch
     pair per sequence (`varlen`)."""
-    from cake.ir.parser import parse
     from cake.lowering.runtime import load_schedule as load_dense
+    from cake.lowering.runtime import read_schedule
 
     op = load_dense(str(path), backend=backend, arch=arch, params=params)
-    kernel = parse(Path(path).read_text(), str(path))
+    kernel, _ = read_schedule(path)
     if not all(kernel.tensor(name) for name in VARLEN_TABLES):
         return varlen(op)
-    declared = kernel.param("C")
-    if declared is None:
+    bound = op.lowered.param_dict  # the schedule's defaults with `params` over them
+    if "C" not in bound:
         raise ValueError(f"{path}: a varlen-native schedule needs a param C (its chunk: the tables count in it)")
-    bound = json.loads(params).get("C", declared.default) if params else declared.default
-    return varlen_native(op, int(bound))
+    return varlen_native(op, bound["C"])
 
 
 def schedule_op(path: str | Path) -> str:
