@@ -31,7 +31,7 @@ _DTYPES = {"fp32": n.DType.F32, "fp16": n.DType.F16, "bf16": n.DType.BF16}
 
 class CakeToolchain:
     def __init__(self, *, workload: str, op: str, arch: str, settings: EvalSettings, seeds: Sequence[Path],
-                 rules: Callable[[], Sequence[CheckSpec]] | None = None):
+                 rules: Callable[[], Sequence[CheckSpec]] | None = None, against: Sequence[str] | None = None):
         from cake.experiments.workload import get_workload
 
         self.workload = get_workload(workload)
@@ -41,6 +41,8 @@ class CakeToolchain:
         self.backend = settings.backend
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
+        # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
+        self.against = self.workload.fitness.narrowed(against).against if against else self.workload.fitness.against
         self.shape = self.workload.fitness_shape(op)
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
@@ -48,7 +50,7 @@ class CakeToolchain:
         # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
         self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, shape=self.shape.name, arch=arch,
                                            settings=settings, model_baseline_ms=self.model_baseline_ms,
-                                           against=tuple(self.workload.fitness.against))
+                                           against=self.against)
 
     # ------------------------------------------------------------------------------------ static
 
@@ -76,8 +78,12 @@ class CakeToolchain:
                     f"{self.shape.name} ({self.shape.describe()}) on {self.arch} — a model prediction, not a timing "
                     f"(fitness_kind=model).")
         return (f"GPU: candidates are verified by the contract gates on {self.settings.device}, then timed at "
-                f"{self.shape.name} interleaved with {', '.join(self.workload.fitness.against)}; fitness is the "
+                f"{self.shape.name} interleaved with {', '.join(self.against)}{self._narrowed_note()}; fitness is the "
                 f"measured speedup over the best of them (fitness_kind=measured).")
+
+    def _narrowed_note(self) -> str:
+        left_out = [b for b in self.workload.fitness.against if b not in self.against]
+        return f" (not {', '.join(left_out)}: the run was told --against)" if left_out else ""
 
     # ------------------------------------------------------------------------------------ evaluation
 

@@ -45,7 +45,7 @@ def open_session(store: RunStore) -> EvolveSession:
     # learned_rules false (an ablation): neither the user's learned rules nor any distilled during the run
     learned = LearnedRules(store.root) if config.get("learned_rules", True) else None
     toolchain = CakeToolchain(workload=config["workload"], op=config["op"], arch=config["arch"], seeds=seeds,
-                              rules=learned.specs if learned is not None else None,
+                              rules=learned.specs if learned is not None else None, against=ev.get("against"),
                               settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
                                                     verdict_cache=ev["verdict_cache"],
                                                     cpu_workers=int(ev.get("cpu_workers", 1))))

@@ -240,12 +240,22 @@ class Fitness:
     baseline in `against` must have a time at every shape: one that is missing or failed its check makes the
     speedup undefined (`speedup` says why) and the score None — never a speedup over the ones that ran.
     A candidate that has not passed the contract gates, or fails the re-check after timing, has no score
-    (None) — it is never ranked, not ranked last.
+    (None) — it is never ranked, not ranked last. A run scores against fewer baselines only when asked by
+    name (`narrowed`, `cake evolve --against`), and its config says so.
     """
 
     op: str
     shapes: tuple[str, ...]
     against: tuple[str, ...]
+
+    def narrowed(self, names: Sequence[str]) -> Fitness:
+        """The same fitness over `names` only, a non-empty subset of `against` (kept in `against`'s order);
+        ValueError names what is not one of them."""
+        unknown = [name for name in names if name not in self.against]
+        if unknown or not names:
+            raise ValueError(f"the fitness of {self.op} is measured against {', '.join(self.against)}; "
+                             f"{'not one of them: ' + ', '.join(unknown) if unknown else 'name at least one'}")
+        return Fitness(self.op, self.shapes, tuple(b for b in self.against if b in names))
 
     def speedup(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]],
                 problems: Mapping[str, str] | None = None) -> Speedup:
@@ -295,6 +305,13 @@ class Workload:
             if spec.contract == contract:
                 return spec
         raise KeyError(f"workload {self.name} has no op {contract!r}; ops: {', '.join(o.contract for o in self.ops)}")
+
+    def unavailable_fitness_baselines(self, against: Sequence[str]) -> list[tuple[str, str]]:
+        """Each of the fitness op's baselines `against` that cannot run on this host, with why (loads them:
+        on a GPU host it imports their packages, runs nothing)."""
+        spec = self.op(self.fitness.op)
+        statuses = [(name, spec.baseline(name).status()) for name in against]
+        return [(name, status) for name, status in statuses if status != "available"]
 
     def fitness_shape(self, contract: str) -> Shape:
         """The shape `cake evolve` scores `contract` at: the fitness shape for the fitness op, else the op's

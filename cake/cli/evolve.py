@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wall-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--plateau", type=int, default=None, help="stop after this many turns without a better best")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--against", nargs="+", default=None, metavar="BASELINE",
+                   help="GPU: measure fitness over these of the workload's fitness baselines only (default: all of "
+                        "them; a run refuses to start while one cannot run on this host); stored in the run's config")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<time>-<op>-s<seed>)")
     p.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="continue this run")
     p.add_argument("--workers", type=int, default=None,
@@ -149,6 +152,10 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     if missing:
         raise UsageError(f"seed schedules missing: {', '.join(missing)}")
     device = _device(args.device)
+    try:
+        against = workload.fitness.narrowed(args.against).against if args.against else workload.fitness.against
+    except ValueError as error:
+        raise UsageError(f"--against: {error}") from None
     backend = args.backend or default_backend(device)
     if backend == "cuda" and device != "cuda":
         raise UsageError("--backend cuda needs --device cuda (a GPU)")
@@ -170,7 +177,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "workload": workload.name, "op": kernel, "agent": args.agent, "arch": arch, "seeds": seeds, "loop": loop,
         "eval": {"device": device, "backend": backend, "seed": args.seed,
                  "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None,
-                 "cpu_workers": args.workers or min(2, os.cpu_count() or 1)},
+                 "cpu_workers": args.workers or min(2, os.cpu_count() or 1), "against": list(against)},
         "llm": None, "learned_rules": args.learned_rules,
     }
     if args.agent == "openai":
@@ -180,6 +187,26 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
                                     token_budget=args.token_budget, repair_rounds=args.repair_rounds).to_json()
         config["llm_replay"] = {"from": [str(p) for p in args.llm_cache], "replay_only": args.replay_only}
     return config
+
+
+def require_fitness_baselines(config: dict[str, Any]) -> None:
+    """A measured run's fitness is undefined while one of its baselines cannot run (never a speedup over the
+    ones that did), so every candidate would fail after its gates and timing: refuse to start instead, naming
+    each missing baseline with why and how to go on. Checked on the host that starts the run (the local
+    executor's; a Ray cluster's workers must have the same packages)."""
+    from cake.experiments.workload import get_workload
+
+    if config["eval"]["device"] != "cuda":  # the CPU's fitness is the cost model's, over no baseline
+        return
+    workload = get_workload(config["workload"])
+    against = config["eval"].get("against") or workload.fitness.against
+    missing = workload.unavailable_fitness_baselines(against)
+    if missing:
+        ready = [b for b in against if b not in dict(missing)]
+        hint = (f"install them, or measure over the others only: --against {' '.join(ready)} (stored in the run's "
+                f"config)" if ready else "install at least one of them")
+        reasons = "; ".join(f"{name}: {why}" for name, why in missing)
+        raise UsageError(f"{workload.name}'s fitness baselines cannot all run here ({reasons}); {hint}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,9 +224,15 @@ def run(args: argparse.Namespace) -> int:
             store = RunStore.open(args.resume)
         except NotARunError as error:
             raise UsageError(str(error)) from None
+        try:
+            require_fitness_baselines(store.config)
+        except UsageError:
+            store.close()
+            raise
         resumed = True
     else:
         config = new_config(args)
+        require_fitness_baselines(config)  # before the run directory is written
         out = args.out or RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.op}-s{args.seed}"
         try:
             store = RunStore.create(out, config)

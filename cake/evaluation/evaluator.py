@@ -202,7 +202,10 @@ class ScheduleEvaluator:
         fitness is over; None when the speedup is undefined)."""
         from cake.experiments.workload import get_workload
 
-        speedup = get_workload(self.workload).fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
+        fitness = get_workload(self.workload).fitness
+        if self.against:  # the run's baselines (`cake evolve --against` may name fewer than the workload declares)
+            fitness = fitness.narrowed(self.against)
+        speedup = fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
         return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
 
     def retime(self, job: EvalJob, device: str) -> Retime:
