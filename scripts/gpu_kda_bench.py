@@ -35,6 +35,7 @@ the shapes it finished. The spot check is no verdict: the gates (`cake verify`, 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import signal
@@ -227,20 +228,43 @@ def baseline_geomean(reports: Sequence[dict[str, Any]], over: str, name: str) ->
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
 
 
-def seed_verification(path: Path | None) -> Verification:
-    """The schedule's verdict: `cake verify --json` of one seed (a Verdict) or of `--seeds` (every seed's)."""
+def seed_verification(path: Path | None, schedule: Path | None = None, params: str | None = None) -> Verification:
+    """The schedule's verdict: `cake verify --json` of one seed (a Verdict) or of `--seeds` (every seed's). With
+    `schedule`, a verdict that names its kernel (cake verify writes the file's sha256 and the params) counts only
+    for that file with those params; one written before verdicts named their kernel is taken as the script pairs
+    it, and its detail says so."""
     if path is None or not path.is_file():
         return Verification(False, "none", f"no verdict at {path}")
     from cake.verifier.multiseed import SeededVerdicts
     from cake.verifier.results import Verdict
 
     text = path.read_text()
-    if "verdicts" in json.loads(text):
+    data = json.loads(text)
+    if schedule is not None and (other := _another_kernel(data.get("kernel"), schedule, params)):
+        return Verification(False, "battery", f"the verdict at {path} is of {other}")
+    unpinned = "" if schedule is None or "kernel" in data else " (the verdict does not name its kernel)"
+    if "verdicts" in data:
         seeded = SeededVerdicts.from_json(text)
-        return Verification(seeded.passed, "battery", seeded.summary())
+        return Verification(seeded.passed, "battery", seeded.summary() + unpinned)
     verdict = Verdict.from_json(text)
     failed = ", ".join(g.gate_id for g in verdict.failures)
-    return Verification(verdict.passed, "battery", "all gates passed" if verdict.passed else f"failed {failed}")
+    return Verification(verdict.passed, "battery",
+                        ("all gates passed" if verdict.passed else f"failed {failed}") + unpinned)
+
+
+def _another_kernel(kernel: dict[str, Any] | None, schedule: Path, params: str | None) -> str | None:
+    """What else a verdict's kernel is, when it is not `schedule` with `params`; None when it is (or is unnamed)."""
+    if kernel is None:
+        return None
+    if "sha256" not in kernel:
+        return f"another kernel ({kernel.get('kernel')})"
+    digest = hashlib.sha256(schedule.read_bytes()).hexdigest()
+    if kernel["sha256"] != digest:
+        return f"another schedule ({kernel.get('schedule')}, sha256 {kernel['sha256'][:12]}; {schedule}: {digest[:12]})"
+    verified = json.loads(dict(kernel.get("options") or {}).get("params") or "{}")
+    if verified != json.loads(params or "{}"):
+        return f"{schedule} with params {verified or 'at their defaults'}, not {json.loads(params or '{}') or 'the defaults'}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{len(args.schedule)} schedules and {len(args.seed_verdict)} verdicts: give one verdict each")
     verifications = []
     for index, schedule in enumerate(args.schedule):
-        verification = seed_verification(args.seed_verdict[index] if args.seed_verdict else None)
+        verification = seed_verification(args.seed_verdict[index] if args.seed_verdict else None, schedule,
+                                         args.params)
         verifications.append(verification.detail)
         # Lowered before the verdict is consulted, so bad params or a refused schedule fail here, in a dry run too.
         kernel = load_schedule(schedule, params=args.params)

@@ -7,6 +7,7 @@ TIMEOUT or RUNTIME_ERROR), 2 on bad usage or a kernel that cannot be loaded.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,6 +138,19 @@ def resolve_kernel(args: argparse.Namespace) -> tuple[str, KernelRef]:
     return args.op, parse_kernel(args.kernel)
 
 
+def kernel_identity(args: argparse.Namespace, ref: KernelRef) -> dict[str, object]:
+    """What a --json verdict is of, written beside it so that a reader can refuse a verdict of another kernel:
+    for --schedule the file's sha256 and the loader's options (backend, params); for --kernel its reference."""
+    if args.schedule is None:
+        return {"kernel": ref.describe()}
+    digest = hashlib.sha256(Path(args.schedule).read_bytes()).hexdigest()
+    return {"schedule": str(args.schedule), "sha256": digest, "options": dict(ref.options)}
+
+
+def _write_json(path: Path, verdict_json: str, identity: dict[str, object]) -> None:
+    path.write_text(json.dumps({**json.loads(verdict_json), "kernel": identity}, indent=2, sort_keys=True) + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     from cake.verifier.worker import KernelLoadError, verify_in_worker
 
@@ -156,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     print_verdict(verdict, ref.describe(), device=args.device)
     if args.json is not None:
-        args.json.write_text(verdict.to_json() + "\n")
+        _write_json(args.json, verdict.to_json(), kernel_identity(args, ref))
     return ExitCode.OK if verdict.passed else ExitCode.FINDINGS
 
 
@@ -177,7 +191,7 @@ def run_seeds(args: argparse.Namespace) -> int:
         print_verdict(verdict, f"{ref.describe()} · seed {seed}", device=args.device)
     print(f"{op}: {'PASSED' if result.passed else 'FAILED'} {result.summary()}")
     if args.json is not None:
-        args.json.write_text(result.to_json() + "\n")
+        _write_json(args.json, result.to_json(), kernel_identity(args, ref))
     return ExitCode.OK if result.passed else ExitCode.FINDINGS
 
 

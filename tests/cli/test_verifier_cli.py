@@ -35,6 +35,23 @@ def test_verify_bug_exits_1_and_writes_token(tmp_path: Path, capsys: pytest.Capt
     assert not data["passed"] and len(failing) == 1  # stopped at the first failure
     assert failing[0]["replay_token"].startswith("cake1:row_sum:")
     assert "FAILED" in capsys.readouterr().out
+    assert "row_sum_drops_remainder" in data["kernel"]["kernel"]
+
+
+def test_a_schedule_verdict_names_the_file_by_its_sha256_and_its_params(tmp_path: Path) -> None:
+    import argparse
+    import hashlib
+
+    from cake.verifier.worker_protocol import KernelRef
+
+    from cake.cli.verify import kernel_identity
+
+    schedule = tmp_path / "s.cake"
+    schedule.write_text("schedule s")
+    ref = KernelRef.loader("cake.lowering.runtime:load_schedule", str(schedule), {"params": '{"BK": 64}'})
+    identity = kernel_identity(argparse.Namespace(schedule=str(schedule)), ref)
+    assert identity == {"schedule": str(schedule), "sha256": hashlib.sha256(b"schedule s").hexdigest(),
+                        "options": {"params": '{"BK": 64}'}}
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -3,6 +3,7 @@ interleaved timing with a scripted clock, spot checks refusing a wrong kernel, a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -123,7 +124,8 @@ def test_a_dry_run_with_a_passing_verdict_lists_the_schedule_as_a_contestant(tmp
     out = tmp_path / "bench.json"
     assert bench.main(["--json", str(out), "--dry-run", "--seed-verdict", str(verdict)]) == 0
     data = json.loads(out.read_text())
-    assert "kda_fused_chunkpar" in data["contestants"] and data["seed_verification"] == "passed under seeds 0, 1"
+    assert "kda_fused_chunkpar" in data["contestants"]
+    assert data["seed_verification"] == "passed under seeds 0, 1 (the verdict does not name its kernel)"
 
 
 def test_params_outside_the_schedule_domain_fail_before_any_timing(tmp_path: Path) -> None:
@@ -184,3 +186,23 @@ def test_a_dry_run_names_each_asked_baseline_that_cannot_load_here(tmp_path: Pat
     assert data["baseline_geomean"] == {"over": "fla_chunk_kda", "flash_kda": None}
     with pytest.raises(SystemExit):
         bench.main(["--json", str(out), "--dry-run", "--baselines", "no_such_kernel"])
+
+
+def test_a_verdict_that_names_its_kernel_counts_only_for_that_schedule_and_params(tmp_path: Path) -> None:
+    schedule = tmp_path / "a.cake"
+    schedule.write_text("schedule a")
+    other = tmp_path / "b.cake"
+    other.write_text("schedule b")
+    path = tmp_path / "verdict.json"
+    seeded = json.loads(SeededVerdicts("kda_forward", (0, 1), (_verdict(True), _verdict(True))).to_json())
+    kernel = {"schedule": str(schedule), "sha256": hashlib.sha256(b"schedule a").hexdigest(),
+              "options": {"backend": "triton", "params": '{"BK": 64}'}}
+    path.write_text(json.dumps({**seeded, "kernel": kernel}))
+    assert bench.seed_verification(path, schedule, '{"BK": 64}').passed
+    refused = bench.seed_verification(path, other, '{"BK": 64}')
+    assert not refused.passed and "another schedule" in refused.detail
+    at_defaults = bench.seed_verification(path, schedule, None)
+    assert not at_defaults.passed and "params {'BK': 64}" in at_defaults.detail
+    path.write_text(json.dumps(seeded))  # written before verdicts named their kernel: taken, and said so
+    unpinned = bench.seed_verification(path, schedule, None)
+    assert unpinned.passed and unpinned.detail.endswith("(the verdict does not name its kernel)")
