@@ -33,10 +33,11 @@ PASSES: tuple[Pass, ...] = (
 class TritonBackend:
     name = "triton"
     # Bump when the generated code changes meaning: the compile cache keys on it.
+    # 9: a launch refuses a tensor spanning more elements than 32-bit offsets address (`_K_MAX_OFFSET`);
     # 8: a launch given tracing tensors goes through torch's wrap_triton (`_k_traceable`); 7: out= and workspace=
     # (a caller's outputs and scratch memory); 6: call plans (a call signature seen before replays its record);
     # 5: dead fills dropped
-    codegen_version = "8"
+    codegen_version = "9"
     source_suffix = ".py"
 
     @property

@@ -21,6 +21,10 @@ DIRECT_SINCE = (3, 3)
 # on 16-byte alignment; every dtype's alignment divides it).
 WORKSPACE_ALIGN_BYTES = 256
 POINTER_ALIGN_BYTES = 16
+# The generated kernels compute element offsets in 32-bit integers (`access`: program ids, `tl.arange` and strides
+# that fit in int32 are int32 in Triton, and so are their products), so a tensor spanning more elements than this
+# would be addressed wrongly: its launch is refused at the call's first launch instead (`_KRecorder.launch`).
+MAX_OFFSET_ELEMENTS = 2**31 - 1
 
 PRELUDE = f'''
 _K_CPU_PROGRAMS = {CPU_PERSISTENT_PROGRAMS}  # persistent grids under the CPU interpreter
@@ -113,6 +117,7 @@ _K_OPTIONS = frozenset({{"num_warps", "num_stages", "maxnreg"}})  # launch optio
 _K_WORKSPACE_ALIGN = {WORKSPACE_ALIGN_BYTES}  # each scratch buffer starts this many bytes apart in a workspace
 _K_POINTER_ALIGN = {POINTER_ALIGN_BYTES}  # a workspace's start: Triton's pointer specialization, any dtype's alignment
 _k_plans = {{}}  # call signature -> _KPlan
+_K_MAX_OFFSET = {MAX_OFFSET_ELEMENTS}  # the most elements a tensor a kernel addresses may span (32-bit offsets)
 """
 
 CALL_PLAN_PRELUDE = '''
@@ -264,9 +269,14 @@ class _KDisjoint:
 
 def _k_extent(tensor):
     """The bytes from a tensor's data pointer to the end of its last element (0: no elements)."""
+    return _k_span(tensor) * tensor.element_size()
+
+
+def _k_span(tensor):
+    """The elements from a tensor's data pointer to its last element, that one included (0: no elements)."""
     if tensor.numel() == 0:
         return 0
-    return (sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1) * tensor.element_size()
+    return sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1
 
 
 class _KLaunch:
@@ -397,6 +407,13 @@ class _KRecorder:
         return tuple(carved)
 
     def launch(self, name, fn, grid, /, *args, **kwargs):
+        for value in args:  # checked once per call signature: a plan replays only launches that passed
+            if isinstance(value, torch.Tensor) and _k_span(value) > _K_MAX_OFFSET:
+                slot = _k_slot(self.tensors, value, name)
+                what = f"the input `{self.names[slot]}`" if slot < len(self.names) else "an output or scratch buffer"
+                raise ValueError(f"launch `{name}`: {what} spans {_k_span(value)} elements, more than the "
+                                 f"{_K_MAX_OFFSET} its kernel can address (32-bit element offsets); split the call, "
+                                 f"e.g. fewer tokens or rows per call")
         compiled = _k_traceable(name, fn, args)[grid](*args, **kwargs)
         self.launches.append(_KLaunch(name, fn, compiled, grid, args, kwargs, self.tensors))
         return compiled

@@ -97,6 +97,17 @@ def test_bad_calls_say_what_is_wrong(interpreter: None) -> None:
         assign(torch.randn(5, 8), torch.randn(2, 4, 8))
 
 
+def test_a_tensor_past_32_bit_offsets_is_refused_before_its_launch(interpreter: None) -> None:
+    # Meta tensors: the shapes and strides of a 2**31-element input without its 8 GB; the refusal comes before any
+    # kernel runs (a launch would address it with wrapped int32 offsets)
+    row_sum = load_schedule(str(ROW_SUM))
+    with pytest.raises(ValueError, match=r"the input `x` spans 2147549184 elements, more than the 2147483647"):
+        row_sum(torch.empty(2**16, 2**15 + 1, device="meta"))
+    # the span counts strides, not elements: a view over every other column of a too-long row is refused too
+    with pytest.raises(ValueError, match=r"`x` spans"):
+        row_sum(torch.empty(2**16, 2**16, device="meta")[:, ::2])
+
+
 def test_params_by_json_for_the_evolve_loop() -> None:
     kernel = load_schedule(str(ROW_SUM), params=json.dumps({"BM": 16, "BN": 32}))
     assert kernel.lowered.param_dict == {"BM": 16, "BN": 32}
