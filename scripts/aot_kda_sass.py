@@ -116,21 +116,33 @@ def per_program(parts: list[Region], trips: list[int]) -> dict[str, int]:
     return dict(totals)
 
 
-def inputs(dtype: Any) -> list[Any]:
+def inputs(dtype: Any, tokens: int = TOKENS, heads: int = HEADS, tables: int | None = None) -> list[Any]:
+    """The call's inputs at (BATCH, tokens, heads); with `tables` (a varlen-native schedule's chunk C) one
+    sequence of every token and the tables experiments/kda/adapt.py builds for it, after h0."""
     import torch
 
-    tokens = [torch.randn(BATCH, TOKENS, HEADS, HEAD_DIM).to(dtype) for _ in range(4)]
-    return [*tokens, torch.randn(BATCH, TOKENS, HEADS).to(dtype), torch.zeros(HEADS), torch.zeros(HEADS, HEAD_DIM),
-            torch.zeros(BATCH, HEADS, HEAD_DIM, HEAD_DIM)]
+    rows = [torch.randn(BATCH, tokens, heads, HEAD_DIM).to(dtype) for _ in range(4)]
+    given = [*rows, torch.randn(BATCH, tokens, heads).to(dtype), torch.zeros(heads), torch.zeros(heads, HEAD_DIM),
+             torch.zeros(BATCH, heads, HEAD_DIM, HEAD_DIM)]
+    if tables is None:
+        return given
+    from cake.experiments.kda.adapt import sequence_tables
+
+    return [*given, *sequence_tables(list(range(0, BATCH * tokens + 1, tokens)), tables, torch.device("cpu"))]
 
 
-def variant(schedule: Path, launch: str, params: str, trips: list[int] | None, dump: Path | None) -> dict[str, Any]:
+def variant(schedule: Path, launch: str, params: str, trips: list[int] | None, dump: Path | None,
+            tokens: int = TOKENS, heads: int = HEADS) -> dict[str, Any]:
     import torch
-    from cake.lowering.runtime import load_schedule
+    from cake.experiments.kda.adapt import VARLEN_TABLES
+    from cake.lowering.runtime import load_schedule, read_schedule
     from cake.lowering.triton.aot import _cubin_usage, compile_launches, disassemble
 
     loaded = load_schedule(str(schedule), params=params)
-    compiled = dict(compile_launches(loaded, inputs(torch.bfloat16), "sm_90a"))
+    kernel, _ = read_schedule(schedule)
+    varlen = all(kernel.tensor(name) for name in VARLEN_TABLES)
+    chunk = loaded.lowered.param_dict["C"] if varlen else None
+    compiled = dict(compile_launches(loaded, inputs(torch.bfloat16, tokens, heads, chunk), "sm_90a"))
     if launch not in compiled:
         raise SystemExit(f"no launch `{launch}` in {schedule.name}; it has {', '.join(compiled)}")
     kernel = compiled[launch]
@@ -176,14 +188,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trips", help="trip count of each loop of that launch, in code order, a nested loop's per entry (e.g. 4,4,4)")
     parser.add_argument("--params", nargs="+", default=["{}"], help="one JSON object per variant")
     parser.add_argument("--dump", type=Path, help="also write each variant's SASS and TTGIR here")
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="T (its divisibility by 16 specializes the code: "
+                        "h96_fixed's 8192 is, the default is not)")
+    parser.add_argument("--heads", type=int, default=HEADS, help="H (likewise; h96_fixed's 96 is divisible by 16)")
     args = parser.parse_args(argv)
     import triton
 
     trips = [int(t) for t in args.trips.split(",")] if args.trips else None
-    rows = [variant(args.schedule, args.launch, params, trips, args.dump) for params in args.params]
+    rows = [variant(args.schedule, args.launch, params, trips, args.dump, args.tokens, args.heads) for params in args.params]
     print_table(rows)
     args.out.write_text(json.dumps({"schedule": str(args.schedule), "launch": args.launch, "arch": "sm_90a",
-                                    "triton": triton.__version__, "trips": trips, "variants": rows}, indent=1))
+                                    "triton": triton.__version__, "trips": trips, "tokens": args.tokens,
+                                    "heads": args.heads, "variants": rows}, indent=1))
     print(f"wrote {args.out}")
     return 0
 
