@@ -30,7 +30,6 @@ source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
 SCHED=experiments/kda/kda_fused_staged.cake
 BEST=$RES/best.cake
-SHAPES="h96_fixed h96_varlen_mixed h96_varlen_1024x8 h64_fixed h64_varlen_mixed h64_varlen_1024x8"
 case "${1:?pass 1 or 2}" in
 1) budget 1350
    VARIANTS=('{"WARPS_INTRA": 1}' '{"WARPS_INTRA": 1, "BK": 32}' '{"BK": 32}' '{"BK": 64}' '{"STAGES_INTRA": 2}'
@@ -58,14 +57,7 @@ if ! passed $RES/verify_bf16.json; then
   budgeted verify_committed 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 \
     --schedule $BEST --json $VERDICT
 fi
-for i in 1 2 3; do
-  cap=$([ $i = 1 ] && echo 450 || echo 260)
-  # shellcheck disable=SC2086
-  budgeted bench_$i $cap 120 python3 scripts/gpu_kda_bench.py --json $RES/bench_$i.json --schedule $BEST \
-    --seed-verdict $VERDICT --shapes $SHAPES --max-seconds 110
-done
-budgeted summary 10 2 python3 scripts/kda_bench_summary.py $RES/bench_1.json $RES/bench_2.json $RES/bench_3.json \
-  --json $RES/summary.json
+kda_bench_processes 260 120 --schedule "$BEST" --seed-verdict "$VERDICT"
 budgeted verify_fp16 150 60 cake verify --device cuda --timeout 90 --dtypes fp16 --seeds 0 1 --schedule $BEST \
   --json $RES/verify_fp16.json
 touch $RES/DONE

@@ -33,7 +33,6 @@ STAGED=experiments/kda/kda_fused_staged.cake
 STAGED_VERDICT=results/h200-2026-12-03/s14-calls/pass2/verify_bf16.json
 NATIVE=experiments/kda/kda_fused_varlen.cake
 KL16=$RES/kda_fused_varlen_kl16.cake
-SHAPES="h96_fixed h96_varlen_mixed h96_varlen_1024x8 h64_fixed h64_varlen_mixed h64_varlen_1024x8"
 bash scripts/kda_kl16_variant.sh $NATIVE > $KL16 || { echo "no kl16 variant" | tee -a "$RES/stages.txt"; rm -f $KL16; }
 budget 1500
 budgeted profile 80 40 python3 scripts/gpu_kda_profile.py --out $RES/profile_native.json --schedule $NATIVE \
@@ -58,14 +57,7 @@ from gpu_kda_bench import seed_verification; sys.exit(0 if seed_verification(Pat
 else
   echo "kl16 did not pass every bf16 gate (or was not verified): not timed" | tee -a "$RES/stages.txt"
 fi
-for i in 1 2 3; do
-  cap=$([ $i = 1 ] && echo 450 || echo 200)
-  # shellcheck disable=SC2086
-  budgeted bench_$i $cap 100 python3 scripts/gpu_kda_bench.py --json $RES/bench_$i.json --schedule "${SCHEDULES[@]}" \
-    --seed-verdict "${VERDICTS[@]}" --shapes $SHAPES --max-seconds 110
-done
-budgeted summary 10 2 python3 scripts/kda_bench_summary.py $RES/bench_1.json $RES/bench_2.json $RES/bench_3.json \
-  --json $RES/summary.json
+kda_bench_processes 200 100 --schedule "${SCHEDULES[@]}" --seed-verdict "${VERDICTS[@]}"
 budgeted verify_fp16 150 60 cake verify --device cuda --timeout 90 --dtypes fp16 --seeds 0 1 --schedule $NATIVE \
   --json $RES/verify_fp16.json
 touch $RES/DONE

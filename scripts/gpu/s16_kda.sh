@@ -20,7 +20,6 @@
 #   4. verify_fp16 (what is left, <= 150 s each): both kl16 schedules' gates in fp16 under seeds 0 and 1.
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
-SHAPES="h96_fixed h96_varlen_mixed h96_varlen_1024x8 h64_fixed h64_varlen_mixed h64_varlen_1024x8"
 STAGED_KL16=$RES/kda_fused_staged_kl16.cake
 VARLEN_KL16=$RES/kda_fused_varlen_kl16.cake
 bash scripts/kda_kl16_variant.sh experiments/kda/kda_fused_staged.cake > $STAGED_KL16
@@ -32,15 +31,8 @@ budgeted verify_staged_kl16 160 60 cake verify --device cuda --timeout 90 --dtyp
   --schedule $STAGED_KL16 --json $RES/verify_staged_kl16.json
 budgeted verify_varlen_kl16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 \
   --schedule $VARLEN_KL16 --json $RES/verify_varlen_kl16.json
-for i in 1 2 3; do
-  cap=$([ $i = 1 ] && echo 450 || echo 200)
-  # shellcheck disable=SC2086
-  budgeted bench_$i $cap 100 python3 scripts/gpu_kda_bench.py --json $RES/bench_$i.json \
-    --schedule $STAGED_KL16 $VARLEN_KL16 --seed-verdict $RES/verify_staged_kl16.json $RES/verify_varlen_kl16.json \
-    --shapes $SHAPES --max-seconds 110
-done
-budgeted summary 10 2 python3 scripts/kda_bench_summary.py $RES/bench_1.json $RES/bench_2.json $RES/bench_3.json \
-  --json $RES/summary.json
+kda_bench_processes 200 100 --schedule "$STAGED_KL16" "$VARLEN_KL16" \
+  --seed-verdict "$RES/verify_staged_kl16.json" "$RES/verify_varlen_kl16.json"
 budgeted kda_evolve 560 300 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
   --against fla_chunk_kda --wall-time 420 --out $RES/kda_evolve
 budgeted report 20 5 cake report $RES/kda_evolve
