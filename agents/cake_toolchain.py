@@ -42,7 +42,7 @@ class CakeToolchain:
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
         # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
-        self.against = self.workload.fitness.narrowed(against).against if against else self.workload.fitness.against
+        self.against = self.workload.fitness.over(against).against
         self.shape = self.workload.fitness_shape(op)
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)

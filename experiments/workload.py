@@ -257,6 +257,10 @@ class Fitness:
                              f"{'not one of them: ' + ', '.join(unknown) if unknown else 'name at least one'}")
         return Fitness(self.op, self.shapes, tuple(b for b in self.against if b in names))
 
+    def over(self, names: Sequence[str] | None) -> Fitness:
+        """`narrowed(names)`, or this fitness when a run named no baselines (None or empty: all of them)."""
+        return self.narrowed(names) if names else self
+
     def speedup(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]],
                 problems: Mapping[str, str] | None = None) -> Speedup:
         """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; `problems[name]` says why a

@@ -153,7 +153,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"seed schedules missing: {', '.join(missing)}")
     device = _device(args.device)
     try:
-        against = workload.fitness.narrowed(args.against).against if args.against else workload.fitness.against
+        against = workload.fitness.over(args.against).against
     except ValueError as error:
         raise UsageError(f"--against: {error}") from None
     backend = args.backend or default_backend(device)
@@ -199,7 +199,7 @@ def require_fitness_baselines(config: dict[str, Any]) -> None:
     if config["eval"]["device"] != "cuda":  # the CPU's fitness is the cost model's, over no baseline
         return
     workload = get_workload(config["workload"])
-    against = config["eval"].get("against") or workload.fitness.against
+    against = workload.fitness.over(config["eval"].get("against")).against
     missing = workload.unavailable_fitness_baselines(against)
     if missing:
         ready = [b for b in against if b not in dict(missing)]

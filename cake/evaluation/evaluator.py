@@ -202,9 +202,8 @@ class ScheduleEvaluator:
         fitness is over; None when the speedup is undefined)."""
         from cake.experiments.workload import get_workload
 
-        fitness = get_workload(self.workload).fitness
-        if self.against:  # the run's baselines (`cake evolve --against` may name fewer than the workload declares)
-            fitness = fitness.narrowed(self.against)
+        # the run's baselines (`cake evolve --against` may name fewer than the workload declares)
+        fitness = get_workload(self.workload).fitness.over(self.against)
         speedup = fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
         return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
 
