@@ -14,7 +14,7 @@
 #      (the verdict files now name the schedule's sha256: the bench refuses a verdict of another file).
 #   2. bench_1..3 (<= 450 s, then <= 200 s each): gpu_kda_bench.py at the six shapes, a process each, both kl16
 #      schedules side by side against the same fla calls; summary: per schedule the median over processes.
-#   3. kda_evolve (<= 560 s): `cake evolve --op kda --device cuda --against fla_chunk_kda` from the workload's seeds
+#   3. kda_evolve (<= 600 s, 480 s of wall time): `cake evolve --op kda --device cuda --against fla_chunk_kda` from the workload's seeds
 #      (FlashKDA is not installed: it fails the contract's fp32 final_state, and the run would refuse to start
 #      without --against), then `cake report` of the run.
 #   4. verify_fp16 (what is left, <= 150 s each): both kl16 schedules' gates in fp16 under seeds 0 and 1.
@@ -33,8 +33,8 @@ budgeted verify_varlen_kl16 160 60 cake verify --device cuda --timeout 90 --dtyp
   --schedule $VARLEN_KL16 --json $RES/verify_varlen_kl16.json
 kda_bench_processes 200 100 --schedule "$STAGED_KL16" "$VARLEN_KL16" \
   --seed-verdict "$RES/verify_staged_kl16.json" "$RES/verify_varlen_kl16.json"
-budgeted kda_evolve 560 300 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
-  --against fla_chunk_kda --wall-time 420 --out $RES/kda_evolve
+budgeted kda_evolve 600 300 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
+  --against fla_chunk_kda --wall-time 480 --out $RES/kda_evolve
 budgeted report 20 5 cake report $RES/kda_evolve
 budgeted verify_fp16_varlen 150 60 cake verify --device cuda --timeout 90 --dtypes fp16 --seeds 0 1 \
   --schedule $VARLEN_KL16 --json $RES/verify_fp16_varlen_kl16.json
