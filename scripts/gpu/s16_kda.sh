@@ -8,7 +8,7 @@
 # the varlen-native's 1.891, its varlen shapes slower (a launch pair per sequence). The staged schedule's kl16
 # variant (scripts/kda_kl16_variant.sh) was never built on the GPU: if its intra keeps the staged lead and recur
 # gains what kl16 gave the varlen-native one, it would run ~2.3 ms at h96_fixed.
-# Stages (one budget of 1650 s):
+# Stages (one budget of 1560 s, S16_BUDGET overrides):
 #   0. profile (<= 60 s): the staged kl16 schedule's ms of kernels a call [intra, recur] at h96_fixed and h64_fixed.
 #   1. verify_staged_kl16, verify_varlen_kl16 (<= 160 s each): every kda_forward gate in bf16 under seeds 0, 1, 2
 #      (the verdict files now name the schedule's sha256: the bench refuses a verdict of another file).
@@ -24,7 +24,7 @@ STAGED_KL16=$RES/kda_fused_staged_kl16.cake
 VARLEN_KL16=$RES/kda_fused_varlen_kl16.cake
 bash scripts/kda_kl16_variant.sh experiments/kda/kda_fused_staged.cake > $STAGED_KL16
 bash scripts/kda_kl16_variant.sh experiments/kda/kda_fused_varlen.cake > $VARLEN_KL16
-budget 1650
+budget ${S16_BUDGET:-1560}
 budgeted profile 60 20 python3 scripts/gpu_kda_profile.py --out $RES/profile_kl16.json --schedule $STAGED_KL16 \
   --shapes h96_fixed h64_fixed --no-fla
 budgeted verify_staged_kl16 160 60 cake verify --device cuda --timeout 90 --dtypes bf16 --seeds 0 1 2 \
