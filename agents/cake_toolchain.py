@@ -50,7 +50,8 @@ class CakeToolchain:
         # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
         self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, shape=self.shape.name, arch=arch,
                                            settings=settings, model_baseline_ms=self.model_baseline_ms,
-                                           against=self.against)
+                                           against=self.against,
+                                           shapes=tuple(s.name for s in self.workload.fitness_shapes(op)))
 
     # ------------------------------------------------------------------------------------ static
 
@@ -77,8 +78,10 @@ class CakeToolchain:
                     f"(fp32); fitness is the COST MODEL's predicted speedup over the seed schedule at "
                     f"{self.shape.name} ({self.shape.describe()}) on {self.arch} — a model prediction, not a timing "
                     f"(fitness_kind=model).")
+        shapes = self.evaluator.timed_shapes
+        where = shapes[0] if len(shapes) == 1 else f"{', '.join(shapes)} (the geomean over them)"
         return (f"GPU: candidates are verified by the contract gates on {self.settings.device}, then timed at "
-                f"{self.shape.name} interleaved with {', '.join(self.against)}{self._narrowed_note()}; fitness is the "
+                f"{where} interleaved with {', '.join(self.against)}{self._narrowed_note()}; fitness is the "
                 f"measured speedup over the best of them (fitness_kind=measured).")
 
     def _narrowed_note(self) -> str:

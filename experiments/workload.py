@@ -317,13 +317,18 @@ class Workload:
         statuses = [(name, spec.baseline(name).status()) for name in against]
         return [(name, status) for name, status in statuses if status != "available"]
 
-    def fitness_shape(self, contract: str) -> Shape:
-        """The shape `cake evolve` scores `contract` at: the fitness shape for the fitness op, else the op's
-        first GPU shape."""
+    def fitness_shapes(self, contract: str) -> tuple[Shape, ...]:
+        """The shapes a measured fitness of `contract` is timed at: every shape the fitness names for the fitness
+        op (its score is the geomean over them), else the op's first GPU shape."""
         spec = self.op(contract)
         if self.fitness.op == contract and self.fitness.shapes:
-            return spec.shape(self.fitness.shapes[0])
-        return spec.gpu_shapes[0]
+            return tuple(spec.shape(name) for name in self.fitness.shapes)
+        return (spec.gpu_shapes[0],)
+
+    def fitness_shape(self, contract: str) -> Shape:
+        """The first of `fitness_shapes`: where the cost model predicts, budgets are proven and a candidate's
+        `measured_ms` is reported."""
+        return self.fitness_shapes(contract)[0]
 
     @property
     def primary(self) -> OpSpec:

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 # both are verified on the GPU.
 CPU_DTYPES = ("float32",)
 BENCH_MAX_SECONDS = 20.0  # wall-clock guard per shape for the interleaved sampling
+# What each timed shape past the first adds to a bench worker's time limit: the sampling guard above, the inputs,
+# and a baseline's first call there (fla autotunes each new shape: ~60 s at KDA's six in a fresh process).
+BENCH_SECONDS_PER_EXTRA_SHAPE = 90.0
 ERROR_CHARS = 4000  # an error kept in the store: the tail that names the problem, not a whole log
 
 
@@ -95,11 +98,21 @@ class KernelSpec:
 class ScheduleEvaluator:
     op: str
     workload: str
-    shape: str  # the fitness shape's name in the op's domain
+    shape: str  # the fitness shape's name in the op's domain (measured_ms is the candidate's median there)
     arch: str
     settings: EvalSettings
     model_baseline_ms: float | None = None  # the best predicted seed: the CPU fitness is relative to it
     against: tuple[str, ...] = field(default_factory=tuple)  # baselines the GPU fitness is measured against
+    # every shape a GPU evaluation times, `shape` first (`Workload.fitness_shapes`); empty: `shape` alone
+    shapes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def timed_shapes(self) -> tuple[str, ...]:
+        return self.shapes or (self.shape,)
+
+    @property
+    def bench_timeout_s(self) -> float:
+        return self.settings.bench_timeout_s + BENCH_SECONDS_PER_EXTRA_SHAPE * (len(self.timed_shapes) - 1)
 
     def kernel(self, path: Path) -> KernelSpec:
         from cake.experiments.workload import schedule_loader_for
@@ -157,14 +170,15 @@ class ScheduleEvaluator:
     def _request(self, path: Path) -> BenchRequest:
         from cake.experiments.workload import get_workload
 
-        shape = get_workload(self.workload).op(self.op).shape(self.shape)
-        return BenchRequest(self.op, self.kernel(path).ref(), (shape,), self.against, seed=self.settings.seed,
+        spec = get_workload(self.workload).op(self.op)
+        shapes = tuple(spec.shape(name) for name in self.timed_shapes)
+        return BenchRequest(self.op, self.kernel(path).ref(), shapes, self.against, seed=self.settings.seed,
                             gate_timeout_s=self.settings.gate_timeout_s, max_seconds=BENCH_MAX_SECONDS)
 
     def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
         request = self._request(job.path)
         dtype = str(request.shapes[0].torch_dtype).removeprefix("torch.")
-        outcome, problem = run_bench_worker(request, device, timeout_s=self.settings.bench_timeout_s,
+        outcome, problem = run_bench_worker(request, device, timeout_s=self.bench_timeout_s,
                                             verdict_cache=self.settings.verdict_cache,
                                             keep=job.path.with_suffix(".bench.json"))
         if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
@@ -188,8 +202,7 @@ class ScheduleEvaluator:
                                    error=f"fails in {', '.join(others)} (passed {dtype})")
         speedup, best_baseline = self._speedup(outcome)
         fitness = speedup.value
-        timings = {"candidate_ms": outcome.candidate.get(self.shape),
-                   **{f"{b}_ms": t.get(self.shape) for b, t in outcome.baselines.items()}}
+        timings = _timings(outcome, self.timed_shapes)
         error = None if fitness is not None else \
             f"speedup undefined: {outcome.refused or speedup.undefined}: {problem}"[:ERROR_CHARS]
         return _evaluation(CandidateStatus.PASSED if fitness is not None else CandidateStatus.FAILED, device, started,
@@ -202,8 +215,10 @@ class ScheduleEvaluator:
         fitness is over; None when the speedup is undefined)."""
         from cake.experiments.workload import get_workload
 
-        # the run's baselines (`cake evolve --against` may name fewer than the workload declares)
-        fitness = get_workload(self.workload).fitness.over(self.against)
+        # the run's baselines (`cake evolve --against` may name fewer than the workload declares), over the
+        # shapes this evaluator times (the workload's fitness shapes for its fitness op)
+        fitness = replace(get_workload(self.workload).fitness.over(self.against), op=self.op,
+                          shapes=self.timed_shapes)
         speedup = fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
         return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
 
@@ -212,7 +227,7 @@ class ScheduleEvaluator:
         cached by then, so only the timing runs): what the run reports as the best is this figure, measured
         independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
         keep = job.path.with_suffix(".retime.json")
-        outcome, problem = run_bench_worker(self._request(job.path), device, timeout_s=self.settings.bench_timeout_s,
+        outcome, problem = run_bench_worker(self._request(job.path), device, timeout_s=self.bench_timeout_s,
                                             verdict_cache=self.settings.verdict_cache, keep=keep)
         samples = keep.name if keep.is_file() else None
         if not isinstance(outcome, BenchTimes):
@@ -337,6 +352,14 @@ def _load_failure(message: str) -> CandidateStatus:
     """A kernel that could not be loaded or benched: a CAKE bug (an internal error relayed by a worker) or an
     error of the candidate."""
     return CandidateStatus.INTERNAL if is_internal(message) else CandidateStatus.ERROR
+
+
+def _timings(outcome: BenchTimes, shapes: Sequence[str]) -> dict[str, float | None]:
+    """Each contestant's median at the first shape as `<name>_ms` (what `cake report` turns into speedups over
+    `measured_ms`), and at every further shape as `<name>_ms@<shape>`."""
+    contestants = {"candidate": outcome.candidate, **outcome.baselines}
+    return {f"{name}_ms{'' if i == 0 else '@' + shape}": times.get(shape)
+            for i, shape in enumerate(shapes) for name, times in contestants.items()}
 
 
 def _evaluation(status: CandidateStatus, device: str, started: float, *, verdict: Mapping[str, Any] | None = None,
