@@ -41,12 +41,12 @@ export_evidence() { local one=$1 tag=$2 runs=$3 i; local host=/tmp/${tag}_host p
   budgeted bench_cell 60 30 env CAKE_BACKEND=cuda cake bench --schedule "$one" --shapes cake_cell --reps 50 \
     --max-seconds 15 --json "$RES/export/bench_schedule.json"; }
 # `kda_bench_processes LATER_CAP MIN ARGS...`: gpu_kda_bench.py at the six FlashKDA shapes (its default) in three
-# processes, bench_1..3 (the first <= 450 s: fla autotunes each shape there, TRITON_CACHE_AUTOTUNING keeps it for the
-# next two, <= LATER_CAP s each; each skipped with less than MIN s left), ARGS naming the schedules and their verdicts;
+# processes, bench_1..3 (the first <= KDA_BENCH_FIRST_CAP s, default 450: fla autotunes each shape there,
+# TRITON_CACHE_AUTOTUNING keeps it for the next two, <= LATER_CAP s each; each skipped with less than MIN s left), ARGS naming the schedules and their verdicts;
 # then the summary: per schedule the median over the processes per shape with its range, and the geomean.
 kda_bench_processes() { local later=$1 min=$2 i; shift 2
   for i in 1 2 3; do
-    budgeted bench_$i "$([ $i = 1 ] && echo 450 || echo "$later")" "$min" python3 scripts/gpu_kda_bench.py \
+    budgeted bench_$i "$([ $i = 1 ] && echo "${KDA_BENCH_FIRST_CAP:-450}" || echo "$later")" "$min" python3 scripts/gpu_kda_bench.py \
       --json "$RES/bench_$i.json" "$@" --max-seconds 110
   done
   budgeted summary 10 2 python3 scripts/kda_bench_summary.py "$RES/bench_1.json" "$RES/bench_2.json" \

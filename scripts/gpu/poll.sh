@@ -5,6 +5,8 @@
 #   bash scripts/gpu/poll.sh RES_DIR SECONDS [LOG]
 res=${1:?RES_DIR}; seconds=${2:?SECONDS}; log=${3:-}
 end=$(( $(date +%s) + seconds ))
+# A pipeline just started creates RES_DIR only after setup.sh has installed the wheels: wait up to 90 s for it.
+for _ in $(seq 18); do [ -d "$res" ] && break; sleep 5; done
 [ -d "$res" ] || { echo "no $res on this machine: the pipeline is not running here (a fresh machine?)"; exit 3; }
 while [ ! -f "$res/DONE" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
 [ -n "$log" ] && [ -f "$log" ] && cp "$log" "$res/pipeline.log"

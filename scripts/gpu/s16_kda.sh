@@ -1,4 +1,5 @@
-# H200, written in session 15 (issue 14), not yet run: the kl16 forms of both KDA forwards side by side against fla
+# H200, written in session 15 (issue 14), run in session 16 (results/h200-2026-12-03/s16-kda; its evolve found the
+# fitness-shapes bug, scripts/gpu/s17_kda.sh has what is left): the kl16 forms of both KDA forwards side by side against fla
 # chunk_kda at the six FlashKDA shapes in three processes, then `cake evolve --op kda` on the GPU with measured
 # fitness. One pipeline of ~25 minutes, run and collected as scripts/gpu/s14_kda.sh's header says:
 #   RES=/tmp/res OUT=/tmp/s16out setsid nohup bash scripts/gpu/s16_kda.sh > /tmp/s16.log 2>&1 < /dev/null &
