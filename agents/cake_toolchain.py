@@ -42,7 +42,7 @@ class CakeToolchain:
         self.settings = settings
         self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
         # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
-        self.against = self.workload.fitness.over(against).against
+        self.against = self.workload.fitness_for(op).over(against).against
         self.shape = self.workload.fitness_shape(op)
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
@@ -85,7 +85,7 @@ class CakeToolchain:
                 f"measured speedup over the best of them (fitness_kind=measured).")
 
     def _narrowed_note(self) -> str:
-        left_out = [b for b in self.workload.fitness.against if b not in self.against]
+        left_out = [b for b in self.workload.fitness_for(self.op).against if b not in self.against]
         return f" (not {', '.join(left_out)}: the run was told --against)" if left_out else ""
 
     # ------------------------------------------------------------------------------------ evaluation

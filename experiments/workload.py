@@ -310,10 +310,19 @@ class Workload:
                 return spec
         raise KeyError(f"workload {self.name} has no op {contract!r}; ops: {', '.join(o.contract for o in self.ops)}")
 
-    def unavailable_fitness_baselines(self, against: Sequence[str]) -> list[tuple[str, str]]:
-        """Each of the fitness op's baselines `against` that cannot run on this host, with why (loads them:
-        on a GPU host it imports their packages, runs nothing)."""
-        spec = self.op(self.fitness.op)
+    def fitness_for(self, contract: str) -> Fitness:
+        """How a run evolving `contract` is scored: the declared fitness for the fitness op; for another op, the
+        speedup over every baseline that op declares at its first GPU shape (`against` empty when it declares
+        none: it has no measured fitness, and a GPU run of it refuses to start)."""
+        spec = self.op(contract)
+        if contract == self.fitness.op:
+            return self.fitness
+        return Fitness(contract, (spec.gpu_shapes[0].name,), tuple(b.name for b in spec.baselines))
+
+    def unavailable_fitness_baselines(self, contract: str, against: Sequence[str]) -> list[tuple[str, str]]:
+        """Each of `contract`'s baselines `against` that cannot run on this host, with why (loads them: on a GPU
+        host it imports their packages, runs nothing)."""
+        spec = self.op(contract)
         statuses = [(name, spec.baseline(name).status()) for name in against]
         return [(name, status) for name, status in statuses if status != "available"]
 
@@ -321,9 +330,8 @@ class Workload:
         """The shapes a measured fitness of `contract` is timed at: every shape the fitness names for the fitness
         op (its score is the geomean over them), else the op's first GPU shape."""
         spec = self.op(contract)
-        if self.fitness.op == contract and self.fitness.shapes:
-            return tuple(spec.shape(name) for name in self.fitness.shapes)
-        return (spec.gpu_shapes[0],)
+        names = self.fitness_for(contract).shapes
+        return tuple(spec.shape(name) for name in names) if names else (spec.gpu_shapes[0],)
 
     def fitness_shape(self, contract: str) -> Shape:
         """The first of `fitness_shapes`: where the cost model predicts, budgets are proven and a candidate's

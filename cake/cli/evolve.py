@@ -153,7 +153,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"seed schedules missing: {', '.join(missing)}")
     device = _device(args.device)
     try:
-        against = workload.fitness.over(args.against).against
+        against = workload.fitness_for(kernel).over(args.against).against
     except ValueError as error:
         raise UsageError(f"--against: {error}") from None
     backend = args.backend or default_backend(device)
@@ -199,8 +199,12 @@ def require_fitness_baselines(config: dict[str, Any]) -> None:
     if config["eval"]["device"] != "cuda":  # the CPU's fitness is the cost model's, over no baseline
         return
     workload = get_workload(config["workload"])
-    against = workload.fitness.over(config["eval"].get("against")).against
-    missing = workload.unavailable_fitness_baselines(against)
+    op = config["op"]
+    against = workload.fitness_for(op).over(config["eval"].get("against")).against
+    if not against:
+        raise UsageError(f"{op} declares no baselines, so a GPU run has nothing to measure its fitness over: evolve "
+                         f"it on the CPU (--device cpu, the cost model's fitness) or evolve {workload.fitness.op}")
+    missing = workload.unavailable_fitness_baselines(op, against)
     if missing:
         ready = [b for b in against if b not in dict(missing)]
         hint = (f"install them, or measure over the others only: --against {' '.join(ready)} (stored in the run's "

@@ -215,10 +215,9 @@ class ScheduleEvaluator:
         fitness is over; None when the speedup is undefined)."""
         from cake.experiments.workload import get_workload
 
-        # the run's baselines (`cake evolve --against` may name fewer than the workload declares), over the
-        # shapes this evaluator times (the workload's fitness shapes for its fitness op)
-        fitness = replace(get_workload(self.workload).fitness.over(self.against), op=self.op,
-                          shapes=self.timed_shapes)
+        # the run's baselines (`cake evolve --against` may name fewer than the op declares), over the shapes this
+        # evaluator times (the workload's fitness shapes for its fitness op)
+        fitness = replace(get_workload(self.workload).fitness_for(self.op).over(self.against), shapes=self.timed_shapes)
         speedup = fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
         return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
 

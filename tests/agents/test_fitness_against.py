@@ -40,7 +40,7 @@ def test_against_is_stored_in_the_config_and_an_unknown_name_is_a_usage_error() 
 
 
 def _gpu_config(against: list[str]) -> dict:
-    return {"workload": "kda", "eval": {"device": "cuda", "against": against}}
+    return {"workload": "kda", "op": "kda_forward", "eval": {"device": "cuda", "against": against}}
 
 
 def test_a_measured_run_refuses_to_start_naming_each_missing_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,7 +60,18 @@ def test_with_no_baseline_runnable_it_says_to_install_one() -> None:
     # On this CPU host neither fla nor FlashKDA is installed
     with pytest.raises(UsageError, match="fla_chunk_kda: .*flash_kda: .*install at least one of them"):
         require_fitness_baselines(_gpu_config(["fla_chunk_kda", "flash_kda"]))
-    require_fitness_baselines({"workload": "kda", "eval": {"device": "cpu"}})  # model fitness: no baseline runs
+    require_fitness_baselines({"workload": "kda", "op": "kda_forward", "eval": {"device": "cpu"}})  # model fitness
+
+
+def test_another_op_is_scored_over_its_own_baselines_and_one_with_none_refuses_a_gpu_run() -> None:
+    workload = get_workload("flash_kmeans")
+    update = workload.fitness_for("kmeans_update")
+    assert update.op == "kmeans_update" and update.shapes == (workload.op("kmeans_update").gpu_shapes[0].name,)
+    assert update.against == tuple(b.name for b in workload.op("kmeans_update").baselines) != ()
+    assert workload.fitness_for("kmeans_assign") == workload.fitness
+    assert get_workload("kda").fitness_for("kda_core").against == ()  # kda_core declares no baseline
+    with pytest.raises(UsageError, match="kda_core declares no baselines.*--device cpu"):
+        require_fitness_baselines({"workload": "kda", "op": "kda_core", "eval": {"device": "cuda", "against": []}})
 
 
 def test_a_narrowed_evaluator_scores_over_its_baselines_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
