@@ -50,8 +50,7 @@ class CakeToolchain:
         # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
         self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, shape=self.shape.name, arch=arch,
                                            settings=settings, model_baseline_ms=self.model_baseline_ms,
-                                           against=self.against,
-                                           shapes=tuple(s.name for s in self.workload.fitness_shapes(op)))
+                                           against=self.against)
 
     # ------------------------------------------------------------------------------------ static
 

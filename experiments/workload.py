@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -311,13 +311,15 @@ class Workload:
         raise KeyError(f"workload {self.name} has no op {contract!r}; ops: {', '.join(o.contract for o in self.ops)}")
 
     def fitness_for(self, contract: str) -> Fitness:
-        """How a run evolving `contract` is scored: the declared fitness for the fitness op; for another op, the
-        speedup over every baseline that op declares at its first GPU shape (`against` empty when it declares
-        none: it has no measured fitness, and a GPU run of it refuses to start)."""
+        """How a run evolving `contract` is scored: the declared fitness for the fitness op (at the op's first GPU
+        shape if it names none); for another op, the speedup over every baseline that op declares at its first
+        GPU shape (`against` empty when it declares none: it has no measured fitness, and a GPU run of it refuses
+        to start)."""
         spec = self.op(contract)
+        first = (spec.gpu_shapes[0].name,)
         if contract == self.fitness.op:
-            return self.fitness
-        return Fitness(contract, (spec.gpu_shapes[0].name,), tuple(b.name for b in spec.baselines))
+            return self.fitness if self.fitness.shapes else replace(self.fitness, shapes=first)
+        return Fitness(contract, first, tuple(b.name for b in spec.baselines))
 
     def unavailable_fitness_baselines(self, contract: str, against: Sequence[str]) -> list[tuple[str, str]]:
         """Each of `contract`'s baselines `against` that cannot run on this host, with why (loads them: on a GPU
@@ -330,8 +332,7 @@ class Workload:
         """The shapes a measured fitness of `contract` is timed at: every shape the fitness names for the fitness
         op (its score is the geomean over them), else the op's first GPU shape."""
         spec = self.op(contract)
-        names = self.fitness_for(contract).shapes
-        return tuple(spec.shape(name) for name in names) if names else (spec.gpu_shapes[0],)
+        return tuple(spec.shape(name) for name in self.fitness_for(contract).shapes)
 
     def fitness_shape(self, contract: str) -> Shape:
         """The first of `fitness_shapes`: where the cost model predicts, budgets are proven and a candidate's

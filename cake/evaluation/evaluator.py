@@ -103,12 +103,13 @@ class ScheduleEvaluator:
     settings: EvalSettings
     model_baseline_ms: float | None = None  # the best predicted seed: the CPU fitness is relative to it
     against: tuple[str, ...] = field(default_factory=tuple)  # baselines the GPU fitness is measured against
-    # every shape a GPU evaluation times, `shape` first (`Workload.fitness_shapes`); empty: `shape` alone
-    shapes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def timed_shapes(self) -> tuple[str, ...]:
-        return self.shapes or (self.shape,)
+        """Every shape a GPU evaluation times, `shape` first: the op's fitness shapes (`Workload.fitness_for`)."""
+        from cake.experiments.workload import get_workload
+
+        return get_workload(self.workload).fitness_for(self.op).shapes
 
     @property
     def bench_timeout_s(self) -> float:
@@ -215,9 +216,8 @@ class ScheduleEvaluator:
         fitness is over; None when the speedup is undefined)."""
         from cake.experiments.workload import get_workload
 
-        # the run's baselines (`cake evolve --against` may name fewer than the op declares), over the shapes this
-        # evaluator times (the workload's fitness shapes for its fitness op)
-        fitness = replace(get_workload(self.workload).fitness_for(self.op).over(self.against), shapes=self.timed_shapes)
+        # the run's baselines (`cake evolve --against` may name fewer than the op declares)
+        fitness = get_workload(self.workload).fitness_for(self.op).over(self.against)
         speedup = fitness.speedup(outcome.candidate, outcome.baselines, outcome.problems)
         return speedup, outcome.baselines.get(speedup.best_baseline or "", {}).get(self.shape)
 

@@ -21,7 +21,7 @@ def _evaluator(op: str, workload: str) -> ScheduleEvaluator:
     shapes = tuple(s.name for s in get_workload(workload).fitness_shapes(op))
     return ScheduleEvaluator(op=op, workload=workload, shape=shapes[0], arch="sm_90a",
                              settings=EvalSettings(device="cuda", backend="triton", seed=0),
-                             against=("fla_chunk_kda",), shapes=shapes)
+                             against=("fla_chunk_kda",))
 
 
 def test_the_fitness_op_is_timed_at_every_fitness_shape_and_scored_by_their_geomean(
