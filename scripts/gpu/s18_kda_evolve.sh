@@ -1,0 +1,21 @@
+# H200, written in session 17 (issue 14), not yet run: the GPU `cake evolve --op kda` with its six-shape measured
+# fitness, long enough to store evaluations.
+#   RES=/tmp/res OUT=/tmp/s18out setsid nohup bash scripts/gpu/s18_kda_evolve.sh > /tmp/s18.log 2>&1 < /dev/null &
+#   sleep 5; bash scripts/gpu/poll.sh /tmp/res 560 /tmp/s18.log      (then poll.sh again at once, and again).
+#   Carry [".whl"].
+# Session 17's evolve on a fresh machine timed the seed at all six shapes (384 s, fla autotuning at both head
+# counts) and was still verifying its f32 and f16 gates when the machine was taken back: nothing stored. A GPU KDA
+# evaluation costs six to nine minutes, so the loop gets 1,000 s of wall time (the seeds, then one or two
+# mutated children) and up to 400 s more for the evaluation in flight to finish; then `cake report`.
+# Stages (one budget of 1500 s, S18_BUDGET overrides):
+#   1. kda_evolve (<= 1440 s): `cake evolve --op kda --device cuda --against fla_chunk_kda --wall-time 1000`.
+#   2. report: `cake report` on the run (what it stored, best first).
+source scripts/gpu/lib.sh
+export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
+budget ${S18_BUDGET:-1500}
+budgeted kda_evolve 1440 600 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
+  --against fla_chunk_kda --wall-time 1000 --out $RES/kda_evolve
+budgeted report 30 5 cake report $RES/kda_evolve
+touch $RES/DONE
+pack
+cat $RES/stages.txt
