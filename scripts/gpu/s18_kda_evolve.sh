@@ -5,8 +5,10 @@
 #   Carry [".whl"].
 # Session 17's evolve on a fresh machine timed the seed at all six shapes (384 s, fla autotuning at both head
 # counts) and was still verifying its f32 and f16 gates when the machine was taken back: nothing stored. A GPU KDA
-# evaluation costs six to nine minutes, so the loop gets 1,000 s of wall time (the seeds, then one or two
-# mutated children) and up to 400 s more for the evaluation in flight to finish; then `cake report`.
+# evaluation costs about nine minutes (bench 384 s on a fresh machine, then the f32 and f16 gates), and the first
+# best is also confirmed under the other seeds in every dtype and re-timed in a fresh process (about five more):
+# with 1,000 s of wall time the loop evaluates both seeds (the second starts near 870 s; the loop starts no
+# evaluation past its wall time and finishes the one in flight), then `cake report`.
 # Stages (one budget of 1500 s, S18_BUDGET overrides):
 #   1. kda_evolve (<= 1440 s): `cake evolve --op kda --device cuda --against fla_chunk_kda --wall-time 1000`.
 #   2. report: `cake report` on the run (what it stored, best first).
