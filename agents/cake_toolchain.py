@@ -48,7 +48,7 @@ class CakeToolchain:
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
         self.model_baseline_ms = self._model_baseline(seeds)
         # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
-        self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, shape=self.shape.name, arch=arch,
+        self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, arch=arch,
                                            settings=settings, model_baseline_ms=self.model_baseline_ms,
                                            against=self.against)
 

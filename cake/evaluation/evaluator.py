@@ -98,7 +98,6 @@ class KernelSpec:
 class ScheduleEvaluator:
     op: str
     workload: str
-    shape: str  # the fitness shape's name in the op's domain (measured_ms is the candidate's median there)
     arch: str
     settings: EvalSettings
     model_baseline_ms: float | None = None  # the best predicted seed: the CPU fitness is relative to it
@@ -106,10 +105,15 @@ class ScheduleEvaluator:
 
     @property
     def timed_shapes(self) -> tuple[str, ...]:
-        """Every shape a GPU evaluation times, `shape` first: the op's fitness shapes (`Workload.fitness_for`)."""
+        """Every shape a GPU evaluation times: the op's fitness shapes (`Workload.fitness_for`), `shape` first."""
         from cake.experiments.workload import get_workload
 
         return get_workload(self.workload).fitness_for(self.op).shapes
+
+    @property
+    def shape(self) -> str:
+        """The first fitness shape: a candidate's `measured_ms` is its median there, and the fitness dtype is its."""
+        return self.timed_shapes[0]
 
     @property
     def bench_timeout_s(self) -> float:

@@ -85,7 +85,7 @@ def test_a_narrowed_evaluator_scores_over_its_baselines_only(tmp_path: Path, mon
     monkeypatch.setattr(ev, "run_bench_worker", worker)
     path = tmp_path / "abc.cake"
     path.write_text("schedule")
-    evaluator = ScheduleEvaluator(op="kmeans_assign", workload="flash_kmeans", shape=SHAPE, arch="sm90",
+    evaluator = ScheduleEvaluator(op="kmeans_assign", workload="flash_kmeans", arch="sm90",
                                   settings=EvalSettings(device="cuda", backend="triton", seed=0),
                                   against=("triton_assign", "torch_mm"))
     retime = evaluator.retime(EvalJob(1, "abc", path, None), "cuda")

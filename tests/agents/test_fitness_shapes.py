@@ -18,8 +18,7 @@ from cake.evaluation.protocol import EvalJob
 
 
 def _evaluator(op: str, workload: str) -> ScheduleEvaluator:
-    shapes = tuple(s.name for s in get_workload(workload).fitness_shapes(op))
-    return ScheduleEvaluator(op=op, workload=workload, shape=shapes[0], arch="sm_90a",
+    return ScheduleEvaluator(op=op, workload=workload, arch="sm_90a",
                              settings=EvalSettings(device="cuda", backend="triton", seed=0),
                              against=("fla_chunk_kda",))
 

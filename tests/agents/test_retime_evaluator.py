@@ -22,7 +22,7 @@ RUN = {"shapes": [{"shape": {"name": SHAPE}, "measurements": [{"name": "candidat
 
 
 def _evaluator() -> ScheduleEvaluator:
-    return ScheduleEvaluator(op="kmeans_assign", workload="flash_kmeans", shape=SHAPE, arch="sm90",
+    return ScheduleEvaluator(op="kmeans_assign", workload="flash_kmeans", arch="sm90",
                              settings=EvalSettings(device="cuda", backend="triton", seed=0),
                              against=("triton_assign", "flash_kmeans", "torch_mm"))
 
