@@ -51,3 +51,10 @@ kda_bench_processes() { local later=$1 min=$2 i; shift 2
   done
   budgeted summary 10 2 python3 scripts/kda_bench_summary.py "$RES/bench_1.json" "$RES/bench_2.json" \
     "$RES/bench_3.json" --json "$RES/summary.json"; }
+# `kda_gpu_evolve CAP MIN WALL`: issue 14's `cake evolve --op kda` on the GPU from the workload's seeds (Triton, seed 0,
+# two evaluations a turn, fitness measured over fla chunk_kda at every fitness shape) with WALL seconds of wall time,
+# as stage kda_evolve (<= CAP s, skipped with less than MIN s left), then `cake report` on its run.
+kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
+  budgeted kda_evolve "$cap" "$min" cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
+    --against fla_chunk_kda --wall-time "$wall" --out "$RES/kda_evolve"
+  budgeted report 30 5 cake report "$RES/kda_evolve"; }

@@ -22,9 +22,7 @@ budgeted verify_staged_kl16 170 60 cake verify --device cuda --timeout 90 --dtyp
   --schedule $STAGED_KL16 --json $RES/verify_staged_kl16.json
 KDA_BENCH_FIRST_CAP=560 kda_bench_processes 200 100 --schedule "$STAGED_KL16" \
   --seed-verdict "$RES/verify_staged_kl16.json"
-budgeted kda_evolve 640 300 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
-  --against fla_chunk_kda --wall-time 540 --out $RES/kda_evolve
-budgeted report 20 5 cake report $RES/kda_evolve
+kda_gpu_evolve 640 300 540
 touch $RES/DONE
 pack
 cat $RES/stages.txt

@@ -15,9 +15,7 @@
 source scripts/gpu/lib.sh
 export FLA_FLASH_KDA=0 TRITON_CACHE_AUTOTUNING=1
 budget ${S18_BUDGET:-1500}
-budgeted kda_evolve 1440 600 cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
-  --against fla_chunk_kda --wall-time 1000 --out $RES/kda_evolve
-budgeted report 30 5 cake report $RES/kda_evolve
+kda_gpu_evolve 1440 600 1000
 touch $RES/DONE
 pack
 cat $RES/stages.txt
