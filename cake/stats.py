@@ -96,21 +96,45 @@ def hierarchical_bootstrap(processes: Sequence[np.ndarray], statistic: Statistic
         raise ValueError(f"processes disagree on the number of contestants: {sorted(widths)}")
     rng = np.random.default_rng(seed)
     n_proc = len(processes)
-    point = float(np.median([statistic(np.median(t, axis=0)[None, :])[0] for t in processes]))
+    point = float(np.median([_on_medians(t, statistic) for t in processes]))
     # per_process[p, r * P + j]: the statistic of process p on its own draw of reps, for the j-th pick of
     # resample r (a process drawn twice in one resample gets two independent draws of its reps)
-    draws = resamples * n_proc
-    per_process = np.empty((n_proc, draws))
-    for p, table in enumerate(processes):
-        rows = rng.integers(0, table.shape[0], size=(draws, table.shape[0]))
-        for start in range(0, draws, _BLOCK):  # bounded memory: (block, reps, contestants) at a time
-            block = rows[start:start + _BLOCK]
-            per_process[p, start:start + len(block)] = statistic(np.median(table[block], axis=1))
+    per_process = np.stack([_rep_draws(table, statistic, rng, resamples * n_proc) for table in processes])
     picks = rng.integers(0, n_proc, size=(resamples, n_proc))
     slots = np.arange(resamples)[:, None] * n_proc + np.arange(n_proc)[None, :]
     stats = np.median(per_process[picks, slots], axis=1)
     low, high = _percentiles(stats, level)
     return Interval(point, min(low, point), max(high, point), level, resamples, seed)
+
+
+def geomean_bootstrap(shapes: Sequence[np.ndarray], statistic: Statistic, *, seed: int,
+                      resamples: int = DEFAULT_RESAMPLES, level: float = DEFAULT_LEVEL) -> Interval:
+    """One process that timed several shapes (`shapes[s]` its (reps, contestants) table at shape s): the geomean
+    over the shapes of `statistic(per-contestant medians)` - a workload's multi-shape fitness - with a percentile
+    bootstrap that redraws every shape's reps independently (whole rows, keeping each interleaved rep's pairing).
+    One process says nothing about drift between processes: this interval is the spread inside it."""
+    if not shapes:
+        raise ValueError("no shapes to bootstrap")
+    rng = np.random.default_rng(seed)
+    point = math.exp(sum(math.log(_on_medians(t, statistic)) for t in shapes) / len(shapes))
+    logs = sum(np.log(_rep_draws(table, statistic, rng, resamples)) for table in shapes)
+    low, high = _percentiles(np.exp(logs / len(shapes)), level)
+    return Interval(point, min(low, point), max(high, point), level, resamples, seed)
+
+
+def _on_medians(table: np.ndarray, statistic: Statistic) -> float:
+    """The statistic of one table's per-contestant medians."""
+    return float(statistic(np.median(table, axis=0)[None, :])[0])
+
+
+def _rep_draws(table: np.ndarray, statistic: Statistic, rng: np.random.Generator, draws: int) -> np.ndarray:
+    """The statistic on `draws` resamples of the table's reps (whole rows, with replacement): shape (draws,)."""
+    rows = rng.integers(0, table.shape[0], size=(draws, table.shape[0]))
+    out = np.empty(draws)
+    for start in range(0, draws, _BLOCK):  # bounded memory: (block, reps, contestants) at a time
+        block = rows[start:start + _BLOCK]
+        out[start:start + len(block)] = statistic(np.median(table[block], axis=1))
+    return out
 
 
 def column(index: int) -> Statistic:

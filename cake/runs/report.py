@@ -10,6 +10,7 @@ the cost model (`fitness_kind=model`) is labelled as a prediction everywhere it 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,24 @@ def lineage(rows: Mapping[int, CandidateRow], leaf: int) -> list[CandidateRow]:
 
 
 def _speedups(row: CandidateRow) -> dict[str, float]:
-    """Measured speedup over each baseline timed with a verified candidate (`<name>_ms` timings)."""
+    """Measured speedup over each baseline timed with a verified candidate: at one shape its `<name>_ms` over
+    `candidate_ms`; at several (`<name>_ms@<shape>` beside the first shape's `<name>_ms`) the geomean over the
+    shapes where both have a time, as the run's multi-shape fitness is."""
     ev = row.evaluation
     if ev is None or row.status is not CandidateStatus.PASSED or not ev.measured_ms:
         return {}
-    return {key.removesuffix("_ms"): value / ev.measured_ms for key, value in sorted(ev.timings.items())
-            if key.endswith("_ms") and key != "candidate_ms" and value}
+    by_shape: dict[str, dict[str, float]] = {}  # contestant -> shape ("" the first) -> median
+    for key, value in ev.timings.items():
+        head, _, shape = key.partition("@")
+        if head.endswith("_ms") and value:
+            by_shape.setdefault(head.removesuffix("_ms"), {})[shape] = value
+    mine = by_shape.pop("candidate", {})
+    found = {}
+    for name, times in sorted(by_shape.items()):
+        ratios = [times[shape] / mine[shape] for shape in times if shape in mine]
+        if ratios:
+            found[name] = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return found
 
 
 def _fitness_kind(rows: Sequence[CandidateRow]) -> str | None:
@@ -51,25 +64,30 @@ def _fitness_kind(rows: Sequence[CandidateRow]) -> str | None:
 
 def samples_interval(path: Path, *, seed: int = 0, resamples: int = 2000) -> dict[str, Any] | None:
     """The 95% bootstrap interval of the candidate's speedup over the best of its baselines inside one bench
-    process (the bench worker's kept run or `cake bench --json`: every sample, rep-paired); None when the file,
-    the samples or a baseline is missing."""
-    from cake.stats import best_over, hierarchical_bootstrap, process_table
+    process (the bench worker's kept run or `cake bench --json`: every sample, rep-paired), the geomean over
+    the shapes it timed as the fitness is; None when the file, the samples or a baseline is missing."""
+    from cake.stats import best_over, geomean_bootstrap, process_table
 
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
+    tables, names, shapes = [], None, []
     for shape in data.get("shapes", ()):
         measurements = {m["name"]: m for m in shape.get("measurements", ())}
         candidate = next((m for m in measurements.values() if m.get("candidate")), None)
         speedup = (candidate or {}).get("extra", {}).get("speedup") or {}
-        names = [str(n) for n in speedup.get("against", ())]
-        columns = [(candidate or {}).get("times_ms")] + [measurements.get(n, {}).get("times_ms") for n in names]
-        if candidate is None or not names or not all(columns) or len({len(c) for c in columns if c}) != 1:
+        against = [str(n) for n in speedup.get("against", ())]
+        columns = [(candidate or {}).get("times_ms")] + [measurements.get(n, {}).get("times_ms") for n in against]
+        if candidate is None or not against or names not in (None, against) or not all(columns) \
+                or len({len(c) for c in columns if c}) != 1:
             return None
-        table = process_table([list(c) for c in columns if c])
-        interval = hierarchical_bootstrap([table], best_over(0, range(1, len(columns))), seed=seed, resamples=resamples)
-        return {**interval.to_json(), "against": names, "shape": shape.get("shape", {}).get("name")}
-    return None
+        names = against
+        tables.append(process_table([list(c) for c in columns if c]))
+        shapes.append(shape.get("shape", {}).get("name"))
+    if not tables or names is None:
+        return None
+    interval = geomean_bootstrap(tables, best_over(0, range(1, len(names) + 1)), seed=seed, resamples=resamples)
+    return {**interval.to_json(), "against": names, "shapes": shapes}
 
 
 def build(store: RunStore) -> dict[str, Any]:
@@ -122,7 +140,7 @@ def build(store: RunStore) -> dict[str, Any]:
         for r in evaluated if r.evaluation and r.evaluation.measured_ms is not None and r.predicted_ms is not None]
     config = store.config
     return {
-        "run": str(store.root),
+        "run": str(store.root.resolve()),
         "config": config,
         "fitness_kind": _fitness_kind(evaluated),
         "summary": {
@@ -184,7 +202,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines.append("- This run had no GPU: every speedup below is the cost model's prediction, not a measurement.")
     best = s["best"]
     if best:
-        timing = f", measured {best['measured_ms']:.4f} ms vs {best['baseline_ms']:.4f} ms" if best["measured_ms"] else ""
+        timing = "" if best["measured_ms"] is None else f", measured {best['measured_ms']:.4f} ms" + (
+            f" vs {best['baseline_ms']:.4f} ms" if best["baseline_ms"] is not None
+            else " at the first fitness shape (the fitness is the geomean over its shapes)")
         lines.append(f"- best: #{best['id']} `{best['ir_hash']}` speedup **{best['fitness']:.3f}x**{timing} "
                      f"({best['path']}); reached after {s['evaluations_to_best']} evaluations; parity after "
                      f"{s['evaluations_to_parity']}")
@@ -192,7 +212,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         if retimed is not None:
             figure = "undefined" if retimed["fitness"] is None else f"**{retimed['fitness']:.3f}x**"
             iv = retimed.get("interval")
-            spread = "" if not iv else f" [{iv['low']:.3f}, {iv['high']:.3f}] (95%, bootstrap over that process's reps)"
+            spread = "" if not iv else (f" [{iv['low']:.3f}, {iv['high']:.3f}] (95%, bootstrap over that process's reps"
+                                        + (f" at {len(iv['shapes'])} shapes)" if len(iv["shapes"]) > 1 else ")"))
             lines.append(f"  - re-timed in a fresh process before being reported: {figure}{spread}"
                          + (f"; {retimed['error']}" if retimed.get("error") else ""))
         for name, speedup in best["speedup_by_baseline"].items():

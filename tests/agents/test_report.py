@@ -63,3 +63,28 @@ def test_the_reported_best_is_the_retimed_one_with_its_interval(tmp_path: Path) 
     assert interval["low"] <= 1.40 / 1.30 <= interval["high"] and interval["high"] - interval["low"] < 0.05
     text = markdown(build(store))
     assert "re-timed in a fresh process before being reported: **1.077x** [" in text
+
+
+def test_a_multi_shape_fitness_is_reported_as_its_geomean(tmp_path: Path) -> None:
+    """A workload timed at several shapes (KDA's six) stores no single baseline time: the report gives the
+    per-baseline geomean over the shapes and the re-timing's interval over all of them, and renders."""
+    store = RunStore.create(tmp_path / "run", {"workload": "kda", "op": "kda_forward"})
+    (a,) = store.record_turn(0, [NewCandidate(ir_hash("a"), "a", "k", (), "seed", "seed", CandidateStatus.QUEUED)],
+                             tokens=0)
+    timings = {"candidate_ms": 4.0, "fla_ms": 2.0, "candidate_ms@h64": 1.0, "fla_ms@h64": 2.0}  # 0.5x, then 2x
+    store.record_evaluation(a, Evaluation(CandidateStatus.PASSED, {"op": "kda_forward", "passed": True, "gates": []},
+                                          (), timings, 4.0, None, 1.0, FitnessKind.MEASURED, None, "cuda:0", 30.0))
+    samples = {"shapes": [{"shape": {"name": name}, "measurements": [
+        {"name": "candidate", "candidate": True, "times_ms": [c, c * 1.01, c * 0.99],
+         "extra": {"speedup": {"against": ["fla"]}}},
+        {"name": "fla", "candidate": False, "times_ms": [2.0, 2.0, 2.0]}]} for name, c in (("h96", 4.0), ("h64", 1.0))]}
+    (store.root / "candidates").mkdir(exist_ok=True)
+    (store.root / "candidates" / "a.retime.json").write_text(json.dumps(samples))
+    store.record_retime(Retime(a, 1.0, 4.0, None, samples="a.retime.json"))
+    report = build(store)
+    best = report["summary"]["best"]
+    assert best["speedup_by_baseline"] == {"fla": 1.0}
+    interval = best["retimed"]["interval"]
+    assert interval["shapes"] == ["h96", "h64"] and interval["low"] <= 1.0 <= interval["high"] < 1.02
+    text = markdown(report)
+    assert "measured 4.0000 ms at the first fitness shape" in text and "at 2 shapes)" in text

@@ -21,6 +21,7 @@ from cake.stats import (
     Speedup,
     best_over,
     bootstrap_median,
+    geomean_bootstrap,
     headline_speedup,
     headline_time,
     hierarchical_bootstrap,
@@ -212,3 +213,17 @@ def test_a_speedup_is_either_a_value_or_a_reason() -> None:
     with pytest.raises(ValueError):
         Speedup(None, ("fk",))
     assert np.isclose(Speedup(1.25, ("fk",), "fk").value or 0.0, 1.25)
+
+
+def test_geomean_bootstrap_is_the_geomean_over_shapes_with_each_shapes_reps_redrawn() -> None:
+    rng = np.random.default_rng(3)
+    # candidate twice as fast as the baseline at one shape, half as fast at the other: geomean parity
+    fast = process_table([list(1.0 + 0.01 * rng.standard_normal(50)), list(2.0 + 0.01 * rng.standard_normal(50))])
+    slow = process_table([list(4.0 + 0.01 * rng.standard_normal(50)), list(2.0 + 0.01 * rng.standard_normal(50))])
+    interval = geomean_bootstrap([fast, slow], best_over(0, [1]), seed=0, resamples=500)
+    assert interval.low <= interval.point <= interval.high and abs(interval.point - 1.0) < 0.01
+    assert interval.high - interval.low < 0.02
+    one = geomean_bootstrap([fast], best_over(0, [1]), seed=0, resamples=500)
+    assert one.point == hierarchical_bootstrap([fast], best_over(0, [1]), seed=0, resamples=500).point
+    with pytest.raises(ValueError, match="no shapes"):
+        geomean_bootstrap([], best_over(0, [1]), seed=0)
