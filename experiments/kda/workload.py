@@ -8,9 +8,10 @@ Two ops, bound to contracts in `contract.py` by name:
   chunk's output) and the naive baseline seed `kda_fused_chunk16.cake` (one program per (batch, head) walking the chunks serially);
 * `kda_core` — pre-activated g and beta; seeds `kda_chunk16.cake` and `kda_chunk64.cake` (pairwise decays).
 
-Not seeds: `kda_fused_staged.cake` (chunkpar with the state path rounded to the input dtype where fla rounds it;
-the fastest measured, 0.890x of fla over the six shapes on the H200) and `kda_fused_varlen.cake` (the same, each
-launch one grid over every sequence). Both serve f16 and bf16 only, and the CPU evolve verifies in fp32.
+Not seeds: `kda_fused_staged.cake` (chunkpar with the state path rounded to the input dtype where fla rounds it)
+and `kda_fused_varlen.cake` (the same, each launch one grid over every sequence), nor their kl16 forms
+(`scripts/kda_kl16_variant.sh`; the staged one is the fastest measured, 1.104x of fla over the six shapes on the
+H200, RESULTS.md session 17). They serve f16 and bf16 only, and the CPU evolve verifies in fp32.
 
 Schedules are loaded through `adapt.load_schedule` (OpSpec.schedule_loader), which supplies the optional
 initial_state and cu_seqlens the IR cannot take. Fitness is measured at the six FlashKDA shapes against
