@@ -40,8 +40,9 @@ from typing import Any, Protocol
 import torch
 from cake.verifier.compare import compare
 from cake.verifier.contracts import Contract, shape_of
+from cake.verifier.expected import Expected, expected_from, to_reference_inputs
 from cake.verifier.gates.resources import implausible_speed, roofline_floor_s
-from cake.verifier.inputs import Layout, ValueFamily, make_case
+from cake.verifier.inputs import Case, Layout, ValueFamily, make_case
 from torch import Tensor
 
 from cake.arch import DEVICES, DeviceSpec
@@ -327,7 +328,23 @@ def make_inputs(contract: Contract, dims: Mapping[str, int], dtype: torch.dtype,
 def spot_check(contract: Contract, dtype: torch.dtype, sample: Mapping[str, int], seed: int = 0) -> Check:
     """A `Check` comparing outputs to the fp64 reference on a seeded sample of indices along dims on which
     the outputs are independent (`sample`: dim -> how many), so a shape whose full fp64 reference would not
-    fit in memory is still checked exactly where it is checked. Dims not in `sample` are kept whole."""
+    fit in memory is still checked exactly where it is checked. Dims not in `sample` are kept whole.
+
+    The protocol checks every contestant on every input set before and after timing, 4 x sets calls with two
+    contestants, on the same few input tuples: the reference depends only on the inputs and the sampled dims, so
+    it is computed once per input tuple (the same object) and sample, and reused (a KDA spot check's fp64 token
+    loop costs about 1.5 s on the host at T = 8192)."""
+    known: list[tuple[tuple[Any, ...], tuple[tuple[str, int], ...], Expected]] = []
+
+    def reference(inputs: tuple[Any, ...], key: tuple[tuple[str, int], ...], case: Case,
+                  sub_in: tuple[Tensor | None, ...]) -> Expected:
+        for seen, seen_key, expected in known:
+            if seen is inputs and seen_key == key:
+                return expected
+        expected = expected_from(contract, case, to_reference_inputs(sub_in),
+                                 [None if t is None else t.dtype for t in sub_in])
+        known.append((inputs, key, expected))
+        return expected
 
     def check(inputs: tuple[Any, ...], outputs: tuple[Tensor, ...]) -> str | None:
         dims = {d.name: 0 for d in contract.dims}
@@ -354,7 +371,8 @@ def spot_check(contract: Contract, dtype: torch.dtype, sample: Mapping[str, int]
         sub_dims = {**dims, **{name: len(idx) for name, idx in picks.items()}}
         omitted = tuple(s.name for s, t in zip(contract.inputs, inputs, strict=True) if t is None)
         case = make_case(sub_dims, dtype, ValueFamily.RANDN, Layout.CONTIGUOUS, seed, "TIMING", 0, omitted)
-        result = compare(contract, case, sub_in, sub_out)  # type: ignore[arg-type]
+        expected = reference(inputs, tuple(sorted(sub_dims.items())), case, sub_in)
+        result = compare(contract, case, sub_in, sub_out, expected=expected)  # type: ignore[arg-type]
         return None if result.ok else result.reason
 
     return check

@@ -209,3 +209,26 @@ def test_no_gpu_means_no_clock() -> None:
 
     with pytest.raises(NoGpu):
         CudaClock()
+
+
+def test_the_spot_checks_reference_is_computed_once_per_input_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure() checks every contestant on every set before and after timing: 4 x sets checks with two
+    contestants, one fp64 reference per set. A wrong output is still caught against the reused reference."""
+    import cake.verifier.timing as timing
+
+    computed: list[int] = []
+    real = timing.expected_from
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(timing, "expected_from", counting)
+    contract = get_contract("matmul")
+    sets = [timing.make_inputs(contract, {"M": 8, "N": 8, "K": 8}, torch.float32, "cpu", seed) for seed in (0, 1)]
+    check = spot_check(contract, torch.float32, {"M": 4})
+    for _ in range(4):  # two contestants, before and after
+        for inputs in sets:
+            assert check(inputs, (inputs[0] @ inputs[1],)) is None
+    assert len(computed) == 2
+    assert check(sets[0], (sets[0][0] @ sets[0][1] + 1.0,)) is not None and len(computed) == 2
