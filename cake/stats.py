@@ -107,6 +107,13 @@ def hierarchical_bootstrap(processes: Sequence[np.ndarray], statistic: Statistic
     return Interval(point, min(low, point), max(high, point), level, resamples, seed)
 
 
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of positive values (speedups over shapes): exp of the mean log."""
+    if not values:
+        raise ValueError("the geomean of no values")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def geomean_bootstrap(shapes: Sequence[np.ndarray], statistic: Statistic, *, seed: int,
                       resamples: int = DEFAULT_RESAMPLES, level: float = DEFAULT_LEVEL) -> Interval:
     """One process that timed several shapes (`shapes[s]` its (reps, contestants) table at shape s): the geomean
@@ -116,7 +123,7 @@ def geomean_bootstrap(shapes: Sequence[np.ndarray], statistic: Statistic, *, see
     if not shapes:
         raise ValueError("no shapes to bootstrap")
     rng = np.random.default_rng(seed)
-    point = math.exp(sum(math.log(_on_medians(t, statistic)) for t in shapes) / len(shapes))
+    point = geomean([_on_medians(t, statistic) for t in shapes])
     logs = sum(np.log(_rep_draws(table, statistic, rng, resamples)) for table in shapes)
     low, high = _percentiles(np.exp(logs / len(shapes)), level)
     return Interval(point, min(low, point), max(high, point), level, resamples, seed)

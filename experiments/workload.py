@@ -17,7 +17,6 @@ hint when the package is missing, so a table can say "not installed" instead of 
 from __future__ import annotations
 
 import importlib.metadata
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -265,7 +264,7 @@ class Fitness:
                 problems: Mapping[str, str] | None = None) -> Speedup:
         """`candidate_ms[shape]` and `baseline_ms[baseline][shape]` are medians; `problems[name]` says why a
         contestant has no time (it then appears in the undefined speedup's reason)."""
-        from cake.stats import Speedup, speedup_over_best
+        from cake.stats import Speedup, geomean, speedup_over_best
 
         if not self.shapes:
             return Speedup.missing(self.against, "the fitness names no shapes")
@@ -278,7 +277,7 @@ class Fitness:
                 return Speedup.missing(self.against, f"at {shape}: {s.undefined}")
         values = [s.value for s in per_shape if s.value is not None]
         best = per_shape[0].best_baseline if len(per_shape) == 1 else "best per shape"
-        return Speedup(math.exp(sum(math.log(v) for v in values) / len(values)), tuple(self.against), best)
+        return Speedup(geomean(values), tuple(self.against), best)
 
     def score(self, candidate_ms: Mapping[str, float], baseline_ms: Mapping[str, Mapping[str, float]]) -> float | None:
         """The speedup's value; None when it is undefined (a baseline or the candidate has no time)."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import signal
 import sys
 import time
@@ -55,6 +54,8 @@ from cake.verifier.compare import compare
 from cake.verifier.contracts import Contract, get_contract
 from cake.verifier.inputs import Layout, ValueFamily, make_case
 from cake.verifier.timing import Check, Clock, Contestant, TimingConfig, Verification, measure
+
+from cake.stats import geomean
 
 OP = "kda_forward"
 BASELINES = {b.name: b for b in FORWARD_BASELINES}
@@ -213,7 +214,7 @@ def geomean_speedup(reports: Sequence[dict[str, Any]], name: str) -> float | Non
     ratios = [float(r) for r in found if r is not None]
     if not ratios or len(ratios) != len(found):
         return None
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return geomean(ratios)
 
 
 def baseline_geomean(reports: Sequence[dict[str, Any]], over: str, name: str) -> float | None:
@@ -225,7 +226,7 @@ def baseline_geomean(reports: Sequence[dict[str, Any]], over: str, name: str) ->
         if not medians.get(over) or not medians.get(name):
             return None
         ratios.append(medians[over] / medians[name])
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
+    return geomean(ratios) if ratios else None
 
 
 def seed_verification(path: Path | None, schedule: Path | None = None, params: str | None = None) -> Verification:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from cake.stats import geomean
 
 MIN_PROCESSES = 3
 
@@ -44,10 +45,6 @@ def _speedups(bench: dict[str, Any], candidate: str) -> dict[str, float | str]:
 def _medians(bench: dict[str, Any]) -> dict[str, dict[str, float]]:
     return {r["shape"]["name"]: {m["name"]: m["median_ms"] for m in r["measurements"] if m["median_ms"]}
             for r in bench["shapes"]}
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def summarize(benches: list[dict[str, Any]], absent: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -77,7 +74,7 @@ def candidate(benches: list[dict[str, Any]], name: str) -> dict[str, Any]:
                      "speedup": statistics.median(ratios) if len(ratios) >= MIN_PROCESSES else None,
                      "range": [min(ratios), max(ratios)] if ratios else None,
                      "missing": [p[shape] for p in per_process if isinstance(p.get(shape), str)]})
-    whole = [_geomean([p[s] for s in shapes]) for p in per_process  # type: ignore[misc]
+    whole = [geomean([p[s] for s in shapes]) for p in per_process  # type: ignore[misc]
              if all(isinstance(p.get(s), float) for s in shapes)]
     return {"schedule": name, "shapes": rows, "geomean_per_process": whole,
             "geomean": statistics.median(whole) if len(whole) >= MIN_PROCESSES else None,

@@ -10,7 +10,6 @@ the cost model (`fitness_kind=model`) is labelled as a prediction everywhere it 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,8 @@ def _speedups(row: CandidateRow) -> dict[str, float]:
     """Measured speedup over each baseline timed with a verified candidate: at one shape its `<name>_ms` over
     `candidate_ms`; at several (`<name>_ms@<shape>` beside the first shape's `<name>_ms`) the geomean over the
     shapes where both have a time, as the run's multi-shape fitness is."""
+    from cake.stats import geomean
+
     ev = row.evaluation
     if ev is None or row.status is not CandidateStatus.PASSED or not ev.measured_ms:
         return {}
@@ -53,7 +54,7 @@ def _speedups(row: CandidateRow) -> dict[str, float]:
     for name, times in sorted(by_shape.items()):
         ratios = [times[shape] / mine[shape] for shape in times if shape in mine]
         if ratios:
-            found[name] = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            found[name] = geomean(ratios)
     return found
 
 
