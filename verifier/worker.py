@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -343,6 +344,32 @@ def verify_in_worker(
                                          resource_report=resource_report)
     lookup.put(verdict)
     return verdict
+
+
+def verify_dtypes_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,
+                            all_gates: bool, timeout_s: float, cache: VerdictCache | None = None,
+                            use_cache: bool = True) -> tuple[tuple[str, Verdict], ...]:
+    """`verify_in_worker` at each dtype alone, in order, in one worker session (one process start and one load for
+    all of them: the GPU evaluation used to start a second worker for the dtypes it does not time). Each dtype's
+    verdict is cached under the key a single-dtype `verify_in_worker` uses, so either path finds it. Stops at the
+    first dtype that fails: the dtypes after it are not run and are absent from the result."""
+    gate_ids = _gate_ids(None)
+    out: list[tuple[str, Verdict]] = []
+    with ExitStack() as stack:
+        session: WorkerSession | None = None  # started at the first dtype the cache does not answer
+        for dtype in dict.fromkeys(dtypes):
+            lookup = _lookup(op, kernel_ref, device=device, dtypes=[dtype], seed=seed, all_gates=all_gates,
+                             gate_ids=gate_ids, resource_report=None, cache=cache, use_cache=use_cache)
+            verdict = lookup.get()
+            if verdict is None:
+                session = session or stack.enter_context(WorkerSession(kernel_ref, device, timeout_s))
+                verdict = run_battery_in_session(session, op, gate_ids, dtypes=[dtype], seed=seed,
+                                                 all_gates=all_gates)
+                lookup.put(verdict)
+            out.append((dtype, verdict))
+            if not verdict.passed:
+                break
+    return tuple(out)
 
 
 def audit_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,

@@ -200,17 +200,27 @@ class BenchRequest:
     reps: int = 100
     max_seconds: float = 30.0
     use_cache: bool = True
+    # Dtypes the kernel must also pass the gates in before it is timed (the evaluator's other declared dtypes),
+    # verified in the same worker as the timed ones.
+    gate_dtypes: tuple[str, ...] = ()
+
+    @property
+    def verified_dtypes(self) -> tuple[str, ...]:
+        """Every dtype gated before timing, in order: the timed ones (sorted), then `gate_dtypes`."""
+        timed = sorted({str(s.torch_dtype).removeprefix("torch.") for s in self.shapes})
+        return tuple(dict.fromkeys([*timed, *self.gate_dtypes]))
 
 
 def bench_kernel(request: BenchRequest) -> BenchRun:
-    """Verify `request.kernel` on the GPU at every dtype it is timed at (cached verdicts count), and time it at
-    each shape interleaved with the baselines; a kernel failing the gates at a dtype is refused, not timed.
+    """Verify `request.kernel` on the GPU at every dtype it is timed at and every one of `gate_dtypes`, in one
+    verifier worker (cached verdicts count), and time it at each shape interleaved with the baselines; a kernel
+    failing the gates at a dtype is refused, not timed (the dtypes after the first failing one are not gated).
     Raises BenchSetupError when it cannot start (no GPU, unknown device, unloadable kernel, no workload)."""
     import torch
 
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op
     from cake.verifier.timing import CudaClock, TimingConfig, match_device
-    from cake.verifier.worker import KernelLoadError, verify_in_worker
+    from cake.verifier.worker import KernelLoadError, verify_dtypes_in_worker
     from cake.verifier.worker_main import load_kernel
 
     try:
@@ -233,16 +243,14 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
         stages.append((name, now - mark))
         mark = now
 
-    verifications = {}
-    for dtype_name in sorted({str(s.torch_dtype).removeprefix("torch.") for s in request.shapes}):
-        try:
-            verdict = verify_in_worker(request.op, request.kernel, device="cuda", dtypes=[dtype_name],
-                                       seed=request.seed, all_gates=False, timeout_s=request.gate_timeout_s,
-                                       use_cache=request.use_cache)
-        except KernelLoadError as error:
-            raise BenchSetupError(str(error)) from None
-        verifications[dtype_name] = verdict_verification(verdict)
-        lap(f"verify_{dtype_name}")
+    try:
+        verdicts = verify_dtypes_in_worker(request.op, request.kernel, device="cuda", dtypes=request.verified_dtypes,
+                                           seed=request.seed, all_gates=False, timeout_s=request.gate_timeout_s,
+                                           use_cache=request.use_cache)
+    except KernelLoadError as error:
+        raise BenchSetupError(str(error)) from None
+    verifications = {dtype: verdict_verification(verdict) for dtype, verdict in verdicts}
+    lap("verify_" + "+".join(verifications))
     refused = tuple((d, v) for d, v in verifications.items() if not v.passed)
     if refused:
         return BenchRun(request.op, described, clock.device_name, refused=refused, stages=tuple(stages))
@@ -266,7 +274,7 @@ def request_to_json(request: BenchRequest) -> dict[str, object]:
     return {"op": request.op, "kernel": request.kernel.to_json(), "shapes": [s.to_json() for s in request.shapes],
             "baselines": None if request.baselines is None else list(request.baselines), "seed": request.seed,
             "gate_timeout_s": request.gate_timeout_s, "reps": request.reps, "max_seconds": request.max_seconds,
-            "use_cache": request.use_cache}
+            "use_cache": request.use_cache, "gate_dtypes": list(request.gate_dtypes)}
 
 
 def request_from_json(data: Mapping[str, Any]) -> BenchRequest:
@@ -278,4 +286,4 @@ def request_from_json(data: Mapping[str, Any]) -> BenchRequest:
         shapes=tuple(Shape.from_json(s) for s in data["shapes"]),
         baselines=None if data["baselines"] is None else tuple(data["baselines"]), seed=int(data["seed"]),
         gate_timeout_s=float(data["gate_timeout_s"]), reps=int(data["reps"]), max_seconds=float(data["max_seconds"]),
-        use_cache=bool(data["use_cache"]))
+        use_cache=bool(data["use_cache"]), gate_dtypes=tuple(str(d) for d in data["gate_dtypes"]))

@@ -4,13 +4,14 @@
   and run under Triton's interpreter at the contract's small shapes, fp32. Fitness is the cost model's
   predicted speedup over the seed schedule (`FitnessKind.MODEL`): a prediction, not a timing.
 * On a GPU: a bench worker process pinned to that GPU (`cake.evaluation.bench_worker`) runs the gates at
-  the fitness dtype and, when they pass, times the candidate interleaved with the workload's baselines;
-  it answers with typed `BenchTimes`, and the workload's `Fitness.score` turns them into the speedup over
-  the best baseline (`FitnessKind.MEASURED`; undefined, with the reason, when a baseline has no time). The
-  verdict is read back from the verdict cache it filled. A timed candidate is then verified in every other dtype
-  its schedule declares (`declared_dtypes`; the loop used to verify bf16 only though schedules declare f16 too),
-  and fails when one fails. The worker's whole run (every sample) is kept beside the candidate as
-  `<hash>.bench.json`.
+  the fitness dtype and then every other dtype the schedule declares (`declared_dtypes`; the loop used to verify
+  bf16 only though schedules declare f16 too), all in one verifier worker, and when they all pass times the
+  candidate interleaved with the workload's baselines; it answers with typed `BenchTimes`, and the workload's
+  `Fitness.score` turns them into the speedup over the best baseline (`FitnessKind.MEASURED`; undefined, with the
+  reason, when a baseline has no time). The verdicts are read back from the verdict cache it filled; a candidate
+  fails when any dtype fails. (The other dtypes used to be verified after the timing, in a second worker: one
+  more process start, ~5 s of an evaluation's ~31 on the H200.) The worker's whole run (every sample) is kept
+  beside the candidate as `<hash>.bench.json`.
 * `confirm` (the loop calls it for a candidate that would become the best): the gates again under
   `MULTI_SEEDS` seeds, in every declared dtype on a GPU (fp32 under the interpreter), in one worker.
 * `compile_ahead` (a local pool calls it for queued jobs while the GPU works): the CUDA specializations the GPU
@@ -56,6 +57,9 @@ BENCH_MAX_SECONDS = 20.0  # wall-clock guard per shape for the interleaved sampl
 # What each timed shape past the first adds to a bench worker's time limit: the sampling guard above, the inputs,
 # and a baseline's first call there (fla autotunes each new shape: ~60 s at KDA's six in a fresh process).
 BENCH_SECONDS_PER_EXTRA_SHAPE = 90.0
+# What each dtype gated beside the timed one adds to a bench worker's time limit (KDA's battery took 59-84 s a dtype
+# on the H200).
+BENCH_SECONDS_PER_EXTRA_DTYPE = 150.0
 ERROR_CHARS = 4000  # an error kept in the store: the tail that names the problem, not a whole log
 
 
@@ -65,7 +69,7 @@ class EvalSettings:
     backend: str  # triton | cuda
     seed: int
     gate_timeout_s: float = 300.0  # per gate; a hung kernel costs at most this
-    bench_timeout_s: float = 300.0  # a whole bench worker (GPU battery at one dtype + timing)
+    bench_timeout_s: float = 300.0  # a whole bench worker (GPU battery at one dtype + timing at one shape)
     verdict_cache: str | None = None  # a directory; None: the verifier's default cache
     cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
 
@@ -118,6 +122,10 @@ class ScheduleEvaluator:
     @property
     def bench_timeout_s(self) -> float:
         return self.settings.bench_timeout_s + BENCH_SECONDS_PER_EXTRA_SHAPE * (len(self.timed_shapes) - 1)
+
+    def gated_bench_timeout_s(self, gate_dtypes: Sequence[str]) -> float:
+        """`bench_timeout_s` for a bench that also gates `gate_dtypes` before it times."""
+        return self.bench_timeout_s + BENCH_SECONDS_PER_EXTRA_DTYPE * len(gate_dtypes)
 
     def kernel(self, path: Path) -> KernelSpec:
         from cake.experiments.workload import schedule_loader_for
@@ -172,18 +180,21 @@ class ScheduleEvaluator:
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else default_cache()
         return cache.get(key)
 
-    def _request(self, path: Path) -> BenchRequest:
+    def _request(self, path: Path, gate_dtypes: tuple[str, ...] = ()) -> BenchRequest:
         from cake.experiments.workload import get_workload
 
         spec = get_workload(self.workload).op(self.op)
         shapes = tuple(spec.shape(name) for name in self.timed_shapes)
         return BenchRequest(self.op, self.kernel(path).ref(), shapes, self.against, seed=self.settings.seed,
-                            gate_timeout_s=self.settings.gate_timeout_s, max_seconds=BENCH_MAX_SECONDS)
+                            gate_timeout_s=self.settings.gate_timeout_s, max_seconds=BENCH_MAX_SECONDS,
+                            gate_dtypes=gate_dtypes)
 
     def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
-        request = self._request(job.path)
-        dtype = str(request.shapes[0].torch_dtype).removeprefix("torch.")
-        outcome, problem = run_bench_worker(request, device, timeout_s=self.bench_timeout_s,
+        # The bench gates every declared dtype (the fitness dtype first) in one verifier worker before it times.
+        dtypes = self.declared_dtypes(job.path)
+        dtype, others = dtypes[0], dtypes[1:]
+        request = self._request(job.path, gate_dtypes=others)
+        outcome, problem = run_bench_worker(request, device, timeout_s=self.gated_bench_timeout_s(others),
                                             verdict_cache=self.settings.verdict_cache,
                                             keep=job.path.with_suffix(".bench.json"))
         if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
@@ -191,20 +202,21 @@ class ScheduleEvaluator:
         verdict = self.cached_verdict(job.path, dtype)
         if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
             return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {problem}"[:ERROR_CHARS])
-        verdict_json = json.loads(verdict.to_json())
-        tokens = tuple(g.replay_token for g in verdict.gates if g.replay_token)
         if not verdict.passed:
-            return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json, tokens=tokens)
+            return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(verdict.to_json()),
+                               tokens=_tokens(verdict))
+        for other in others:  # the schedule serves these too: a failure in one fails the candidate
+            more = self.cached_verdict(job.path, other)
+            if more is None or not more.passed:
+                why = "no verdict (a gate timed out or the worker died)" if more is None else "failed"
+                return _evaluation(CandidateStatus.FAILED, device, started,
+                                   verdict=None if more is None else json.loads(more.to_json()),
+                                   tokens=() if more is None else _tokens(more),
+                                   error=f"fails in {other}: {why} (passed {dtype}); bench: {problem}"[:ERROR_CHARS])
+        verdict_json = json.loads(verdict.to_json())
         if outcome is None:  # verified, then the timing died or ran out of time
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=verdict_json,
                                error=f"bench: {problem}"[:ERROR_CHARS])
-        others = [d for d in self.declared_dtypes(job.path) if d != dtype]
-        if others:  # the bench verified the fitness dtype; the schedule serves these too
-            more = self.verify(job.path, device, others)
-            if not more.passed:
-                return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(more.to_json()),
-                                   tokens=tuple(g.replay_token for g in more.gates if g.replay_token),
-                                   error=f"fails in {', '.join(others)} (passed {dtype})")
         speedup, best_baseline = self._speedup(outcome)
         fitness = speedup.value
         timings = _timings(outcome, self.timed_shapes)
@@ -349,6 +361,10 @@ def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, ve
     if "times" in result:
         return BenchTimes.from_json(result["times"]), tail
     return None, f"bench worker exited {proc.returncode}: {tail}"
+
+
+def _tokens(verdict: Verdict) -> tuple[str, ...]:
+    return tuple(g.replay_token for g in verdict.gates if g.replay_token)
 
 
 def _load_failure(message: str) -> CandidateStatus:

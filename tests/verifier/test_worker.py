@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cake.verifier.results import GateStatus
 from cake.verifier.verdict_cache import VerdictCache
-from cake.verifier.worker import KernelLoadError, verify_in_worker
+from cake.verifier.worker import KernelLoadError, verify_dtypes_in_worker, verify_in_worker
 from cake.verifier.worker_protocol import KernelRef, KernelRefError
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -99,3 +99,22 @@ def test_verdicts_are_cached_and_keyed_on_source(tmp_path: Path) -> None:
     kernel.write_text("def k(x):\n    return x.sum(-1) * 0\n")
     second = verify_in_worker("row_sum", KernelRef.parse(f"{kernel}:k"), **args)  # type: ignore[arg-type]
     assert not second.passed and len(list((tmp_path / "cache").rglob("*.json"))) == 2
+
+
+def test_several_dtypes_share_one_worker_cache_per_dtype_and_stop_at_the_first_failure(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.py"
+    kernel.write_text("import torch\n"
+                      "def k(x):\n"
+                      "    y = x.float().sum(-1).to(x.dtype)\n"
+                      "    return y + 1 if x.dtype == torch.float16 else y\n")
+    cache = VerdictCache(tmp_path / "cache")
+    ref16 = KernelRef.parse(f"{kernel}:k")
+    args = dict(device="cpu", seed=0, all_gates=False, timeout_s=TIMEOUT_S, cache=cache)
+    verdicts = verify_dtypes_in_worker("row_sum", ref16, dtypes=("float32", "float16", "bfloat16"),
+                                       **args)  # type: ignore[arg-type]
+    assert [(d, v.passed) for d, v in verdicts] == [("float32", True), ("float16", False)]  # bf16 never ran
+    # Each dtype's verdict sits under the single-dtype key: verify_in_worker finds both without a worker.
+    for dtype, verdict in verdicts:
+        again = verify_in_worker("row_sum", ref16, dtypes=(dtype,), **args)  # type: ignore[arg-type]
+        assert again == verdict
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 2
