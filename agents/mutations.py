@@ -95,6 +95,57 @@ def mutate_two_params(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(out, "params " + ", ".join(moves)) if moves else None
 
 
+def value_beyond(values: tuple[int, ...], high: bool) -> int | None:
+    """The next value past one end of a sorted domain, following its progression: x2 (or /2) where each value
+    doubles the one before, the common step where the values are evenly spaced; None where they are neither, the
+    domain has one value, or the value would be below 1."""
+    if len(values) < 2:
+        return None
+    pairs = list(zip(values, values[1:]))
+    if all(b == 2 * a for a, b in pairs):
+        beyond = values[-1] * 2 if high else (values[0] // 2 if values[0] % 2 == 0 else 0)
+    elif len({b - a for a, b in pairs}) == 1:
+        step = values[1] - values[0]
+        beyond = values[-1] + step if high else values[0] - step
+    else:
+        return None
+    return beyond if beyond >= 1 else None
+
+
+def values_beyond(param: n.Param) -> list[int]:
+    """The values just past whichever ends of `param`'s domain its default sits at (none when it sits inside)."""
+    domain = param.domain
+    if isinstance(domain, n.ValueRange):
+        if domain.stop - domain.start < 2:
+            return []
+        ends = ((domain.start, domain.start - 1), (domain.stop - 1, domain.stop))
+        return [beyond for edge, beyond in ends if param.default == edge and beyond >= 1]
+    values = tuple(sorted(set(domain.values)))
+    ends = ((values[0], value_beyond(values, high=False)), (values[-1], value_beyond(values, high=True)))
+    return [beyond for edge, beyond in ends if param.default == edge and beyond is not None]
+
+
+def widened(domain: n.Domain, value: int) -> n.Domain:
+    """`domain` with `value` (just past one of its ends) added."""
+    if isinstance(domain, n.ValueSet):
+        return replace(domain, values=tuple(sorted({*domain.values, value})))
+    return replace(domain, start=min(domain.start, value), stop=max(domain.stop, value + 1))
+
+
+def mutate_widen(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """A param whose default sits at an end of its domain steps past that end (the domain grows by that value):
+    a schedule's author bounds the space, and a search pushed against the bound is told nothing beyond it. The
+    checker judges the new value like any other (a resource error is repaired back down by the agent)."""
+    edges = [(param, value) for param in kernel.params for value in values_beyond(param)]
+    if not edges:
+        return None
+    param, value = edges[rng.randrange(len(edges))]
+    grown = replace(kernel, params=tuple(replace(p, domain=widened(p.domain, value)) if p is param else p
+                                         for p in kernel.params))
+    return Mutation(with_param_default(grown, param.name, value),
+                    f"widen {param.name} past its domain: {param.default}->{value}")
+
+
 # ----------------------------------------------------------------------------------------- structural
 
 
@@ -383,4 +434,5 @@ def offered(operator: str, backend: str | None) -> bool:
 PARAMETRIC: dict[str, Operator] = {
     "param": mutate_param,
     "param2": mutate_two_params,
+    "widen": mutate_widen,
 }
