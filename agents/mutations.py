@@ -101,7 +101,7 @@ def value_beyond(values: tuple[int, ...], high: bool) -> int | None:
     domain has one value, or the value would be below 1."""
     if len(values) < 2:
         return None
-    pairs = list(zip(values, values[1:]))
+    pairs = list(zip(values[:-1], values[1:], strict=True))
     if all(b == 2 * a for a, b in pairs):
         beyond = values[-1] * 2 if high else (values[0] // 2 if values[0] % 2 == 0 else 0)
     elif len({b - a for a, b in pairs}) == 1:

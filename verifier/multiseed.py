@@ -94,18 +94,45 @@ def verify_seeds_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[in
                            cache: VerdictCache | None = None, use_cache: bool = True) -> SeededVerdicts:
     """`verify_in_worker` once per seed, isolated, in one worker session (one load and compile); each seed's
     verdict is cached under the same key a single-seed `verify_in_worker` uses."""
+    (result,) = _verify_grid(op, kernel_ref, seeds, [tuple(dtypes)], device=device, all_gates=all_gates,
+                             timeout_s=timeout_s, resource_report=resource_report, gates=gates, cache=cache,
+                             use_cache=use_cache)
+    return result
+
+
+def verify_seeds_per_dtype_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[int] = MULTI_SEEDS,
+                                     device: str, dtypes: Sequence[str], all_gates: bool, timeout_s: float,
+                                     cache: VerdictCache | None = None,
+                                     use_cache: bool = True) -> dict[str, SeededVerdicts]:
+    """`verify_seeds_in_worker` at each dtype alone, all in one worker session: every (seed, dtype) verdict is
+    cached under the key a single-seed, single-dtype `verify_in_worker` uses. The GPU evaluation's bench fills
+    those keys for the run's seed in every dtype (`verify_dtypes_in_worker`), so confirming a new best runs only
+    the other seeds; one battery over all dtypes at once has a key of its own and found none of them."""
+    groups = [(dtype,) for dtype in dict.fromkeys(dtypes)]
+    results = _verify_grid(op, kernel_ref, seeds, groups, device=device, all_gates=all_gates, timeout_s=timeout_s,
+                           resource_report=None, gates=None, cache=cache, use_cache=use_cache)
+    return {group[0]: result for group, result in zip(groups, results, strict=True)}
+
+
+def _verify_grid(op: str, kernel_ref: KernelRef, seeds: Sequence[int], dtype_groups: Sequence[tuple[str, ...]], *,
+                 device: str, all_gates: bool, timeout_s: float, resource_report: ResourceReport | None,
+                 gates: Sequence[str] | None, cache: VerdictCache | None, use_cache: bool) -> list[SeededVerdicts]:
+    """A battery per (dtype group, seed), each cached on its own key; a worker starts only for what the cache
+    lacks, and one serves them all."""
     from cake.verifier.worker import WorkerSession, _gate_ids, _lookup, run_battery_in_session
 
     gate_ids = _gate_ids(gates)
-    lookups = [_lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates, gate_ids=gate_ids,
-                       resource_report=resource_report, cache=cache, use_cache=use_cache) for seed in seeds]
-    found: list[Verdict | None] = [lookup.get() for lookup in lookups]
-    if any(v is None for v in found):
+    lookups = [[_lookup(op, kernel_ref, device=device, dtypes=group, seed=seed, all_gates=all_gates,
+                        gate_ids=gate_ids, resource_report=resource_report, cache=cache, use_cache=use_cache)
+                for seed in seeds] for group in dtype_groups]
+    found: list[list[Verdict | None]] = [[lookup.get() for lookup in row] for row in lookups]
+    if any(v is None for row in found for v in row):
         with WorkerSession(kernel_ref, device, timeout_s) as session:
-            for i, seed in enumerate(seeds):
-                if found[i] is None:
-                    verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed,
-                                                     all_gates=all_gates, resource_report=resource_report)
-                    lookups[i].put(verdict)
-                    found[i] = verdict
-    return SeededVerdicts(op, tuple(seeds), tuple(v for v in found if v is not None))
+            for g, group in enumerate(dtype_groups):
+                for i, seed in enumerate(seeds):
+                    if found[g][i] is None:
+                        verdict = run_battery_in_session(session, op, gate_ids, dtypes=group, seed=seed,
+                                                         all_gates=all_gates, resource_report=resource_report)
+                        lookups[g][i].put(verdict)
+                        found[g][i] = verdict
+    return [SeededVerdicts(op, tuple(seeds), tuple(v for v in row if v is not None)) for row in found]

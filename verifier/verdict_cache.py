@@ -61,7 +61,10 @@ def verdict_key(*, kernel_ref: KernelRef, op: str, device: str, dtypes: Sequence
     fields = {
         "kernel": kernel_ref.source_hash(),
         "op": op,
-        "device": device,
+        # The device kind, not its index: a bench worker pinned to one GPU calls it `cuda` while the evolve loop names
+        # the same GPU `cuda:0`, so a confirmation never found the bench's verdicts (the key names no GPU model
+        # either; an index told nothing a kind does not).
+        "device": device.split(":", 1)[0],
         "dtypes": list(dtypes),
         "seed": seed,
         "gates": list(gates),

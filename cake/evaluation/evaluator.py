@@ -295,8 +295,9 @@ class ScheduleEvaluator:
 
     def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
         """`evaluation` (annotated with what was confirmed) when the gates pass under every seed of
-        MULTI_SEEDS (and the run's own) in every declared dtype; else FAILED with the failing seed's verdict."""
-        from cake.verifier.multiseed import MULTI_SEEDS, verify_seeds_in_worker
+        MULTI_SEEDS (and the run's own) in every declared dtype; else FAILED with the failing seed's verdict.
+        Each (seed, dtype) is its own cached battery, so the run's seed, gated by the bench, is not run again."""
+        from cake.verifier.multiseed import MULTI_SEEDS, verify_seeds_per_dtype_in_worker
         from cake.verifier.verdict_cache import VerdictCache
         from cake.verifier.worker import KernelLoadError
 
@@ -304,21 +305,21 @@ class ScheduleEvaluator:
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
         seeds = tuple(dict.fromkeys((self.settings.seed, *MULTI_SEEDS)))
         try:
-            result = verify_seeds_in_worker(self.op, self.kernel(job.path).ref(), seeds=seeds, device=device,
-                                            dtypes=dtypes, all_gates=False, timeout_s=self.settings.gate_timeout_s,
-                                            cache=cache)
+            results = verify_seeds_per_dtype_in_worker(self.op, self.kernel(job.path).ref(), seeds=seeds,
+                                                       device=device, dtypes=dtypes, all_gates=False,
+                                                       timeout_s=self.settings.gate_timeout_s, cache=cache)
         except KernelLoadError as error:
             return replace(evaluation, status=_load_failure(str(error)), fitness=None,
                            error=f"confirm: {error}"[:ERROR_CHARS])
-        confirmed = {"seeds": list(result.seeds), "dtypes": list(dtypes), "summary": result.summary()}
-        if result.passed:
+        summary = "; ".join(f"{dtype}: {result.summary()}" for dtype, result in results.items())
+        confirmed = {"seeds": list(seeds), "dtypes": list(dtypes), "summary": summary}
+        failing = next((r.first_failure for r in results.values() if r.first_failure is not None), None)
+        if failing is None:
             return replace(evaluation, verdict={**dict(evaluation.verdict or {}), "confirmed": confirmed})
-        failing = result.first_failure
-        assert failing is not None
         return replace(evaluation, status=CandidateStatus.FAILED, fitness=None,
                        verdict={**json.loads(failing.to_json()), "confirmed": confirmed},
-                       replay_tokens=result.replay_tokens(),
-                       error=f"not confirmed as best: {result.summary()} ({', '.join(dtypes)})"[:ERROR_CHARS])
+                       replay_tokens=tuple(t for r in results.values() for t in r.replay_tokens()),
+                       error=f"not confirmed as best: {summary}"[:ERROR_CHARS])
 
 
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,

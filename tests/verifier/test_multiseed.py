@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from cake.verifier.multiseed import MULTI_SEEDS, SeededVerdicts, run_battery_seeds, verify_seeds_in_worker
+from cake.verifier.multiseed import (
+    MULTI_SEEDS,
+    SeededVerdicts,
+    run_battery_seeds,
+    verify_seeds_in_worker,
+    verify_seeds_per_dtype_in_worker,
+)
 from cake.verifier.registry import get_contract, get_controls
 from cake.verifier.worker_protocol import KernelRef
 
@@ -50,3 +56,32 @@ def test_worker_runs_every_seed_in_one_session(tmp_path: Path) -> None:
                                     dtypes=["float32"], all_gates=True, timeout_s=30.0, gates=GATES, use_cache=False)
     assert result.failing_seeds == (0, 2)
     assert [v.gate("CMP-01").status.value for v in result.verdicts] == ["FAIL", "PASS", "FAIL"]
+
+
+def test_per_dtype_seeds_reuse_the_run_seeds_verdicts_the_bench_cached(tmp_path: Path) -> None:
+    """A confirmation (seeds 0, 1 in two dtypes) finds seed 0's per-dtype verdicts that the GPU bench cached
+    (`verify_dtypes_in_worker`) and runs only seed 1; the device's index is not part of the key."""
+    import json
+
+    from cake.verifier.verdict_cache import VerdictCache
+    from cake.verifier.worker import verify_dtypes_in_worker
+
+    module = tmp_path / "ok.py"
+    module.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype)\n")
+    ref = KernelRef.parse(f"{module}:k")
+    cache = VerdictCache(tmp_path / "cache")
+    dtypes = ("float32", "float16")
+    bench = verify_dtypes_in_worker("row_sum", ref, device="cpu", dtypes=dtypes, seed=0, all_gates=False,
+                                    timeout_s=30.0, cache=cache)
+    assert [d for d, v in bench if v.passed] == list(dtypes)
+    for entry in (tmp_path / "cache").rglob("*.json"):  # poison seed 0's entries: a hit reads them back
+        data = json.loads(entry.read_text())
+        data["gates"][0]["reason"] = "from the bench"
+        entry.write_text(json.dumps(data))
+    results = verify_seeds_per_dtype_in_worker("row_sum", ref, seeds=(0, 1), device="cpu:0", dtypes=dtypes,
+                                               all_gates=False, timeout_s=30.0, cache=cache)
+    assert list(results) == list(dtypes) and all(r.passed for r in results.values())
+    for result in results.values():
+        assert result.verdicts[0].gates[0].reason == "from the bench"
+        assert result.verdicts[1].gates[0].reason != "from the bench"
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 4
