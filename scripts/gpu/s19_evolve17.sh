@@ -1,7 +1,9 @@
 # H200, written in session 17 (issue 17), not yet run: clean-start evolve seeds from the plain seed at the full ten
 # minutes the issue allows a seed (seeds 1-4 ran 4.5 to 8 minutes of which 270-300 s were wall time for turns, and
 # stopped at 0.76-0.96x of the best baseline; seed 3's best differed from the hand-written ping-pong mainly in
-# STAGES 2 against 4, the move the CUDA model ranks first from it).
+# STAGES 2 against 4, the move the CUDA model ranks first from it). Session 19 adds, before it runs: every declared
+# dtype gated in the bench worker's one verifier session (no second worker per evaluation), a confirmation that
+# reuses the run seed's per-dtype verdicts, and the `widen` operator (a param at its domain's end steps past it).
 #   bash scripts/gpu/s19_evolve17.sh 5 6          (two seeds: about 20 minutes; carry [".whl"])
 #   RES=/tmp/res OUT=/tmp/s19out setsid nohup bash scripts/gpu/s19_evolve17.sh 5 6 > /tmp/s19.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 560 /tmp/s19.log until it says done.
