@@ -80,10 +80,11 @@ def _operators_drawn(backend: str, seed: int) -> set[str]:
     return {p.mutation.split(":", 1)[0] for p in OfflineAgent().propose(ctx).proposals}
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_the_offline_agent_draws_it_for_cuda_and_never_for_triton(seed: int) -> None:
-    assert "fuse" in _operators_drawn("cuda", seed)
-    assert "fuse" not in _operators_drawn("triton", seed)
+def test_the_offline_agent_draws_it_for_cuda_and_never_for_triton() -> None:
+    # Over a few turns' seeds: whether one turn of 24 proposals draws `fuse` depends on every operator's weight
+    seeds = range(3)
+    assert any("fuse" in _operators_drawn("cuda", seed) for seed in seeds)
+    assert not any("fuse" in _operators_drawn("triton", seed) for seed in seeds)
 
 
 class _Recording(OfflineAgent):
