@@ -269,12 +269,18 @@ class EvolutionLoop:
                 status = CandidateStatus.NOT_SELECTED
             seen.add(digest)
             features = features_of(result.kernel).to_json() if result.kernel is not None else {}
-            predicted = self.toolchain.predict_ms(result.kernel) if status is CandidateStatus.NOT_SELECTED else None
             checked.append((result, NewCandidate(
                 ir_hash=digest, ir_text=result.text, name=result.kernel.name if result.kernel else "?",
                 parents=proposal.parents, agent=proposal.agent, mutation=proposal.mutation, status=status,
                 diagnostics=tuple(d.to_json() for d in result.diagnostics), features=features,
-                predicted_ms=predicted, tokens=proposal.tokens)))
+                tokens=proposal.tokens)))
+        # The legal, unseen ones are predicted together (a toolchain may compile them at once to price them)
+        legal = [(i, r.kernel) for i, (r, c) in enumerate(checked)
+                 if c.status is CandidateStatus.NOT_SELECTED and r.kernel is not None]
+        predictions = self.toolchain.predict_many([kernel for _, kernel in legal])
+        for (i, _), predicted in zip(legal, predictions, strict=True):
+            result, cand = checked[i]
+            checked[i] = (result, replace(cand, predicted_ms=predicted))
         candidates = self._rank([c for _, c in checked], seeds=turn == 0, turn=turn)
         self.store.record_turn(turn, candidates, tokens=agent_turn.tokens, agent_notes=agent_turn.notes)
         turn_row = self.store.turn(turn)

@@ -9,6 +9,7 @@ fitness the loop re-times every candidate that becomes the best before reporting
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from cake.agents.base import Checked
@@ -32,6 +33,10 @@ class Toolchain(Protocol):
 
     def predict_ms(self, kernel: Kernel) -> float | None:
         """The cost model's predicted time at the fitness shape; None when it cannot predict."""
+        ...
+
+    def predict_many(self, kernels: Sequence[Kernel]) -> list[float | None]:
+        """`predict_ms` for each of a turn's candidates (a toolchain may compile them together first)."""
         ...
 
     def devices(self) -> tuple[str, ...]:

@@ -613,7 +613,8 @@ class Occupancy:
     persistent: bool
     tiles_on_busiest_sm: int  # wave quantization: ceil over SMs
     resident_ctas: int  # CTAs sharing an SM while the busiest SM works
-    spilled_regs: float = 0.0  # per thread, beyond the architecture's maximum (0 with declared budgets)
+    # per thread: beyond the architecture's maximum, estimated (0 with declared budgets), or as compiled (`predict`)
+    spilled_regs: float = 0.0
 
     @property
     def resident_warps(self) -> int:
@@ -621,12 +622,18 @@ class Occupancy:
 
 
 def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, device: DeviceSpec,
-              consts: CostConstants, lw: LaunchWork) -> Occupancy:
+              consts: CostConstants, lw: LaunchWork, compiled_spills: float | None = None) -> Occupancy:
+    """`compiled_spills`: the registers per thread the launch's compiled code spills (`predict`'s `spilled_regs`),
+    used where its roles declare register budgets: the static estimate below prices an undeclared allocation
+    against the architecture's maximum and has nothing to say about a budget `setmaxnreg` imposes. (Where no
+    budget is declared the estimate stays: ptxas also reports spills in the plain `via dot` kernels that ran among
+    the fastest of session 11's variants, outside the loop the model prices.)"""
     threads = an.launch_threads(launch, env)
     smem = an.smem_layout(launch, env).total_bytes + lw.staged_smem_bytes
     budget = an.register_budget(launch, env, spec)
     spilled = 0.0
     if any(r.declared for r in budget):
+        spilled = compiled_spills or 0.0
         regs = max(1, sum(r.total for r in budget) // max(1, threads))
     else:
         need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts)
@@ -827,9 +834,15 @@ def _bind_dtypes(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
 def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DType.BF16,
             params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
             arch_name: str | None = None, factors: Factors | None = None, backend: str | None = None,
-            toolchain: str | None = None, codegen: str | None = None) -> Prediction:
+            toolchain: str | None = None, codegen: str | None = None,
+            spilled_regs: Mapping[str, float] | None = None) -> Prediction:
     """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
     as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
+
+    `spilled_regs`: per launch name, the registers per thread its compiled code spills, as the compiler reported
+    them (`cake.lowering.cuda.backend.compiled_spills`), for launches whose roles declare register budgets, where
+    the static estimate sees none (`occupancy`): on the H200 ping-pongs whose consumer budget ptxas spilled 1.2-1.7
+    KB under ran 7-18 ms against 1.3, and the static model had them at 1.8.
 
     Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`) and
     those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
@@ -856,7 +869,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     typing = type_kernel(kernel)
     for launch in kernel.launches:
         lw = count_work(kernel, launch, env, consts, typing)
-        occ = occupancy(kernel, launch, env, spec, dev, consts, lw)
+        occ = occupancy(kernel, launch, env, spec, dev, consts, lw, (spilled_regs or {}).get(launch.name))
         fused = kernel.fused_into(launch.name) is not None
         if fused:
             # Its blocks run one after another on the host launch's persistent CTAs, one CTA an SM (the runtime's

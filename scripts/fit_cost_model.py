@@ -67,8 +67,14 @@ from cake.ir.cost_calibrations import (
 )
 from cake.ir.nodes import DType
 from cake.ir.parser import parse_diagnostics
+from cake.ir.transforms.bind_params import bind_params
+from cake.lowering.backend import get_backend
+from cake.lowering.cuda.backend import compiled_spills
+from cake.lowering.cuda.compile import nvcc_version
 
 from cake.arch import DEVICES
+from cake.diagnostics import DiagnosticError
+from cake.errors import ShapeNotSupported
 from cake.runs.store import CandidateStatus, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +161,7 @@ class Loaded:
     assumptions: dict[str, str] = field(default_factory=dict)  # run -> what was assumed and on what evidence
     unsteady: list[dict[str, Any]] = field(default_factory=list)  # timings the quality rule dropped, with why
     not_judged: dict[str, int] = field(default_factory=dict)  # run -> timings without stored reps
+    spills: dict[str, int] = field(default_factory=dict)  # how CUDA timings' spills were priced -> count
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -183,14 +190,28 @@ def _device_name(recorded: str) -> str:
 def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,
              codegen: str, params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
     """The prediction at prior factors of the code `backend`'s codegen version `codegen` generated (the constants
-    describe each version's code: `cake.ir.cost_calibration.constants_for`)."""
+    describe each version's code: `cake.ir.cost_calibration.constants_for`). Code the CUDA backend generates today
+    is priced with the register spills ptxas reports for it, compiled here (`compiled_spills`), as the evolve loop
+    ranks it; older codegen versions cannot be regenerated and keep the static estimate."""
     kernel, diagnostics = parse_diagnostics(text, where)
     if kernel is None:
         loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
         return None
+    spilled = None
+    if backend == "cuda" and codegen == str(get_backend("cuda").codegen_version):
+        built = bind_params(kernel, dict(params)) if params else kernel
+        try:
+            spilled = compiled_spills(built, built.target, dims, dtype, file=where)
+        except (DiagnosticError, ShapeNotSupported) as error:
+            loaded.skip(f"does not build here for its spills: {str(error).splitlines()[0][:80]}")
+            return None
+        loaded.spills["compiled here (ptxas spills)"] = loaded.spills.get("compiled here (ptxas spills)", 0) + 1
+    elif backend == "cuda":
+        loaded.spills[f"codegen {codegen}: static estimate"] = loaded.spills.get(f"codegen {codegen}: static estimate",
+                                                                              0) + 1
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
-                       factors=Factors(), codegen=codegen)
+                       factors=Factors(), codegen=codegen, spilled_regs=spilled)
     except CostError as error:
         loaded.skip(f"not priced: {str(error).split(' (')[0]}")
         return None
@@ -657,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
           f"not judged (no reps stored): " + (", ".join(f"{r} x{c}" for r, c in loaded.not_judged.items()) or "none"))
     for drop in loaded.unsteady:
         print(f"   dropped {drop['run']} {drop['ident']} {drop['label']}: {drop['why']}")
+    if loaded.spills:
+        print(f"CUDA register spills (nvcc {nvcc_version() or '?'} here): "
+              + ", ".join(f"{how} x{n}" for how, n in loaded.spills.items()))
     for note in PRIORS_FROM_WINS:
         print(f"prior informed by a win: {note}")
     ceiling = timing_ceiling(sources)
@@ -690,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,
                                         "quality_rule": f"median <= {MAX_MEDIAN_OVER_MIN} x fastest rep",
                                         "unsteady_dropped": loaded.unsteady, "not_judged": loaded.not_judged,
+                                        "spills": loaded.spills,
                                         "assumed": loaded.assumptions, "priors_from_wins": list(PRIORS_FROM_WINS),
                                         "measurement_ceiling": ceiling,
                                         "keys": summaries}, indent=1) + "\n")

@@ -186,7 +186,23 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         config["llm"] = LLMSettings(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
                                     token_budget=args.token_budget, repair_rounds=args.repair_rounds).to_json()
         config["llm_replay"] = {"from": [str(p) for p in args.llm_cache], "replay_only": args.replay_only}
+    if device == "cuda":
+        config.update(timing_provenance(backend))
     return config
+
+
+def timing_provenance(backend: str) -> dict[str, str]:
+    """What timed a GPU run's candidates, as `scripts/fit_cost_model.py` keys a calibration: the device, the
+    backend's toolchain and codegen version, and the clock (the bench times eager calls between CUDA events).
+    Evolve runs used to record none of it, so their timings could be fitted only under a stated assumption."""
+    import torch
+
+    from cake.ir.cost_calibrations import toolchain_key
+    from cake.lowering.backend import get_backend
+
+    lowering = get_backend(backend)
+    return {"device": torch.cuda.get_device_name(0), "toolchain": toolchain_key(lowering.toolchain()),
+            "codegen": str(lowering.codegen_version), "clock": "events"}
 
 
 def require_fitness_baselines(config: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from cake.lowering.cache import KernelCache
 from cake.lowering.cuda.compile import (
     CompiledModule,
     CompileError,
+    KernelResources,
     ResourceReport,
     compile_cubin,
     nvcc_version,
@@ -287,16 +288,36 @@ class CudaKernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def resources(self) -> tuple[ResourceUsage, ...]:
-        if self.last is None:
-            return ()
-        report = self.last.compiled.report
-        by_kernel = {c.kname: c.launch for c in self.last.program.launches}
-        return tuple(ResourceUsage(by_kernel.get(k.name, k.name), k.registers, k.spill_bytes, report.smem_bytes(k.name))
-                     for k in report.kernels)
+        return () if self.last is None else specialized_resources(self.last)
 
     @property
     def report(self) -> ResourceReport | None:
         return None if self.last is None else self.last.compiled.report
+
+
+def specialized_resources(spec: Specialized) -> tuple[ResourceUsage, ...]:
+    """What ptxas reported for each launch of one compiled specialization."""
+    report = spec.compiled.report
+    return tuple(ResourceUsage(launch, k.registers, k.spill_bytes, report.smem_bytes(k.name))
+                 for launch, k in _launch_reports(spec))
+
+
+def compiled_spills(kernel: Kernel, arch: str, dims: Mapping[str, int], dtype: DType, *,
+                    file: str = "<input>") -> dict[str, float]:
+    """Registers per thread each launch spills once compiled for `arch` at `dims` with every dtype variable bound to
+    `dtype` (as the cost model binds them): ptxas's spill stores, 4 bytes a register, which `cake.ir.cost.predict`
+    takes as `spilled_regs`. Builds the specialization, or reads it from the disk cache the evaluation's calls use.
+    Raises what `CudaKernel.build` raises (ShapeNotSupported, LoweringError, CompileError)."""
+    built = CudaKernel(kernel, arch, file)
+    dtypes = {var.name: dtype for var in kernel.dtype_vars}
+    spec = built.build(dtypes, built.statics(dims), arch_spec(arch).compute_capability)
+    return {launch: k.spill_store_bytes / 4.0 for launch, k in _launch_reports(spec)}
+
+
+def _launch_reports(spec: Specialized) -> list[tuple[str, KernelResources]]:
+    """(launch name, ptxas's report of its __global__ function) for each compiled launch."""
+    by_kernel = {c.kname: c.launch for c in spec.program.launches}
+    return [(by_kernel.get(k.name, k.name), k) for k in spec.compiled.report.kernels]
 
 
 def _first_line(text: str) -> str:

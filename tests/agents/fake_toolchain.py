@@ -6,6 +6,7 @@ It is a test double for the verifier worker only; the end-to-end tests run the r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from cake.agents.base import Checked
@@ -50,6 +51,9 @@ class FakeToolchain:
             return predict(kernel, dims=CELL, dtype=n.DType.BF16, arch_name=self.arch, backend=self.backend).time_ms
         except CostError:
             return None
+
+    def predict_many(self, kernels: Sequence[n.Kernel]) -> list[float | None]:
+        return [self.predict_ms(k) for k in kernels]
 
     def devices(self) -> tuple[str, ...]:
         return ("cpu",)

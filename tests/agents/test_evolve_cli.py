@@ -144,3 +144,20 @@ def test_the_default_backend_is_cuda_only_on_a_gpu_with_nvcc(monkeypatch: pytest
     assert evolve.default_backend("cpu") == "triton"
     monkeypatch.setattr(cuda_compile, "find_nvcc", lambda: None)
     assert evolve.default_backend("cuda") == "triton"
+
+
+def test_a_gpu_run_records_what_timed_it_as_the_cost_fit_keys_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evolve runs recorded no device, toolchain or codegen version, so `fit_cost_model.py` could use their timings
+    only under an assumption stated on its command line (session 19's three seeds)."""
+    import torch
+    from cake.ir.cost_calibrations import timed_toolchain
+    from cake.lowering.backend import get_backend
+
+    from cake.cli.evolve import timing_provenance
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H200")
+    recorded = timing_provenance("cuda")
+    assert recorded["device"] == "NVIDIA H200" and recorded["clock"] == "events"
+    assert recorded["codegen"] == str(get_backend("cuda").codegen_version)
+    assert recorded["toolchain"].startswith("nvcc-") and "+torch-" in recorded["toolchain"]
+    assert timed_toolchain(recorded["toolchain"], recorded["codegen"], recorded["clock"]).endswith("+events")

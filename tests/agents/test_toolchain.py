@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from cake.experiments.kmeans.shapes import CAKE_CELL
 from cake.experiments.kmeans.workload import WORKLOAD
@@ -76,8 +77,6 @@ def test_declared_dtypes_are_the_schedules_type_variable_as_far_as_the_backend_l
     """The dtypes a candidate is gated in: its type variable's choices, less those its backend refuses for every
     call. Session 8's GPU evolve gated the plain seed in f32 on the CUDA backend, whose `via dot` takes 16-bit
     operands only (E0611): the worker died on the refusal and the seed scored as a RUNTIME_ERROR."""
-    from pathlib import Path
-
     from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
 
     def declared(backend: str, schedule: str) -> tuple[str, ...]:
@@ -90,3 +89,31 @@ def test_declared_dtypes_are_the_schedules_type_variable_as_far_as_the_backend_l
     assert set(declared("cuda", "assign_pingpong.cake")) == {"bfloat16", "float16"}
     assert set(declared("triton", "assign_plain.cake")) == {"float32", "float16", "bfloat16"}
     assert set(declared("cuda", "assign_plain.cake")) == {"float16", "bfloat16"}
+
+
+def test_a_gpu_run_of_the_cuda_backend_ranks_with_the_spills_ptxas_reports(tmp_path, monkeypatch) -> None:
+    """The static model sees no spill where roles declare register budgets: session 19's H200 evolve timed a
+    ping-pong whose consumers ran at 80 registers (ptxas: 1.3 KB of spill stores) at 15.0 ms and had predicted it
+    at 1.8 ms, among the best of its turn. On a GPU run of the CUDA backend the turn's candidates are compiled
+    (nvcc compiles here without a GPU) and priced with those spills."""
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    from cake.agents.mutations import with_param_default
+    from cake.ir.parser import parse
+    from cake.ir.transforms.warp_specialize import warp_specialize
+
+    monkeypatch.setenv("CAKE_CACHE_DIR", str(tmp_path / "cache"))
+    pingpong = warp_specialize(parse(Path(SEED).read_text(), "seed.cake"))
+    assert pingpong is not None
+    roomy, starved = (with_param_default(with_param_default(pingpong, "BK", 64), "CONSUMER_REGS", regs)
+                      for regs in (192, 80))
+    cpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                        settings=EvalSettings(device="cpu", backend="cuda", seed=0))
+    gpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                        settings=EvalSettings(device="cuda", backend="cuda", seed=0))
+    assert not cpu.ranks_with_compiler and gpu.ranks_with_compiler
+    static = cpu.predict_many([roomy, starved])
+    compiled = gpu.predict_many([roomy, starved])
+    assert static[0] is not None and static[1] is not None and compiled[0] is not None and compiled[1] is not None
+    assert abs(static[1] - static[0]) < 0.2 * static[0]  # the static model tells the two budgets apart barely
+    assert compiled[0] == static[0]  # nothing spills at 192 registers
+    assert compiled[1] > 3 * compiled[0]  # at 80 the spills dominate
