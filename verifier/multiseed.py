@@ -102,7 +102,7 @@ def verify_seeds_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[in
 
 def verify_seeds_per_dtype_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[int] = MULTI_SEEDS,
                                      device: str, dtypes: Sequence[str], all_gates: bool, timeout_s: float,
-                                     cache: VerdictCache | None = None,
+                                     gates: Sequence[str] | None = None, cache: VerdictCache | None = None,
                                      use_cache: bool = True) -> dict[str, SeededVerdicts]:
     """`verify_seeds_in_worker` at each dtype alone, all in one worker session: every (seed, dtype) verdict is
     cached under the key a single-seed, single-dtype `verify_in_worker` uses. The GPU evaluation's bench fills
@@ -110,7 +110,7 @@ def verify_seeds_per_dtype_in_worker(op: str, kernel_ref: KernelRef, *, seeds: S
     the other seeds; one battery over all dtypes at once has a key of its own and found none of them."""
     groups = [(dtype,) for dtype in dict.fromkeys(dtypes)]
     results = _verify_grid(op, kernel_ref, seeds, groups, device=device, all_gates=all_gates, timeout_s=timeout_s,
-                           resource_report=None, gates=None, cache=cache, use_cache=use_cache)
+                           resource_report=None, gates=gates, cache=cache, use_cache=use_cache)
     return {group[0]: result for group, result in zip(groups, results, strict=True)}
 
 

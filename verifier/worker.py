@@ -347,13 +347,14 @@ def verify_in_worker(
 
 
 def verify_dtypes_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,
-                            all_gates: bool, timeout_s: float, cache: VerdictCache | None = None,
+                            all_gates: bool, timeout_s: float, gates: Sequence[str] | None = None,
+                            cache: VerdictCache | None = None,
                             use_cache: bool = True) -> tuple[tuple[str, Verdict], ...]:
     """`verify_in_worker` at each dtype alone, in order, in one worker session (one process start and one load for
     all of them: the GPU evaluation used to start a second worker for the dtypes it does not time). Each dtype's
     verdict is cached under the key a single-dtype `verify_in_worker` uses, so either path finds it. Stops at the
     first dtype that fails: the dtypes after it are not run and are absent from the result."""
-    gate_ids = _gate_ids(None)
+    gate_ids = _gate_ids(gates)
     out: list[tuple[str, Verdict]] = []
     with ExitStack() as stack:
         session: WorkerSession | None = None  # started at the first dtype the cache does not answer

@@ -72,14 +72,14 @@ def test_per_dtype_seeds_reuse_the_run_seeds_verdicts_the_bench_cached(tmp_path:
     cache = VerdictCache(tmp_path / "cache")
     dtypes = ("float32", "float16")
     bench = verify_dtypes_in_worker("row_sum", ref, device="cpu", dtypes=dtypes, seed=0, all_gates=False,
-                                    timeout_s=30.0, cache=cache)
+                                    timeout_s=30.0, gates=GATES, cache=cache)
     assert [d for d, v in bench if v.passed] == list(dtypes)
     for entry in (tmp_path / "cache").rglob("*.json"):  # poison seed 0's entries: a hit reads them back
         data = json.loads(entry.read_text())
         data["gates"][0]["reason"] = "from the bench"
         entry.write_text(json.dumps(data))
     results = verify_seeds_per_dtype_in_worker("row_sum", ref, seeds=(0, 1), device="cpu:0", dtypes=dtypes,
-                                               all_gates=False, timeout_s=30.0, cache=cache)
+                                               all_gates=False, timeout_s=30.0, gates=GATES, cache=cache)
     assert list(results) == list(dtypes) and all(r.passed for r in results.values())
     for result in results.values():
         assert result.verdicts[0].gates[0].reason == "from the bench"

@@ -109,7 +109,7 @@ def test_several_dtypes_share_one_worker_cache_per_dtype_and_stop_at_the_first_f
                       "    return y + 1 if x.dtype == torch.float16 else y\n")
     cache = VerdictCache(tmp_path / "cache")
     ref16 = KernelRef.parse(f"{kernel}:k")
-    args = dict(device="cpu", seed=0, all_gates=False, timeout_s=TIMEOUT_S, cache=cache)
+    args = dict(device="cpu", seed=0, all_gates=False, timeout_s=TIMEOUT_S, gates=("CMP-01",), cache=cache)
     verdicts = verify_dtypes_in_worker("row_sum", ref16, dtypes=("float32", "float16", "bfloat16"),
                                        **args)  # type: ignore[arg-type]
     assert [(d, v.passed) for d, v in verdicts] == [("float32", True), ("float16", False)]  # bf16 never ran
