@@ -27,7 +27,7 @@ from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
 from cake.diagnostics import DiagnosticError
-from cake.errors import ShapeNotSupported
+from cake.errors import InternalError, ShapeNotSupported
 from cake.evaluation.evaluator import EvalSettings, ScheduleEvaluator
 from cake.evaluation.protocol import EvalJob
 from cake.runs.store import Evaluation, FitnessKind, Retime
@@ -88,15 +88,18 @@ class CakeToolchain:
             return [self.predict_ms(k) for k in kernels]
         with ThreadPoolExecutor(max_workers=RANK_COMPILE_WORKERS, thread_name_prefix="cake-rank-nvcc") as pool:
             spills = list(pool.map(self._compiled_spills, kernels))
-        # a candidate that does not build is predicted nothing (ranked last); its evaluation reports why
-        return [None if s is None else self.predict_ms(k, s) for k, s in zip(kernels, spills, strict=True)]
+        return [self.predict_ms(k, s) for k, s in zip(kernels, spills, strict=True)]
 
     def _compiled_spills(self, kernel: n.Kernel) -> dict[str, float] | None:
+        """None when the candidate does not build: it is then ranked by the static model alone, so a checked
+        schedule that fails to compile still reaches its evaluation, which records the failure located (or, for a
+        bug in a generator, as an internal error) where the distiller and the report see it; ranking it last would
+        hide the checker's gap."""
         from cake.lowering.cuda.backend import compiled_spills
 
         try:
             return compiled_spills(kernel, self.arch, self.shape.dim_map, _DTYPES[self.shape.dtype])
-        except (DiagnosticError, ShapeNotSupported):
+        except (DiagnosticError, ShapeNotSupported, InternalError):
             return None
 
     def _model_baseline(self, seeds: Sequence[Path]) -> float | None:

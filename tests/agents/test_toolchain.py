@@ -117,3 +117,22 @@ def test_a_gpu_run_of_the_cuda_backend_ranks_with_the_spills_ptxas_reports(tmp_p
     assert abs(static[1] - static[0]) < 0.2 * static[0]  # the static model tells the two budgets apart barely
     assert compiled[0] == static[0]  # nothing spills at 192 registers
     assert compiled[1] > 3 * compiled[0]  # at 80 the spills dominate
+
+
+def test_a_candidate_that_does_not_build_is_ranked_by_the_static_model(monkeypatch) -> None:
+    """Not ranked last: its evaluation must still run to record the compile failure (a checker gap) where the
+    distiller and the report see it."""
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    from cake.ir.parser import parse
+    from cake.lowering.cuda import backend as cuda_backend
+
+    from cake.diagnostics import Diagnostic, DiagnosticError
+
+    def fails(*_: object, **__: object) -> dict[str, float]:
+        raise DiagnosticError((Diagnostic("C0900", "ptxas: out of resources"),))
+
+    monkeypatch.setattr(cuda_backend, "compiled_spills", fails)
+    kernel = parse(Path(SEED).read_text(), "seed.cake")
+    gpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                        settings=EvalSettings(device="cuda", backend="cuda", seed=0))
+    assert gpu.predict_many([kernel]) == [gpu.predict_ms(kernel)] != [None]
