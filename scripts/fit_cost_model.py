@@ -91,7 +91,16 @@ COMMITTED_PROVENANCE: dict[str, tuple[str, dict[str, str], str]] = {
                                       "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
     "h200-2026-11-30/s2/evolve2/run": ("H200", {"cuda": "nvcc-unrecorded+torch-2.11.0"},
                                        "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
+    **{run: ("H200", {"cuda": "nvcc-13.0.88+torch-2.11.0"},
+             "each run's env.txt (NVIDIA H200, torch 2.11.0+cu130); nvcc 13.0.88 as session 11's variant runs on the "
+             "lent H200 recorded it (s11-calls/call3/cost11/costdata/gpu_time_variants.json `toolchains`)")
+       for run in ("h200-2026-12-03/s11-calls/evolve4/evolve/run", "h200-2026-12-03/s13-calls/evalfast/evolve/run",
+                   "h200-2026-12-04/s19-evolve/evolve_seed5/run", "h200-2026-12-04/s19-evolve/evolve_seed6/run",
+                   "h200-2026-12-04/s19-evolve/evolve_seed7/run")},
 }
+# The kmeans evolve runs at CUDA codegen 4 (before evolve runs recorded what timed them): the cell's only timed
+# warp-specialized schedules with the spills ptxas reports today.
+CODEGEN4_EVOLVE_RUNS: tuple[str, ...] = tuple(run for run in COMMITTED_PROVENANCE if "/s2/" not in run)
 
 # Committed runs that predate recording their backend's codegen version: (path prefix under results/, backend) ->
 # (version, evidence from the git history of `CODEGEN_VERSION` in lowering/cuda/program.py and
@@ -107,6 +116,11 @@ COMMITTED_CODEGEN: dict[tuple[str, str], tuple[str, str]] = {
                                              "session 5's data committed in aa05f75 (03:31)"),
     ("h200-2026-11-30/", "triton"): ("1-or-2", "Triton codegen 1 until df62cc3 (2026-11-30 08:02), 2 after it; the "
                                                "session-1 bench's time of day is unrecorded"),
+    ("h200-2026-12-03/s11-calls/evolve4/", "cuda"): ("4", "CUDA codegen 4 from d74cb01 (2026-12-03 03:33 UTC); "
+                                                          "RESULTS.md session 11: the first evolve at codegen 4"),
+    ("h200-2026-12-03/s13-calls/evalfast/", "cuda"): ("4", "CUDA codegen 4 from d74cb01 (2026-12-03 03:33 UTC), "
+                                                           "still 4 at session 13"),
+    ("h200-2026-12-04/s19-evolve/", "cuda"): ("4", "CUDA codegen 4 at b4179f9, the commit session 19 ran"),
 }
 # Before `gpu_time_variants.py --clock` existed, every timing was device events around the eager host call (the
 # only clock `cake.verifier.timing` shipped): not an assumption, the protocol's code.
@@ -130,14 +144,15 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
 
 
 def default_sources() -> list[Path]:
-    """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend), and
+    """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend),
     every committed variant run of `scripts/gpu_time_variants.py` (a `runs/<backend>-<i>/` beside its
-    `gpu_time_variants.json`)."""
+    `gpu_time_variants.json`), and the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`)."""
     found = [RESULTS / "h200-2026-11-30" / "bench_cost_model.json",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve" / "run",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve2" / "run"]
     found += sorted(p.parent for p in RESULTS.rglob("runs/*/run.sqlite")
                     if (p.parent.parent.parent / "gpu_time_variants.json").is_file())
+    found += [RESULTS / run for run in CODEGEN4_EVOLVE_RUNS]
     return found
 
 

@@ -169,12 +169,14 @@ def test_the_quality_rule_drops_timings_whose_reps_are_unsteady(tmp_path: Path) 
 # 0.769 / 0.2); codegen 1 (nvcc 13.0.88) 0.785 -> 0.782 (the wgmma re-reads), Triton unchanged.
 REPORTED = {
     "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.78, 0.2),
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.81, 0.2),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.85, 0.6),
+    # the kmeans evolve runs at codegen 4, priced with the spills ptxas reports for their code (session 19)
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 34, 0.70, 0.6),
     "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.73, 0.4),
 }
 
 
-@pytest.mark.slow  # ~5 min on two shared cores: every committed candidate (553 kept) is re-predicted and fitted
+@pytest.mark.slow  # ~5 min on two shared cores: every committed candidate (597 kept) is re-predicted and fitted
 def test_the_fitter_on_the_committed_runs_reports_what_results_md_says(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "fit.json"
