@@ -213,17 +213,17 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, devic
         loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
         return None
     spilled = None
-    if backend == "cuda" and codegen == str(get_backend("cuda").codegen_version):
-        built = bind_params(kernel, dict(params)) if params else kernel
-        try:
-            spilled = compiled_spills(built, built.target, dims, dtype, file=where)
-        except (DiagnosticError, ShapeNotSupported) as error:
-            loaded.skip(f"does not build here for its spills: {str(error).splitlines()[0][:80]}")
-            return None
-        loaded.spills["compiled here (ptxas spills)"] = loaded.spills.get("compiled here (ptxas spills)", 0) + 1
-    elif backend == "cuda":
-        loaded.spills[f"codegen {codegen}: static estimate"] = loaded.spills.get(f"codegen {codegen}: static estimate",
-                                                                              0) + 1
+    if backend == "cuda":
+        current = codegen == str(get_backend("cuda").codegen_version)
+        how = "compiled here (ptxas spills)" if current else f"codegen {codegen}: static estimate"
+        if current:
+            built = bind_params(kernel, dict(params)) if params else kernel
+            try:
+                spilled = compiled_spills(built, built.target, dims, dtype, file=where)
+            except (DiagnosticError, ShapeNotSupported) as error:
+                loaded.skip(f"does not build here for its spills: {str(error).splitlines()[0][:80]}")
+                return None
+        loaded.spills[how] = loaded.spills.get(how, 0) + 1
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
                        factors=Factors(), codegen=codegen, spilled_regs=spilled)

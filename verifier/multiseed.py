@@ -117,22 +117,12 @@ def verify_seeds_per_dtype_in_worker(op: str, kernel_ref: KernelRef, *, seeds: S
 def _verify_grid(op: str, kernel_ref: KernelRef, seeds: Sequence[int], dtype_groups: Sequence[tuple[str, ...]], *,
                  device: str, all_gates: bool, timeout_s: float, resource_report: ResourceReport | None,
                  gates: Sequence[str] | None, cache: VerdictCache | None, use_cache: bool) -> list[SeededVerdicts]:
-    """A battery per (dtype group, seed), each cached on its own key; a worker starts only for what the cache
-    lacks, and one serves them all."""
-    from cake.verifier.worker import WorkerSession, _gate_ids, _lookup, run_battery_in_session
+    """A battery per (dtype group, seed), each cached on its own key, in one worker session
+    (`verify_cells_in_worker`): one `SeededVerdicts` per group."""
+    from cake.verifier.worker import verify_cells_in_worker
 
-    gate_ids = _gate_ids(gates)
-    lookups = [[_lookup(op, kernel_ref, device=device, dtypes=group, seed=seed, all_gates=all_gates,
-                        gate_ids=gate_ids, resource_report=resource_report, cache=cache, use_cache=use_cache)
-                for seed in seeds] for group in dtype_groups]
-    found: list[list[Verdict | None]] = [[lookup.get() for lookup in row] for row in lookups]
-    if any(v is None for row in found for v in row):
-        with WorkerSession(kernel_ref, device, timeout_s) as session:
-            for g, group in enumerate(dtype_groups):
-                for i, seed in enumerate(seeds):
-                    if found[g][i] is None:
-                        verdict = run_battery_in_session(session, op, gate_ids, dtypes=group, seed=seed,
-                                                         all_gates=all_gates, resource_report=resource_report)
-                        lookups[g][i].put(verdict)
-                        found[g][i] = verdict
-    return [SeededVerdicts(op, tuple(seeds), tuple(v for v in row if v is not None)) for row in found]
+    verdicts = verify_cells_in_worker(op, kernel_ref, [(seed, group) for group in dtype_groups for seed in seeds],
+                                      device=device, all_gates=all_gates, timeout_s=timeout_s,
+                                      resource_report=resource_report, gates=gates, cache=cache, use_cache=use_cache)
+    n = len(seeds)
+    return [SeededVerdicts(op, tuple(seeds), tuple(verdicts[g * n:(g + 1) * n])) for g in range(len(dtype_groups))]

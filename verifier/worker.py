@@ -354,23 +354,38 @@ def verify_dtypes_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtyp
     all of them: the GPU evaluation used to start a second worker for the dtypes it does not time). Each dtype's
     verdict is cached under the key a single-dtype `verify_in_worker` uses, so either path finds it. Stops at the
     first dtype that fails: the dtypes after it are not run and are absent from the result."""
+    ordered = list(dict.fromkeys(dtypes))
+    verdicts = verify_cells_in_worker(op, kernel_ref, [(seed, (dtype,)) for dtype in ordered], device=device,
+                                      all_gates=all_gates, timeout_s=timeout_s, gates=gates, cache=cache,
+                                      use_cache=use_cache, stop_at_failure=True)
+    return tuple(zip(ordered, verdicts, strict=False))
+
+
+def verify_cells_in_worker(op: str, kernel_ref: KernelRef, cells: Sequence[tuple[int, Sequence[str]]], *,
+                           device: str, all_gates: bool, timeout_s: float,
+                           resource_report: ResourceReport | None = None, gates: Sequence[str] | None = None,
+                           cache: VerdictCache | None = None, use_cache: bool = True,
+                           stop_at_failure: bool = False) -> list[Verdict]:
+    """One battery per (seed, dtypes) cell, in order, each cached under the key a `verify_in_worker` of that seed
+    and those dtypes uses; one worker session, started at the first cell the cache does not answer, serves the
+    rest. With `stop_at_failure` the cells after the first failing one are not run and are absent from the result."""
     gate_ids = _gate_ids(gates)
-    out: list[tuple[str, Verdict]] = []
+    out: list[Verdict] = []
     with ExitStack() as stack:
-        session: WorkerSession | None = None  # started at the first dtype the cache does not answer
-        for dtype in dict.fromkeys(dtypes):
-            lookup = _lookup(op, kernel_ref, device=device, dtypes=[dtype], seed=seed, all_gates=all_gates,
-                             gate_ids=gate_ids, resource_report=None, cache=cache, use_cache=use_cache)
+        session: WorkerSession | None = None
+        for seed, dtypes in cells:
+            lookup = _lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates,
+                             gate_ids=gate_ids, resource_report=resource_report, cache=cache, use_cache=use_cache)
             verdict = lookup.get()
             if verdict is None:
                 session = session or stack.enter_context(WorkerSession(kernel_ref, device, timeout_s))
-                verdict = run_battery_in_session(session, op, gate_ids, dtypes=[dtype], seed=seed,
-                                                 all_gates=all_gates)
+                verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed,
+                                                 all_gates=all_gates, resource_report=resource_report)
                 lookup.put(verdict)
-            out.append((dtype, verdict))
-            if not verdict.passed:
+            out.append(verdict)
+            if stop_at_failure and not verdict.passed:
                 break
-    return tuple(out)
+    return out
 
 
 def audit_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,

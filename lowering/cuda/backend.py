@@ -288,18 +288,15 @@ class CudaKernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def resources(self) -> tuple[ResourceUsage, ...]:
-        return () if self.last is None else specialized_resources(self.last)
+        if self.last is None:
+            return ()
+        report = self.last.compiled.report
+        return tuple(ResourceUsage(launch, k.registers, k.spill_bytes, report.smem_bytes(k.name))
+                     for launch, k in _launch_reports(self.last))
 
     @property
     def report(self) -> ResourceReport | None:
         return None if self.last is None else self.last.compiled.report
-
-
-def specialized_resources(spec: Specialized) -> tuple[ResourceUsage, ...]:
-    """What ptxas reported for each launch of one compiled specialization."""
-    report = spec.compiled.report
-    return tuple(ResourceUsage(launch, k.registers, k.spill_bytes, report.smem_bytes(k.name))
-                 for launch, k in _launch_reports(spec))
 
 
 def compiled_spills(kernel: Kernel, arch: str, dims: Mapping[str, int], dtype: DType, *,
