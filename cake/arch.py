@@ -82,7 +82,8 @@ class MmaForm:
     """One tensor-core instruction shape: D[m, n] (+)= A[m, k] @ B[k, n].
 
     A row lists only the variants CAKE emits (16-bit operands, fp32 accumulator, operands K-major); the ISA
-    has more (tf32, fp8, A from registers for wgmma, A from tensor memory for tcgen05). Adding one is a row
+    has more (tf32, fp8, A from tensor memory for tcgen05). wgmma takes A from registers too: a schedule binds the
+    stage with `let xa: T[M, K] = xs[w]` before the loop and the CUDA backend loads it once (ldmatrix). Adding one is a row
     here plus what its emitter needs in the backend. The CUDA backend generates the wrapper of a form from
     its row, so every form a target lists compiles for that target.
     """
@@ -118,7 +119,7 @@ MMA_SYNC_FORMS: tuple[MmaForm, ...] = (
 )
 # [ptx] wgmma .m64nNk16 with f16/bf16 inputs: N = 8..256 in steps of 8.
 WGMMA_FORMS: tuple[MmaForm, ...] = tuple(
-    MmaForm(MmaFamily.WGMMA, 64, n, 16, "wgmma.mma_async.sync.aligned", _HALF_TYPES, "f32", _SHARED, _SHARED,
+    MmaForm(MmaFamily.WGMMA, 64, n, 16, "wgmma.mma_async.sync.aligned", _HALF_TYPES, "f32", _REGS_OR_SHARED, _SHARED,
             Issuer.WARPGROUP, Feature.WGMMA)
     for n in range(8, 257, 8))
 # [ptx] tcgen05.mma cta_group::1 kind::f16 with M = 128: N = 16..256 in steps of 16. (M = 64 puts the

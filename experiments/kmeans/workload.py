@@ -42,7 +42,9 @@ UPDATE_TABLE = FOLDER / "update_buckets.json"
 # Deterministic and exact (one-hot products, no atomics): the update that passes every gate on a GPU, where
 # the atomic seed fails ORD-02 (bits differ run to run) and EXC-02 (fp32 atomics flush subnormals).
 UPDATE_REFERENCES = ("update_onehot.cake",)
-ASSIGN_REFERENCES = ("assign_pingpong.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake", "assign_tcgen05.cake")
+ASSIGN_REFERENCES = (
+    "assign_pingpong.cake", "assign_pingpong_rs.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake", "assign_tcgen05.cake",
+)
 
 # DESIGN.md "Measured on an H200": the best of a 36-config sweep of the plain fused assign.
 PLAIN_SWEEP_BEST_PARAMS: dict[str, int] = {"BN": 256, "BK": 64, "WARPS": 4, "STAGES": 2}

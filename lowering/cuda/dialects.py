@@ -16,15 +16,24 @@ from cake.lowering.cuda.cnames import ident
 from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
 from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
-from cake.lowering.cuda.values import Frag, SmemTile, SmemVec
+from cake.lowering.cuda.values import Frag, HeldA, SmemTile, SmemVec, Value
 
-from cake.arch import THREADS_PER_WARP, ArchSpec, Feature, MmaFamily, MmaForm, mma_sync_warp_grid
+from cake.arch import (
+    THREADS_PER_WARP,
+    ArchSpec,
+    Feature,
+    MmaFamily,
+    MmaForm,
+    mma_forms_of,
+    mma_sync_warp_grid,
+)
 
 # wgmma / tcgen05 descriptor swizzle codes per swizzle width (bytes).
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
 UMMA_SWIZZLE = {128: 2, 64: 4, 32: 6}
 K_STEP_BYTES = 32  # one k16 step of 2-byte elements
 TMEM_LOAD_TAIL_COLUMNS = 16  # tcgen05.ld 32x32b.x16 reads the last 16 columns of an odd-multiple-of-16 row
+WGMMA_ROWS = mma_forms_of(MmaFamily.WGMMA)[0].m  # rows of one wgmma instruction (every wgmma form is m64)
 A_FRAG_REG_BUDGET = 64  # registers a thread may spend holding a loop-invariant mma.sync A operand
 
 
@@ -47,15 +56,29 @@ def parse_form(arch: ArchSpec, form: str) -> MmaForm:
     return row
 
 
-def mma_wrapper(gen, form: MmaForm, dtype: DType) -> str:  # type: ignore[no-untyped-def]
+def mma_wrapper(gen, form: MmaForm, dtype: DType, a_registers: bool = False) -> str:  # type: ignore[no-untyped-def]
     """The generated wrapper of `form` on `dtype` operands (recorded for the program), by name."""
     try:
         lookup(gen.lc.arch, form.name, dtype.value)
     except UnknownForm as error:
         raise Unlowerable(Code.MMA_FORM, str(error), help="cast the operands to f16 or bf16") from None
-    made = wrapper(form, dtype.value)
+    made = wrapper(form, dtype.value, a_registers)
     gen.lc.mma_wrappers.setdefault(made.name, made)
     return made.name
+
+
+def _only_wgmma_a(gen, name: str, arch: ArchSpec) -> bool:  # type: ignore[no-untyped-def]
+    """Whether every read of `name` in the role is the A operand of a wgmma (at least one)."""
+    uses = a_uses = 0
+    for site in an.walk_body(gen.slot.role.body):
+        for expr in an.stmt_exprs(site.stmt):
+            for e in an.walk_expr(expr):
+                if isinstance(e, Name) and e.id == name:
+                    uses += 1
+                if (isinstance(e, Mma) and isinstance(e.a, Name) and e.a.id == name
+                        and parse_form(arch, e.form).family is MmaFamily.WGMMA):
+                    a_uses += 1
+    return a_uses > 0 and uses == a_uses
 
 
 def padded_k(a: SmemTile, b: SmemTile, kdim: int) -> int:
@@ -162,6 +185,11 @@ class Sm80:
         elif zero:
             gen.w.line(f"for (int cake_r = 0; cake_r < {layout.cname}::kRegs; ++cake_r) {dst}[cake_r] = 0.0f;")
         return frag
+
+    def hold_a(self, gen, name: str, tile: SmemTile) -> Value:  # type: ignore[no-untyped-def]
+        """What `let name = <shared stage>` binds: here the stage itself (mma.sync reads through ldmatrix at each
+        product; `preload_a` keeps a staged loop-invariant A in registers on its own)."""
+        return tile
 
     def preload_a(self, gen, name: str, tile: SmemTile) -> None:  # type: ignore[no-untyped-def]
         """A staged tile that is the A operand of an mma_sync inside a loop stays in registers as ldmatrix
@@ -301,29 +329,62 @@ class Sm90a(Sm80):
         return MmaFragLayout(cname, rows // form.m, cols // 8, form.m, 16,
                              f"{form.name}, {rows // form.m} x {cols // n} instruction(s) per k-step")
 
-    def wgmma(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
+    def hold_a(self, gen, name: str, tile: SmemTile) -> Value:  # type: ignore[no-untyped-def]
+        """`let name = <shared stage>` whose every use is a wgmma's A operand: the stage is read once, here, into
+        registers (ldmatrix fragments of each warp's 16 rows of every 64-row block; the wgmma A register layout is
+        mma.sync's per warp), and the products take A from registers (no shared-memory read of A per
+        instruction). Any other use keeps the stage itself (`Sm80.hold_a`)."""
+        if not self.arch.has(Feature.WGMMA) or not _only_wgmma_a(gen, name, self.arch):
+            return super().hold_a(gen, name, tile)
+        rows, cols = tile.shape
+        m = WGMMA_ROWS
+        if tile.transposed or tile.dtype.bytes != 2 or rows % m or tile.layout is None:
+            raise Unlowerable(Code.MMA_FORM, f"`{name}`: a wgmma A operand held in registers is a 16-bit [M, K] "
+                              f"stage with M a multiple of {m}")
+        ksteps = round_up(cols, MMA_K_STEP) // MMA_K_STEP
+        if ksteps * MMA_K_STEP > tile.layout.cols:
+            raise Unlowerable(Code.MMA_FORM, f"`{name}`: K = {cols} needs the stage padded to whole k16 steps")
+        blocks = rows // m
+        frags = f"{ident(name)}_af"
+        w = gen.w
+        w.comment(f"`{name}` is a wgmma A operand held in registers: {ksteps} k-step(s) x {blocks} 64-row block(s) "
+                  f"x 4 = {ksteps * blocks * 4} registers a thread, read once from `{tile.buffer}`")
+        w.line(f"uint32_t {frags}[{ksteps}][{blocks}][4];")
+        w.line("#pragma unroll")
+        with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
+            w.line("#pragma unroll")
+            w.line(f"for (int cake_mb = 0; cake_mb < {blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
+                   f"{tile.base} + {tile.offset_fn}(cake_mb * {m} + cake_wq * 16 + cake_lane % 16, "
+                   "cake_kk * 16 + (cake_lane / 16) * 8));")
+        return HeldA(tile.dtype, tile.shape, frags, tile)
+
+    def wgmma(self, gen, node: Mma, a: SmemTile | HeldA, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
               form: MmaForm) -> Frag:
         if not self.arch.has(Feature.WGMMA):
             return super().wgmma(gen, node, a, b, acc, dst, form)
-        fn = mma_wrapper(gen, form, a.dtype)
+        held = a if isinstance(a, HeldA) else None
+        a_tile = held.tile if held is not None else a
+        assert isinstance(a_tile, SmemTile)
+        fn = mma_wrapper(gen, form, a_tile.dtype, a_registers=held is not None)
         n, m = form.n, form.m
-        rows, kdim = a.shape
+        rows, kdim = a_tile.shape
         cols = b.shape[1]
-        sw = a.swizzle_bytes
-        if sw not in WGMMA_SWIZZLE or b.swizzle_bytes != sw:
+        sw = b.swizzle_bytes
+        if sw not in WGMMA_SWIZZLE or (held is None and a_tile.swizzle_bytes != sw):
             raise Unlowerable(Code.MMA_FORM, "wgmma reads its operands through shared-memory descriptors: declare "
                               "both buffers with the same swizzle (128B, 64B or 32B)",
                               help="e.g. `smem xs[2]: T[BN, D] swizzle 128B`")
         if not b.transposed:
             raise Unlowerable(Code.MMA_FORM, "wgmma reads B K-major here: write the operand as `c.T` with c: [N, K]")
-        kdim = padded_k(a, b, kdim)
+        kdim = padded_k(a_tile, b, kdim)
         layout = gen.anchor if gen.anchor is not None else self.anchor_layout(gen, node)
         assert isinstance(layout, MmaFragLayout)
-        a_rows, b_rows = a.layout.rows, b.layout.rows  # type: ignore[union-attr]
+        a_rows, b_rows = a_tile.layout.rows, b.layout.rows  # type: ignore[union-attr]
         steps_per_atom = sw // K_STEP_BYTES
         code = WGMMA_SWIZZLE[sw]
         w = gen.w
-        w.comment(f"{dst} = mma({a.buffer}, {b.buffer}.T) via {form.name}: {rows // m} x {cols // n} "
+        source = f"{held.name} (registers)" if held is not None else a_tile.buffer
+        w.comment(f"{dst} = mma({source}, {b.buffer}.T) via {form.name}: {rows // m} x {cols // n} "
                   f"instruction(s) per k-step, {kdim // 16} k-steps; descriptors: {sw}B swizzle, 8-row groups "
                   f"{8 * sw} B apart, k16 step = +{K_STEP_BYTES} B inside a {sw} B atom")
         frag = self._dst(gen, layout, acc, dst, (rows, cols), zero=False)
@@ -334,8 +395,9 @@ class Sm90a(Sm80):
         accumulate = "true" if acc is not None else "cake_kk > 0"
         w.line("#pragma unroll")
         with w.block(f"for (int cake_kk = 0; cake_kk < {kdim // 16}; ++cake_kk)"):
-            w.line(f"const uint32_t cake_ka = (cake_kk / {steps_per_atom}) * {a_rows * sw}u + "
-                   f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
+            if held is None:
+                w.line(f"const uint32_t cake_ka = (cake_kk / {steps_per_atom}) * {a_rows * sw}u + "
+                       f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
             w.line(f"const uint32_t cake_kb = (cake_kk / {steps_per_atom}) * {b_rows * sw}u + "
                    f"(cake_kk % {steps_per_atom}) * {K_STEP_BYTES}u;")
             w.line("#pragma unroll")
@@ -343,7 +405,11 @@ class Sm90a(Sm80):
                 w.line("#pragma unroll")
                 with w.block(f"for (int cake_nb = 0; cake_nb < {cols // n}; ++cake_nb)"):
                     w.line(f"{fn}(&{frag.name}[(cake_mb * {layout.n8} + cake_nb * {n // 8}) * 4],")
-                    w.line(f"    cake_wgmma_desc({a.base} + cake_ka + cake_mb * {m * sw}u, 16u, {8 * sw}u, {code}u),")
+                    if held is not None:
+                        w.line(f"    {held.name}[cake_kk][cake_mb],")
+                    else:
+                        w.line(f"    cake_wgmma_desc({a_tile.base} + cake_ka + cake_mb * {m * sw}u, 16u, "
+                               f"{8 * sw}u, {code}u),")
                     w.line(f"    cake_wgmma_desc({b.base} + cake_kb + cake_nb * {n * sw}u, 16u, {8 * sw}u, {code}u),")
                     w.line(f"    {accumulate});")
         w.line("cake_wgmma_commit();")

@@ -48,6 +48,7 @@ from cake.lowering.cuda.values import (
     Elem,
     Fam,
     Frag,
+    HeldA,
     Lazy,
     Map,
     Scalar,
@@ -344,7 +345,7 @@ class ExprGen(ReductionGen):
     def mma(self, expr: Mma, dst: str) -> Value:
         a = self.value(expr.a)
         b = self.value(expr.b)
-        if not isinstance(a, SmemTile) or a.transposed:
+        if not (isinstance(a, HeldA) or isinstance(a, SmemTile) and not a.transposed):
             raise Unlowerable(Code.MMA_FORM, "the mma's A operand must be a tile in shared memory (a buffer "
                               "stage, or a loaded tile the backend stages)")
         if not isinstance(b, SmemTile):

@@ -5,6 +5,7 @@
 |----------|-------------------------------------------------------|----------|
 | mma_sync | `cake_mma_sync_m16n8k16_bf16(float* c, const uint32_t* a, const uint32_t* b)` | fragments in registers, D += A B |
 | wgmma    | `cake_wgmma_m64n96k16_bf16(float* d, uint64_t desc_a, uint64_t desc_b, bool accumulate)` | shared-memory descriptors |
+| wgmma, A in registers | `cake_wgmma_m64n96k16_bf16_rs(float* d, const uint32_t* a, uint64_t desc_b, bool accumulate)` | A: 4 registers a thread (its warp's 16 rows, the mma.sync A layout), B: a descriptor |
 | tcgen05  | `cake_tcgen05_m128n96k16_bf16(uint32_t d_tmem, uint64_t desc_a, uint64_t desc_b, bool accumulate)` | descriptors, D in TMEM |
 
 Register counts come from the shape: a warp-level form spreads A (m x k), B (k x n) and C (m x n) over 32
@@ -42,8 +43,8 @@ class Wrapper:
     text: str
 
 
-def wrapper_name(form: MmaForm, dtype: str) -> str:
-    return f"cake_{form.family.value}_{form.shape}_{dtype}"
+def wrapper_name(form: MmaForm, dtype: str, a_registers: bool = False) -> str:
+    return f"cake_{form.family.value}_{form.shape}_{dtype}" + ("_rs" if a_registers else "")
 
 
 def lookup(arch: ArchSpec, form_name: str, dtype: str) -> MmaForm:
@@ -103,6 +104,29 @@ def _wgmma(form: MmaForm, dtype: str, name: str) -> str:
     ])
 
 
+def _wgmma_rs(form: MmaForm, dtype: str, name: str) -> str:
+    """wgmma with A from registers [ptx: `d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`]: each
+    thread passes the four packed registers of its warp's m16 x k16 slice (the mma.sync A fragment layout)."""
+    acc = form.m * form.n // (THREADS_PER_WARP * WARPS_PER_WARPGROUP)
+    a_regs = form.m * form.k // (THREADS_PER_WARP * WARPS_PER_WARPGROUP) // PACKED_PER_REGISTER
+    ptx = (f"{form.instruction}.{form.shape}.{form.accumulator_dtype}.{dtype}.{dtype} {_regs(0, acc)}, "
+           f"{_regs(acc, a_regs)}, %{acc + a_regs}, p, 1, 1, 0;")
+    outs = ",\n        ".join(", ".join(f'"+f"(d[{j}])' for j in range(i, min(i + 8, acc)))
+                              for i in range(0, acc, 8))
+    return "\n".join([
+        f"// D[{form.m}x{form.n}] (+)= A[{form.m}x{form.k}] * B[{form.k}x{form.n}]; A in registers ({a_regs} a "
+        "thread), B K-major in shared memory. `accumulate` false overwrites D.",
+        f"CAKE_DEVICE void {name}(float* d, const uint32_t* a, uint64_t desc_b, bool accumulate) {{",
+        "  const uint32_t scale_d = accumulate ? 1u : 0u;",
+        "  asm volatile(",
+        f'      "{{\\n .reg .pred p;\\n setp.ne.b32 p, %{acc + a_regs + 1}, 0;\\n"',
+        f'      " {ptx}\\n}}\\n"',
+        f"      : {outs}",
+        f'      : {_operands(a_regs, "r", "a")}, "l"(desc_b), "r"(scale_d));',
+        "}",
+    ])
+
+
 def umma_instruction_descriptor(form: MmaForm, dtype: str) -> int:
     fmt = _UMMA_AB_FORMAT[dtype]
     return _UMMA_D_F32 | (fmt << 7) | (fmt << 10) | ((form.n >> 3) << 17) | ((form.m >> 4) << 24)
@@ -127,10 +151,13 @@ def _tcgen05(form: MmaForm, dtype: str, name: str) -> str:
 _EMIT = {MmaFamily.MMA_SYNC: _mma_sync, MmaFamily.WGMMA: _wgmma, MmaFamily.TCGEN05: _tcgen05}
 
 
-def wrapper(form: MmaForm, dtype: str) -> Wrapper:
-    """The device function for `form` on `dtype` operands."""
-    name = wrapper_name(form, dtype)
-    text = _EMIT[form.family](form, dtype, name)
+def wrapper(form: MmaForm, dtype: str, a_registers: bool = False) -> Wrapper:
+    """The device function for `form` on `dtype` operands (`a_registers`: the wgmma form that takes A from
+    registers; the arch table lists where a family may read A from)."""
+    if a_registers and form.family is not MmaFamily.WGMMA:
+        raise UnknownForm(f"`{form.name}`: only wgmma has a wrapper that takes A from registers here")
+    name = wrapper_name(form, dtype, a_registers)
+    text = (_wgmma_rs if a_registers else _EMIT[form.family])(form, dtype, name)
     guard = ARCH_GUARD[form.family]
     if guard is not None:
         text = f"#if {guard}\n{text}\n#endif"

@@ -246,6 +246,8 @@ class RoleGen(ExprGen):
     def let_tile(self, st: Let, name: str, v: Value, dtype: DType) -> Value:
         if isinstance(v, Frag) and v.name == name:
             return v
+        if isinstance(v, SmemTile) and st.name in self.facts.mma_operands:
+            return self.dialect.hold_a(self, st.name, v)  # type: ignore[attr-defined]
         if st.name in self.facts.mma_operands and isinstance(v, Lazy):
             load = st.value if isinstance(st.value, Load) else None
             if load is None or not isinstance(load.source, Index):

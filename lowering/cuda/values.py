@@ -10,6 +10,7 @@ one element, given an `Elem` that the surrounding loop provides:
 | Frag      | per-thread registers of an mma result      | the fragment register `reg`           |
 | Vec       | per-thread row or column slots of a fragment layout | the slot of the matching family |
 | SmemTile  | one stage of a shared buffer (mma operand) | the element's indices                 |
+| HeldA     | a wgmma A operand loaded once into registers (`let xa = xs[w]`) | read by the mma only   |
 | Bcast     | a vector viewed along one axis of a 2-D tile | delegates to the vector              |
 | Map       | elementwise function of other values       | delegates to its operands             |
 
@@ -195,6 +196,19 @@ class SmemTile(Value):
     def transpose(self) -> SmemTile:
         return SmemTile(self.dtype, (self.shape[1], self.shape[0]), self.base, self.layout, self.offset_fn,
                         self.buffer, self.swizzle_bytes, not self.transposed)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldA(Value):
+    """A wgmma A operand held in registers: `uint32_t name[k-steps][m-blocks][4]`, each warp's ldmatrix
+    fragments of its 16 rows of every 64-row block, read once from `tile` where the schedule's `let` binds it.
+    Only the mma reads it (the backend holds a let this way only when every use is a wgmma's A)."""
+
+    name: str = ""
+    tile: SmemTile | None = None
+
+    def at(self, e: Elem) -> str:
+        raise Unlowerable(Code.LAYOUT, f"`{self.name}` is a wgmma A operand held in registers; only the mma reads it")
 
 
 @dataclass(frozen=True, slots=True)

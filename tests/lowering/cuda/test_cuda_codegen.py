@@ -10,7 +10,7 @@ from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
 from cake.lowering.cuda.errors import CheckerGap, LoweringError
 from cake.lowering.cuda.program import generate
-from cuda_cases import CUDA_REFUSED, GOLDEN, program, read
+from cuda_cases import CUDA_REFUSED, GOLDEN, edited, program, read
 
 from cake.diagnostics import DiagnosticError, render
 
@@ -53,6 +53,25 @@ def test_pingpong_derivations() -> None:
     # 2 x 32 KB of points + 4 stages x (32 KB + 512 B) + barriers, then the 1 KB alignment slack.
     assert assign.smem_bytes == 198752 + 1024
     assert "uint32_t c_full_phase = 0u;" in src and "uint32_t c_empty_phase = 0xffffffffu;" in src
+
+
+def test_a_held_wgmma_a_operand_is_read_once_and_taken_from_registers() -> None:
+    # `let xa = xs[w]` before the k loop: one ldmatrix per 16 x 16 block of each warp's rows (8 k-steps x 2
+    # 64-row blocks), and every wgmma takes those registers (the `_rs` wrapper), reading only B from shared memory.
+    src = program("experiments/kmeans/assign_pingpong_rs.cake").source
+    assert "uint32_t xa_af[8][2][4];" in src and src.count("cake_ldmatrix_x4(xa_af[cake_kk][cake_mb]") == 1
+    assert "cake_wgmma_m64n128k16_bf16_rs(&dot[" in src and "xa_af[cake_kk][cake_mb]," in src
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0" in src and "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;" in src
+    assert "const uint32_t cake_ka" not in src  # no A descriptor
+    assert "cake_wgmma_desc((cs + s * 32768) + cake_kb" in src
+
+
+def test_a_let_of_a_stage_read_other_than_as_wgmma_a_stays_the_stage() -> None:
+    # A second use (an elementwise read) keeps the plain stage: the held fragments are the mma's alone.
+    kernel, _ = edited("experiments/kmeans/assign_pingpong_rs.cake", "    let best: f32[BN] = inf",
+                       "    let xsum: f32[BN] = sum(cast(xa, f32), axis=1)\n    let best: f32[BN] = xsum * 0 + inf")
+    src = generate(kernel, "sm_90a", static_dims={"D": 128}).source
+    assert "xa_af" not in src and "_rs(&dot" not in src
 
 
 def test_fused_launch_is_one_cooperative_kernel() -> None:
