@@ -30,7 +30,7 @@ TERM_BOOST = 2.0
 TERM_OPERATORS: dict[Bound, tuple[str, ...]] = {
     Bound.TENSOR: ("mma_form", "split_consumer", "warp_specialize", "pingpong", "param"),
     Bound.CUDA_CORE: ("precompute", "split_consumer", "warp_specialize", "pingpong"),
-    Bound.SMEM: ("swizzle", "stages", "param", "copy"),
+    Bound.SMEM: ("swizzle", "stages", "param", "copy", "hold"),
     Bound.L2: ("grid", "param", "param2"),
     Bound.HBM: ("copy", "stages", "specialize", "warp_specialize", "param"),
     Bound.LATENCY: ("stages", "copy", "specialize", "warp_specialize"),

@@ -26,6 +26,7 @@ from cake.ir.transforms.bind_params import bind_params
 from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
 from cake.ir.transforms.fuse_launches import fusable, fuse_launches
+from cake.ir.transforms.hold_operand import hold_operand, holdable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
@@ -404,6 +405,17 @@ def mutate_fusion(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(out, f"fuse {fusion.launch} into {fusion.into} (one launch a call, a grid-wide barrier between)")
 
 
+def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Read a loop-invariant mma A operand into registers once, before its loop (`hold_operand`), where the form
+    may take A from registers: the products then read only B from shared memory. Generic: any such mma."""
+    sites = holdable(kernel)
+    if not sites:
+        return None
+    name = rng.choice(sites)
+    out = hold_operand(kernel, name)
+    return None if out is None else Mutation(out, f"hold mma {name}'s A operand in registers")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -415,6 +427,7 @@ STRUCTURAL: dict[str, Operator] = {
     "mma_form": mutate_mma_form,
     "unit_kind": mutate_unit_kind,
     "fuse": mutate_fusion,
+    "hold": mutate_hold,
 }
 
 # Operators whose every child holds a construct only some backends lower (E06xx), offered by the offline agent
@@ -423,6 +436,7 @@ STRUCTURAL: dict[str, Operator] = {
 # backend refuses only sometimes fade through the survival-rate weights instead.
 BACKENDS: dict[str, frozenset[str]] = {
     "fuse": frozenset({"cuda"}),
+    "hold": frozenset({"cuda"}),  # registers are an A memory of wgmma only; Triton takes no wgmma form (E0605)
 }
 
 
