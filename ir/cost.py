@@ -125,6 +125,7 @@ class _Counter:
     loop_bytes: list[tuple[float, int]] = field(default_factory=list)  # (bytes per iteration, stages)
     staged_smem: float = 0.0  # smem a backend allocates for tiles loaded in pipelined loops
     reg_tiles: list[tuple[int, float]] = field(default_factory=list)  # (rank, bytes) of computed register tiles
+    held_bytes: float = 0.0  # register tiles held for a wgmma's A operand (`held_a`), live across the loop
     acc_bytes: float = 0.0  # the largest mma result (fp32), live in registers
     acc_touches: float = 1.0
     iterations: float = 0.0
@@ -140,6 +141,9 @@ class _Counter:
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
     lazy: set[str] = field(default_factory=set)  # 1-D vectors loaded from global that the backend re-reads per use
     in_mma_operand: bool = False  # reading an mma's operands: the tensor cores read shared memory themselves
+    # Register tiles that only a wgmma reads, as its A operand: the backend loads such a `let t = xs[w]` with
+    # ldmatrix (8 elements a lane an instruction), not element by element through swizzled addresses.
+    held_a: frozenset[str] = frozenset()
 
     def val(self, expr: n.Expr) -> int:
         try:
@@ -383,9 +387,11 @@ class _Counter:
         if m_ * n_ * 4 > self.acc_bytes:
             self.acc_bytes = m_ * n_ * 4.0
             self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
-        # Register operands of a backend `dot` are staged through shared memory by the backend.
-        for operand, shape, nbytes in ((a, sa, ea), (b, sb, eb)):
-            if not self._from_smem(operand):
+        # Register operands of a backend `dot` are staged through shared memory by the backend; a wgmma takes A
+        # from registers as it is (the register tile was read from shared memory once, at its `let`).
+        register_a = self.form_family(form, m_) == "wgmma"
+        for operand, shape, nbytes, staged in ((a, sa, ea, not register_a), (b, sb, eb, True)):
+            if staged and not self._from_smem(operand):
                 self.smem_bytes += mult * math.prod(shape) * nbytes
         self.smem_bytes += mult * self.wgmma_rereads(form, m_, n_, k_, ea, eb, a, b)
         return (m_, n_), 4
@@ -472,7 +478,12 @@ class _Counter:
         if isinstance(s, n.Let):
             before = self.global_bytes
             ops_before, smem_before = self.cuda_ops, self.smem_bytes
-            _, eb = self.expr(s.value, mult)
+            held = s.name in self.held_a and isinstance(s.value, (n.Name, n.Index))
+            outer, self.in_mma_operand = self.in_mma_operand, self.in_mma_operand or held
+            try:
+                _, eb = self.expr(s.value, mult)
+            finally:
+                self.in_mma_operand = outer
             self.elementwise_lets.pop(s.name, None)
             if self.consts.row_sum_ops_per_element > 0 and not isinstance(s.value, (n.Name, n.Index)) and \
                     self._elementwise_leaves(s.value, [], []):
@@ -500,7 +511,9 @@ class _Counter:
                 self.staged_smem += buffers * math.prod(shape) * eb
             elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
                 self.staged_smem += math.prod(shape) * eb  # an mma operand loaded once still lands in smem
-            if not isinstance(s.value, n.Load):  # loaded operands stream through shared memory
+            if held:  # live in registers across the loop, at its own width (16-bit pairs in 32-bit registers)
+                self.held_bytes += math.prod(shape) * eb
+            elif not isinstance(s.value, n.Load):  # loaded operands stream through shared memory
                 self.reg_tiles.append((len(shape), math.prod(shape) * max(eb, 4)))
         elif isinstance(s, n.Assign):
             self.expr(s.value, mult)
@@ -548,6 +561,21 @@ class _Counter:
             self.syncs += mult
 
 
+def register_a_operands(launch: n.Launch) -> frozenset[str]:
+    """Names read only as a wgmma's A operand (the forms that take A from registers): `hold_operand`'s lets."""
+    uses: dict[str, int] = {}
+    a_uses: dict[str, int] = {}
+    for role in launch.roles:
+        for site in an.walk_body(role.body):
+            for expr in an.stmt_exprs(site.stmt):
+                for e in an.walk_expr(expr):
+                    if isinstance(e, n.Name):
+                        uses[e.id] = uses.get(e.id, 0) + 1
+                    if isinstance(e, n.Mma) and isinstance(e.a, n.Name) and e.form.startswith("wgmma."):
+                        a_uses[e.a.id] = a_uses.get(e.a.id, 0) + 1
+    return frozenset(name for name, count in a_uses.items() if uses.get(name) == count)
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchWork:
     work: Work
@@ -563,6 +591,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     `typing` is `kernel`'s type table (computed here when not given)."""
     threads = an.launch_threads(launch, env)
     c = _Counter(kernel, launch, env, consts, threads, typing if typing is not None else type_kernel(kernel))
+    c.held_a = register_a_operands(launch)
     for t in kernel.tensors:
         c.scope[t.name] = _Tile(tuple(c.val(x) for x in t.type.shape), an.elem_bytes(t.type.elem, env), "global")
     for sc in kernel.scratch:
@@ -592,7 +621,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     for axis in launch.grid.axes:
         tiles *= max(0, c.val(axis.extent))
     stage_bytes, stages = max(c.loop_bytes, default=(c.global_bytes, 1))
-    vectors = sum(b for rank, b in c.reg_tiles if rank < 2)
+    vectors = sum(b for rank, b in c.reg_tiles if rank < 2) + c.held_bytes
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,

@@ -10,6 +10,7 @@ from cake.ir.cost import CostError, Occupancy, Work, combine, predict, quantize,
 from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
+from cake.ir.transforms.hold_operand import hold_operand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,3 +259,17 @@ def test_an_fp32_dot_is_priced_where_its_precision_runs() -> None:
     times = [predict(parse(MATMUL.replace("via dot", f"via dot.{s}")), dims=dims, dtype=DType.F32,
                      factors=Factors()).time_s for s in ("tf32", "tf32x3")]
     assert times[0] <= times[1]
+
+
+def test_a_held_wgmma_a_operand_is_read_once_not_per_instruction() -> None:
+    # hold_operand on the ping-pong: the products read only the centroid stage from shared memory; the point
+    # stage is read once at its `let` (ldmatrix, priced as the tensor-core path's bytes, not element by element).
+    pingpong = parse((FK / "assign_pingpong.cake").read_text())
+    held = hold_operand(pingpong)
+    assert held is not None
+    dims = {"B": 32, "N": 65536, "K": 1024, "D": 128}
+    before, after = (predict(k, dims=dims, backend="cuda").launches[-1].work for k in (pingpong, held))
+    assert after.cuda_ops == before.cuda_ops
+    # per 256-point tile: 2 consumers x 8 k-tiles x 2 x 8 wgmma of A [64, 16] re-read from shared memory
+    # (64 KB per consumer and k-tile), less one read of each consumer's [128, 128] stage (32 KB)
+    assert before.smem_bytes - after.smem_bytes == 2 * (8 * 128 * 128 * 2 - 128 * 128 * 2)
