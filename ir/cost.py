@@ -389,7 +389,7 @@ class _Counter:
             self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
         # Register operands of a backend `dot` are staged through shared memory by the backend; a wgmma takes A
         # from registers as it is (the register tile was read from shared memory once, at its `let`).
-        register_a = self.form_family(form, m_) == "wgmma"
+        register_a = form.startswith("wgmma.")  # committed to wgmma (a backend `dot` stages both operands)
         for operand, shape, nbytes, staged in ((a, sa, ea, not register_a), (b, sb, eb, True)):
             if staged and not self._from_smem(operand):
                 self.smem_bytes += mult * math.prod(shape) * nbytes

@@ -36,7 +36,8 @@ def test_flash_kmeans_ops_seeds_and_references() -> None:
     assert [p.name for p in assign.seed_paths()] == ["assign_plain.cake"]
     assert [p.name for p in update.seed_paths()] == ["update_atomic.cake", "update_sorted.cake", "update_ranked.cake"]
     refs = {p.name for p in assign.reference_paths()}
-    assert refs == {"assign_pingpong.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake", "assign_tcgen05.cake"}
+    assert refs == {"assign_pingpong.cake", "assign_pingpong_rs.cake", "assign_pingpong_x2.cake", "assign_cp_async.cake",
+                    "assign_tcgen05.cake"}
     assert [p.name for p in update.reference_paths()] == ["update_onehot.cake"]
     seeds = {p.name for paths in FK.seed_schedules().values() for p in paths}
     assert not seeds & refs, "a reference schedule must never seed a clean start"
