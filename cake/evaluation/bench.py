@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from cake.errors import InternalError
+
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
     from cake.experiments.workload import OpSpec, Pipeline, Prepared, Shape
@@ -107,7 +109,13 @@ class BenchRun:
 
 def load_baselines(spec: OpSpec | Pipeline, names: Sequence[str] | None
                    ) -> tuple[list[tuple[str, Prepared]], list[tuple[str, str]]]:
-    """The baselines of an op or a pipeline (`names`, or all), loaded; those that cannot load here, with why."""
+    """The baselines of an op or a pipeline (`names`, or all), loaded; those that cannot load here, with why.
+
+    A baseline that says it cannot run here (`BaselineUnavailable`: a package or the GPU missing) is reported as
+    missing. Any other exception while loading one is an internal error: the bench cannot time the candidate
+    against the baselines it was asked for, which says nothing about the candidate (on the H200, session 20,
+    Triton's `@jit` once failed to read `triton_assign.py`'s source in a fresh worker and the candidate was
+    recorded failed)."""
     from cake.experiments.workload import BaselineUnavailable
 
     chosen = [spec.baseline(n) for n in names] if names else list(spec.baselines)
@@ -117,6 +125,8 @@ def load_baselines(spec: OpSpec | Pipeline, names: Sequence[str] | None
             ready.append((baseline.name, baseline.load()))
         except BaselineUnavailable as why:
             missing.append((baseline.name, str(why)))
+        except Exception as error:  # the boundary of loading a baseline's code (ours or a package's)
+            raise InternalError(f"loading baseline {baseline.name}", error) from error
     return ready, missing
 
 

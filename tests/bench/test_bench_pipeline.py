@@ -185,3 +185,20 @@ def test_pipeline_baselines_load_or_say_why() -> None:
     if not torch.cuda.is_available():
         assert dict(missing)["flash_kmeans"]  # a reason, never a silent drop
     assert isinstance(LLOYD.baseline("torch"), Baseline)
+
+
+def test_a_baseline_that_fails_to_load_is_an_internal_error_not_the_candidates() -> None:
+    # Session 20 on the H200: Triton's @jit could not read triton_assign.py's source in a fresh bench worker, the
+    # worker died and the candidate was recorded failed. A baseline's crash says nothing about the candidate.
+    from dataclasses import replace
+
+    from cake.errors import InternalError, is_internal
+
+    def broken() -> Prepared:
+        raise ValueError("@jit functions should be defined in a Python file")
+
+    spec = replace(LLOYD, baselines=(Baseline("broken", "raises while loading", broken),))
+    with pytest.raises(InternalError) as raised:
+        load_baselines(spec, None)
+    assert is_internal(str(raised.value)) and "loading baseline broken" in str(raised.value)
+    assert "ValueError: @jit functions" in str(raised.value)
