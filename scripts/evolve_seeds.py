@@ -36,7 +36,10 @@ class Seed:
             raise ValueError(f"{path}: no `best_series` / `summary`: not a gpu_evolve.json of a finished run")
         command = data.get("command", [])
         seed = command[command.index("--seed") + 1] if "--seed" in command else "?"
-        curve = tuple(float(point["best_fitness"]) for point in sorted(series, key=lambda p: p["evaluations"]))
+        # An evaluation that timed nothing (a failed one) before the first timed candidate has no best yet: the curve
+        # counts timed candidates, so it starts at the first.
+        curve = tuple(float(point["best_fitness"]) for point in sorted(series, key=lambda p: p["evaluations"])
+                      if point["best_fitness"] is not None)
         return Seed(f"seed {seed}", curve, dict(summary.get("best") or {}),
                     dict(summary.get("evaluations_to_parity_by_baseline") or {}))
 
