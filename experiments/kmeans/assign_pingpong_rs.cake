@@ -1,9 +1,8 @@
 # The ping-pong assign (assign_pingpong.cake) with each consumer's point tile held in registers: `let xa = xs[w]`
 # reads it once (ldmatrix) and every wgmma takes A from registers, so the tensor cores read only the centroid
-# stage from shared memory. The point stage is released after the k loop, as in assign_pingpong: released right
-# after it is read (the producer then loads the next tile's points during this tile's loop), the kernel failed
-# CMP-01 on the H200 at a persistent multi-tile case (B=2 N=69001 K=256) at STAGES 4 and passed at STAGES 3, for a
-# reason not yet found (RESULTS.md, session 20) -- so not here.
+# stage from shared memory. The point stage is released as soon as it is read, so the producer loads the next
+# tile's points while this tile's k loop runs. (The CUDA backend fences the ldmatrix reads before that release:
+# without the fence the H200 gave wrong ids at a persistent multi-tile case; RESULTS.md, session 20.)
 schedule assign_pingpong_rs implements kmeans_assign
 target sm_90a
 
@@ -51,6 +50,7 @@ launch assign {
   role consumer[w in 2]: warpgroups 1, regs 232 {
     wait x_full[w]
     let xa: T[BN, D] = xs[w]
+    arrive x_empty[w]
     let best: f32[BN] = inf
     let besti: i32[BN] = 0
     for k in 0 .. cdiv(K, BK) pipelined STAGES as s {
@@ -65,7 +65,6 @@ launch assign {
       besti = where(m < best, i, besti)
       best = minimum(m, best)
     }
-    arrive x_empty[w]
     store besti -> ids[b, tile*2*BN + w*BN : +BN] masked
   }
 

@@ -11,7 +11,13 @@ lists registers among A's memories, A is a stage of a shared buffer (`xs[w]`, `x
 mentions nothing the loop binds (its variable, its stage name, names let or assigned inside it), and no statement
 inside the loop writes the buffer (a copy into it). Effect: `let <buffer>_regs: T[M, K] = A` right before the
 innermost such loop (where A's stage is already waited for: every statement before the loop ran), and the mma
-reads `<buffer>_regs`. Where the buffer is released (`arrive`) is left as it is. None when no mma qualifies.
+reads `<buffer>_regs`. None when no mma qualifies.
+
+The stage is then dead after the `let`: where the role released it later in the same block (`arrive E[i]` after
+the loop, E the barrier a producer waits on before each copy into the buffer, i the operand's own stage index) and
+nothing else in the role reads the buffer, the release moves to right after the `let`, so the producer refills the
+stage while the loop runs instead of after it. (The CUDA backend fences the generic-proxy read before that release:
+`Sm90a.hold_a`.)
 
 What the let costs is registers: M x K 16-bit elements over the issuing threads (64 a thread for a 128 x 128
 tile over a warpgroup), which the search weighs through the cost model and ptxas's spills.
@@ -24,7 +30,7 @@ from dataclasses import replace
 from cake.ir import analysis
 from cake.ir import nodes as n
 from cake.ir.transforms.sites import main_launch, smem_of, target_spec
-from cake.ir.visit import fresh, identifiers, map_stmts, walk_body, with_role
+from cake.ir.visit import fresh, identifiers, map_stmts, stmt_exprs, walk_body, with_role
 
 from cake.arch import OperandMemory
 
@@ -88,21 +94,61 @@ def hold_operand(kernel: n.Kernel, only: str | None = None) -> n.Kernel | None:
     name = fresh(f"{decl.name}_regs", set(identifiers(kernel)))
     held = n.Let(name, n.TileType(decl.type.elem, decl.type.shape), mma.a)
     reads_held = replace(target, value=replace(mma, a=n.Name(name)))
+    launch = main_launch(kernel)
+    # The release can move up only when the held read is the role's last read of the buffer.
+    freed_by = None if _read_elsewhere(role, target, decl.name) else _freeing_barrier(launch, decl.name)
 
     def in_loop(stmt: n.Stmt) -> n.Stmt:
         return reads_held if stmt is target else stmt
 
     def rebuild(body: tuple[n.Stmt, ...]) -> tuple[n.Stmt, ...]:
-        out: list[n.Stmt] = []
-        for stmt in body:
-            if stmt is loop:
-                out += [held, replace(loop, body=map_stmts(loop.body, in_loop))]
-            elif isinstance(stmt, n.For):
-                out.append(replace(stmt, body=rebuild(stmt.body)))
-            else:
-                out.append(stmt)
-        return tuple(out)
+        if not any(stmt is loop for stmt in body):
+            return tuple(replace(stmt, body=rebuild(stmt.body)) if isinstance(stmt, n.For) else stmt
+                         for stmt in body)
+        at = next(i for i, stmt in enumerate(body) if stmt is loop)
+        release = next((st for st in body[at + 1:] if isinstance(st, n.Arrive) and freed_by is not None
+                        and _releases(st, freed_by, mma.a)), None)
+        early = (release,) if release is not None else ()
+        after = tuple(st for st in body[at + 1:] if st is not release)
+        return (*body[:at], held, *early, replace(loop, body=map_stmts(loop.body, in_loop)), *after)
 
-    launch = main_launch(kernel)
     return with_role(kernel, launch, role, replace(role, body=rebuild(role.body)))
 
+
+def _freeing_barrier(launch: n.Launch, buffer: str) -> str | None:
+    """The barrier a role waits on right before copying into `buffer` (the one that frees it), or None."""
+    for role in launch.roles:
+        blocks = [role.body, *(site.stmt.body for site in walk_body(role.body) if isinstance(site.stmt, n.For))]
+        for block in blocks:
+            last_wait: str | None = None
+            for stmt in block:
+                if isinstance(stmt, n.Wait):
+                    last_wait = analysis.ref_name(stmt.barrier)
+                elif isinstance(stmt, n.Copy) and analysis.ref_name(stmt.dest) == buffer and last_wait is not None:
+                    return last_wait
+    return None
+
+
+def _releases(arrive: n.Arrive, barrier: str, operand: n.Expr) -> bool:
+    """`arrive barrier[i]` with i the operand's own stage index (`xs[w]` -> `x_empty[w]`; `xs` -> `x_empty`)."""
+    if analysis.ref_name(arrive.barrier) != barrier:
+        return False
+    if isinstance(operand, n.Index) and isinstance(arrive.barrier, n.Index):
+        return arrive.barrier.items == operand.items
+    return isinstance(operand, n.Name) and isinstance(arrive.barrier, n.Name)
+
+
+def _read_elsewhere(role: n.Role, target: n.Let, buffer: str) -> bool:
+    """Whether the role reads `buffer` anywhere but in `target`'s mma A operand (a copy into it is not a read)."""
+    for site in walk_body(role.body):
+        stmt = site.stmt
+        if stmt is target:
+            assert isinstance(stmt.value, n.Mma)
+            others: tuple[n.Expr, ...] = (stmt.value.b, *((stmt.value.acc,) if stmt.value.acc is not None else ()))
+        elif isinstance(stmt, n.Copy):
+            others = (stmt.source,)
+        else:
+            others = stmt_exprs(stmt)
+        if any(buffer in identifiers(e) for e in others):
+            return True
+    return False

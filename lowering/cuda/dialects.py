@@ -332,8 +332,8 @@ class Sm90a(Sm80):
     def hold_a(self, gen, name: str, tile: SmemTile) -> Value:  # type: ignore[no-untyped-def]
         """`let name = <shared stage>` whose every use is a wgmma's A operand: the stage is read once, here, into
         registers (ldmatrix fragments of each warp's 16 rows of every 64-row block; the wgmma A register layout is
-        mma.sync's per warp), and the products take A from registers (no shared-memory read of A per
-        instruction). Any other use keeps the stage itself (`Sm80.hold_a`)."""
+        mma.sync's per warp), then a proxy fence, and the products take A from registers (no shared-memory read of
+        A per instruction). Any other use keeps the stage itself (`Sm80.hold_a`)."""
         if not self.arch.has(Feature.WGMMA) or not _only_wgmma_a(gen, name, self.arch):
             return super().hold_a(gen, name, tile)
         rows, cols = tile.shape
@@ -356,6 +356,11 @@ class Sm90a(Sm80):
             w.line(f"for (int cake_mb = 0; cake_mb < {blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
                    f"{tile.base} + {tile.offset_fn}(cake_mb * {m} + cake_wq * 16 + cake_lane % 16, "
                    "cake_kk * 16 + (cake_lane / 16) * 8));")
+        # The stage was read through the generic proxy (ldmatrix) and a TMA copy (the async proxy) refills it once
+        # it is released: order the reads before any later release [ptx: fence.proxy.async]. Without it the
+        # H200 gave wrong ids at a persistent multi-tile case with the release right after this read (4 runs of 4;
+        # 6 of 6 passed with it; results/h200-2026-12-04/s20/fence/).
+        w.line("cake_fence_proxy_async();")
         return HeldA(tile.dtype, tile.shape, frags, tile)
 
     def wgmma(self, gen, node: Mma, a: SmemTile | HeldA, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from cake.ir.check import check
 from cake.ir.parser import parse
+from cake.ir.printer import print_kernel
 from cake.ir.transforms.hold_operand import hold_operand, holdable
 
 BEFORE = """
@@ -77,3 +78,32 @@ def test_nothing_to_do_where_a_is_not_a_loop_invariant_register_capable_operand(
 def test_a_stage_the_loop_writes_is_not_held() -> None:
     written = BEFORE.replace("    wait c_full[s]\n", "    wait c_full[s]\n    copy x[b, tile*64 : +64, :] -> xs via load masked\n", 1)
     assert hold_operand(parse(written)) is None
+
+
+RELEASED = BEFORE.replace("mbarrier x_full arrivals 1 tx 64*D*sizeof(T)\n",
+                          "mbarrier x_full arrivals 1 tx 64*D*sizeof(T)\nmbarrier x_empty arrivals 1 free\n").replace(
+    "  copy x[b, tile*64 : +64, :] -> xs via tma masked signals x_full\n",
+    "  wait x_empty\n  copy x[b, tile*64 : +64, :] -> xs via tma masked signals x_full\n").replace(
+    "  }\n  store besti", "  }\n  arrive x_empty\n  store besti")
+
+
+def test_the_release_of_the_held_stage_moves_to_right_after_its_last_read() -> None:
+    # x_empty frees xs (the producer waits on it before each copy into xs); once held, nothing reads xs after the
+    # `let`, so the consumer releases it there and the producer's next copy overlaps the loop.
+    out = hold_operand(parse(RELEASED))
+    expected = EXPECTED.replace("mbarrier x_full arrivals 1 tx 64*D*sizeof(T)\n",
+                                "mbarrier x_full arrivals 1 tx 64*D*sizeof(T)\nmbarrier x_empty arrivals 1 free\n").replace(
+        "  copy x[b, tile*64 : +64, :] -> xs via tma masked signals x_full\n",
+        "  wait x_empty\n  copy x[b, tile*64 : +64, :] -> xs via tma masked signals x_full\n").replace(
+        "  let xs_regs: T[64, D] = xs\n", "  let xs_regs: T[64, D] = xs\n  arrive x_empty\n")
+    assert out == parse(expected)
+    assert not [d for d in check(out, backend="cuda", dims={"D": 128}) if d.severity.value == "error"]
+
+
+def test_a_stage_still_read_after_the_let_keeps_its_release_where_it_was() -> None:
+    read_late = RELEASED.replace("  }\n  arrive x_empty", "  }\n  let x0: f32[64] = sum(cast(xs, f32), axis=1)\n  arrive x_empty")
+    out = hold_operand(parse(read_late))
+    assert out is not None
+    consumer = print_kernel(out).split("role consumer", 1)[1]
+    assert "let xs_regs: T[64, D] = xs\n  for k" in consumer
+    assert consumer.index("arrive x_empty") > consumer.index("let x0")

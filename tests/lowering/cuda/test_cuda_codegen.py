@@ -60,6 +60,9 @@ def test_a_held_wgmma_a_operand_is_read_once_and_taken_from_registers() -> None:
     # 64-row blocks), and every wgmma takes those registers (the `_rs` wrapper), reading only B from shared memory.
     src = program("experiments/kmeans/assign_pingpong_rs.cake").source
     assert "uint32_t xa_af[8][2][4];" in src and src.count("cake_ldmatrix_x4(xa_af[cake_kk][cake_mb]") == 1
+    # generic-proxy reads of a stage a TMA refills: fenced before the release that lets the refill in
+    held = src.index("cake_ldmatrix_x4(xa_af[cake_kk][cake_mb]")
+    assert src.index("cake_fence_proxy_async();", held) < src.index("cake_mbar_arrive(&x_empty[w])", held)
     assert "cake_wgmma_m64n128k16_bf16_rs(&dot[" in src and "xa_af[cake_kk][cake_mb]," in src
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0" in src and "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;" in src
     assert "const uint32_t cake_ka" not in src  # no A descriptor
