@@ -17,6 +17,7 @@ from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
 from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
 from cake.lowering.cuda.values import Frag, HeldA, SmemTile, SmemVec, Value
+from cake.lowering.cuda.writer import Writer
 
 from cake.arch import (
     THREADS_PER_WARP,
@@ -65,6 +66,17 @@ def mma_wrapper(gen, form: MmaForm, dtype: DType, a_registers: bool = False) -> 
     made = wrapper(form, dtype.value, a_registers)
     gen.lc.mma_wrappers.setdefault(made.name, made)
     return made.name
+
+
+def ldmatrix_fragments(w: Writer, frags: str, ksteps: int, blocks: int, tile: SmemTile, block_row: str) -> None:
+    """`uint32_t frags[ksteps][blocks][4]`: the A fragments (mma.sync m16n8k16 layout) of 16-row blocks of `tile`,
+    one ldmatrix.x4 each; `block_row` is the C expression of a block's first row (over `cake_mb`)."""
+    w.line(f"uint32_t {frags}[{ksteps}][{blocks}][4];")
+    w.line("#pragma unroll")
+    with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
+        w.line("#pragma unroll")
+        w.line(f"for (int cake_mb = 0; cake_mb < {blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
+               f"{tile.base} + {tile.offset_fn}({block_row} + cake_lane % 16, cake_kk * 16 + (cake_lane / 16) * 8));")
 
 
 def _only_wgmma_a(gen, name: str, arch: ArchSpec) -> bool:  # type: ignore[no-untyped-def]
@@ -211,13 +223,7 @@ class Sm80:
         w = gen.w
         w.comment(f"`{name}` is loop-invariant: keep its mma.sync A fragments in registers "
                   f"({ksteps * layout.m_blocks * 4} per thread)")
-        w.line(f"uint32_t {frags}[{ksteps}][{layout.m_blocks}][4];")
-        w.line("#pragma unroll")
-        with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
-            w.line("#pragma unroll")
-            w.line(f"for (int cake_mb = 0; cake_mb < {layout.m_blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
-                   f"{tile.base} + {tile.offset_fn}({warp_m} * {layout.warp_stride} + cake_mb * 16 + cake_lane % 16, "
-                   "cake_kk * 16 + (cake_lane / 16) * 8));")
+        ldmatrix_fragments(w, frags, ksteps, layout.m_blocks, tile, f"{warp_m} * {layout.warp_stride} + cake_mb * 16")
         gen.a_frags[name] = frags
 
     def mma_sync(self, gen, node: Mma, a: SmemTile, b: SmemTile, acc: Frag | None, dst: str,  # type: ignore[no-untyped-def]
@@ -349,13 +355,7 @@ class Sm90a(Sm80):
         w = gen.w
         w.comment(f"`{name}` is a wgmma A operand held in registers: {ksteps} k-step(s) x {blocks} 64-row block(s) "
                   f"x 4 = {ksteps * blocks * 4} registers a thread, read once from `{tile.buffer}`")
-        w.line(f"uint32_t {frags}[{ksteps}][{blocks}][4];")
-        w.line("#pragma unroll")
-        with w.block(f"for (int cake_kk = 0; cake_kk < {ksteps}; ++cake_kk)"):
-            w.line("#pragma unroll")
-            w.line(f"for (int cake_mb = 0; cake_mb < {blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
-                   f"{tile.base} + {tile.offset_fn}(cake_mb * {m} + cake_wq * 16 + cake_lane % 16, "
-                   "cake_kk * 16 + (cake_lane / 16) * 8));")
+        ldmatrix_fragments(w, frags, ksteps, blocks, tile, f"cake_mb * {m} + cake_wq * 16")
         # The stage was read through the generic proxy (ldmatrix) and a TMA copy (the async proxy) refills it once
         # it is released: order the reads before any later release [ptx: fence.proxy.async]. Without it the
         # H200 gave wrong ids at a persistent multi-tile case with the release right after this read (4 runs of 4;

@@ -84,47 +84,43 @@ def _mma_sync(form: MmaForm, dtype: str, name: str) -> str:
     ])
 
 
-def _wgmma(form: MmaForm, dtype: str, name: str) -> str:
+def _wgmma_function(form: MmaForm, dtype: str, name: str, a_registers: int) -> str:
+    """One wgmma wrapper: D (the accumulators, read and written) += A * B with `accumulate` as the scale-d predicate.
+    A is a shared-memory descriptor (`a_registers` 0) [ptx: `d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b,
+    imm-trans-a, imm-trans-b`] or that many packed registers a thread, its warp's m16 x k16 slice in the mma.sync A
+    fragment layout [ptx: `d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`]."""
     acc = form.m * form.n // (THREADS_PER_WARP * WARPS_PER_WARPGROUP)
+    a_count = a_registers or 1
+    a_ptx, tail = (_regs(acc, a_registers), "1, 1, 0") if a_registers else (f"%{acc}", "1, 1, 0, 0")
     ptx = (f"{form.instruction}.{form.shape}.{form.accumulator_dtype}.{dtype}.{dtype} {_regs(0, acc)}, "
-           f"%{acc}, %{acc + 1}, p, 1, 1, 0, 0;")
+           f"{a_ptx}, %{acc + a_count}, p, {tail};")
     outs = ",\n        ".join(", ".join(f'"+f"(d[{j}])' for j in range(i, min(i + 8, acc)))
                               for i in range(0, acc, 8))
+    operands = (f"A in registers ({a_registers} a thread), B K-major in shared memory" if a_registers
+                else "A and B K-major in shared memory")
+    a_param, a_inputs = (("const uint32_t* a", _operands(a_registers, "r", "a")) if a_registers
+                         else ("uint64_t desc_a", '"l"(desc_a)'))
     return "\n".join([
-        f"// D[{form.m}x{form.n}] (+)= A[{form.m}x{form.k}] * B[{form.k}x{form.n}]; A and B K-major in shared "
-        "memory. `accumulate` false overwrites D.",
-        f"CAKE_DEVICE void {name}(float* d, uint64_t desc_a, uint64_t desc_b, bool accumulate) {{",
+        f"// D[{form.m}x{form.n}] (+)= A[{form.m}x{form.k}] * B[{form.k}x{form.n}]; {operands}. `accumulate` false "
+        "overwrites D.",
+        f"CAKE_DEVICE void {name}(float* d, {a_param}, uint64_t desc_b, bool accumulate) {{",
         "  const uint32_t scale_d = accumulate ? 1u : 0u;",
         "  asm volatile(",
-        f'      "{{\\n .reg .pred p;\\n setp.ne.b32 p, %{acc + 2}, 0;\\n"',
+        f'      "{{\\n .reg .pred p;\\n setp.ne.b32 p, %{acc + a_count + 1}, 0;\\n"',
         f'      " {ptx}\\n}}\\n"',
         f"      : {outs}",
-        '      : "l"(desc_a), "l"(desc_b), "r"(scale_d));',
+        f'      : {a_inputs}, "l"(desc_b), "r"(scale_d));',
         "}",
     ])
+
+
+def _wgmma(form: MmaForm, dtype: str, name: str) -> str:
+    return _wgmma_function(form, dtype, name, a_registers=0)
 
 
 def _wgmma_rs(form: MmaForm, dtype: str, name: str) -> str:
-    """wgmma with A from registers [ptx: `d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`]: each
-    thread passes the four packed registers of its warp's m16 x k16 slice (the mma.sync A fragment layout)."""
-    acc = form.m * form.n // (THREADS_PER_WARP * WARPS_PER_WARPGROUP)
-    a_regs = form.m * form.k // (THREADS_PER_WARP * WARPS_PER_WARPGROUP) // PACKED_PER_REGISTER
-    ptx = (f"{form.instruction}.{form.shape}.{form.accumulator_dtype}.{dtype}.{dtype} {_regs(0, acc)}, "
-           f"{_regs(acc, a_regs)}, %{acc + a_regs}, p, 1, 1, 0;")
-    outs = ",\n        ".join(", ".join(f'"+f"(d[{j}])' for j in range(i, min(i + 8, acc)))
-                              for i in range(0, acc, 8))
-    return "\n".join([
-        f"// D[{form.m}x{form.n}] (+)= A[{form.m}x{form.k}] * B[{form.k}x{form.n}]; A in registers ({a_regs} a "
-        "thread), B K-major in shared memory. `accumulate` false overwrites D.",
-        f"CAKE_DEVICE void {name}(float* d, const uint32_t* a, uint64_t desc_b, bool accumulate) {{",
-        "  const uint32_t scale_d = accumulate ? 1u : 0u;",
-        "  asm volatile(",
-        f'      "{{\\n .reg .pred p;\\n setp.ne.b32 p, %{acc + a_regs + 1}, 0;\\n"',
-        f'      " {ptx}\\n}}\\n"',
-        f"      : {outs}",
-        f'      : {_operands(a_regs, "r", "a")}, "l"(desc_b), "r"(scale_d));',
-        "}",
-    ])
+    return _wgmma_function(form, dtype, name,
+                           a_registers=form.m * form.k // (THREADS_PER_WARP * WARPS_PER_WARPGROUP) // PACKED_PER_REGISTER)
 
 
 def umma_instruction_descriptor(form: MmaForm, dtype: str) -> int:
