@@ -7,9 +7,10 @@ stage can be read once into a register tile and every product takes it from ther
 the products is B's alone.
 
 Precondition, for an mma `let d = mma(A, B) via F` inside a loop `for k ...`: F's row in the target's mma table
-lists registers among A's memories, A is a stage of a shared buffer (`xs[w]`, `xs`) read untransposed, its index
-mentions nothing the loop binds (its variable, its stage name, names let or assigned inside it), and no statement
-inside the loop writes the buffer (a copy into it). Effect: `let <buffer>_regs: T[M, K] = A` right before the
+lists registers and shared memory among A's memories (wgmma; not mma.sync, see `_registers_allowed`), A is a stage
+of a shared buffer (`xs[w]`, `xs`) read untransposed, its index mentions nothing the loop binds (its variable,
+its stage name, names let or assigned inside it), and no statement inside the loop writes the buffer (a copy into
+it). Effect: `let <buffer>_regs: T[M, K] = A` right before the
 innermost such loop (where A's stage is already waited for: every statement before the loop ran), and the mma
 reads `<buffer>_regs`. None when no mma qualifies.
 
@@ -32,7 +33,7 @@ from cake.ir import nodes as n
 from cake.ir.transforms.sites import main_launch, smem_of, target_spec
 from cake.ir.visit import fresh, identifiers, map_stmts, stmt_exprs, walk_body, with_role
 
-from cake.arch import OperandMemory
+from cake.arch import MmaFamily, OperandMemory
 
 
 def _bound_in(loop: n.For) -> set[str]:
@@ -54,9 +55,14 @@ def _writes(loop: n.For, buffer: str) -> bool:
 
 
 def _registers_allowed(kernel: n.Kernel, form: str) -> bool:
+    """Whether the form reads A through a shared-memory descriptor and may take it from registers instead (wgmma).
+    mma.sync always takes A from registers: a backend loads its fragments per product or keeps a loop-invariant one
+    itself (the CUDA backend's `preload_a`), and it reads a let-bound stage where it is used, so a hold there would
+    change nothing but let the release move ahead of those reads."""
     spec = target_spec(kernel)
     row = spec.mma_form(form) if spec is not None else None
-    return row is not None and OperandMemory.REGISTERS in row.a_memory
+    return (row is not None and row.family is not MmaFamily.MMA_SYNC
+            and {OperandMemory.REGISTERS, OperandMemory.SHARED} <= row.a_memory)
 
 
 def _sites(kernel: n.Kernel) -> list[tuple[n.Role, n.For, n.Let, n.SmemDecl]]:

@@ -107,3 +107,10 @@ def test_a_stage_still_read_after_the_let_keeps_its_release_where_it_was() -> No
     consumer = print_kernel(out).split("role consumer", 1)[1]
     assert "let xs_regs: T[64, D] = xs\n  for k" in consumer
     assert consumer.index("arrive x_empty") > consumer.index("let x0")
+
+
+def test_mma_sync_is_not_held() -> None:
+    # mma.sync always takes A from registers; the CUDA backend reads a let-bound stage at each product, so holding
+    # (and moving the release ahead of those reads) would be a race, not a gain.
+    sync = RELEASED.replace("via wgmma.m64n64k16", "via mma_sync.m16n8k16").replace("warpgroups 1, regs 232", "warps 4")
+    assert holdable(parse(sync)) == ()
