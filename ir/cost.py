@@ -41,6 +41,7 @@ from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.dot_forms import TF32_PRODUCTS, dot_precision, is_dot
 from cake.ir.printer import expr as expr_text
+from cake.ir.stage_reads import WGMMA_PREFIX, held_operands
 from cake.ir.typing import Typing, type_kernel
 
 from cake.arch import DEVICES, ArchSpec, DeviceSpec, arch, device_for
@@ -389,7 +390,7 @@ class _Counter:
             self.acc_touches = cp.mma_touches(self.form_family(form, m_), k_, self.consts)
         # Register operands of a backend `dot` are staged through shared memory by the backend; a wgmma takes A
         # from registers as it is (the register tile was read from shared memory once, at its `let`).
-        register_a = form.startswith("wgmma.")  # committed to wgmma (a backend `dot` stages both operands)
+        register_a = form.startswith(WGMMA_PREFIX)  # committed to wgmma (a backend `dot` stages both operands)
         for operand, shape, nbytes, staged in ((a, sa, ea, not register_a), (b, sb, eb, True)):
             if staged and not self._from_smem(operand):
                 self.smem_bytes += mult * math.prod(shape) * nbytes
@@ -561,21 +562,6 @@ class _Counter:
             self.syncs += mult
 
 
-def register_a_operands(launch: n.Launch) -> frozenset[str]:
-    """Names read only as a wgmma's A operand (the forms that take A from registers): `hold_operand`'s lets."""
-    uses: dict[str, int] = {}
-    a_uses: dict[str, int] = {}
-    for role in launch.roles:
-        for site in an.walk_body(role.body):
-            for expr in an.stmt_exprs(site.stmt):
-                for e in an.walk_expr(expr):
-                    if isinstance(e, n.Name):
-                        uses[e.id] = uses.get(e.id, 0) + 1
-                    if isinstance(e, n.Mma) and isinstance(e.a, n.Name) and e.form.startswith("wgmma."):
-                        a_uses[e.a.id] = a_uses.get(e.a.id, 0) + 1
-    return frozenset(name for name, count in a_uses.items() if uses.get(name) == count)
-
-
 @dataclass(frozen=True, slots=True)
 class LaunchWork:
     work: Work
@@ -591,7 +577,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     `typing` is `kernel`'s type table (computed here when not given)."""
     threads = an.launch_threads(launch, env)
     c = _Counter(kernel, launch, env, consts, threads, typing if typing is not None else type_kernel(kernel))
-    c.held_a = register_a_operands(launch)
+    c.held_a = held_operands(launch)
     for t in kernel.tensors:
         c.scope[t.name] = _Tile(tuple(c.val(x) for x in t.type.shape), an.elem_bytes(t.type.elem, env), "global")
     for sc in kernel.scratch:

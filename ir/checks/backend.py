@@ -7,7 +7,8 @@ the mma instruction) and no grid-wide barrier (`fuse`). Each rule is data (`TRIT
 The CUDA backend expresses every construct; what it refuses is narrower (E061x): tensor-core operands that
 are not in shared memory (it reads them with ldmatrix or descriptors, and stages only plain global loads),
 and `via dot` on operand types its warp-level form (cake.arch's mma table) does not take. These are the
-refusals its codegen would otherwise raise after the checker accepted the schedule.
+refusals its codegen would otherwise raise after the checker accepted the schedule. E0616 is where its lowering
+would read a let of a shared stage later than the IR's value semantics allow (after the stage's release).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 from cake.ir import analysis as an
 from cake.ir import nodes as n
 from cake.ir.checks.context import CheckContext
-from cake.ir.checks.fixtures import PLAIN, derive
+from cake.ir.checks.fixtures import PINGPONG, PLAIN, derive
 from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, check, finding, register
 from cake.ir.dot_forms import is_dot
+from cake.ir.stage_reads import freeing_barrier, read_only_as_wgmma_a, reads, stage_buffer
 
 from cake.arch import MmaFamily
 from cake.diagnostics import Severity
@@ -292,6 +294,55 @@ def cuda_rank_equal(ctx: CheckContext) -> Iterable[Finding]:
                           help="lower with `--backend triton`, or rank by the quadratic form "
                                "`sum(cast(k[:, None] == k[None, :] & tril(n, diagonal=-1), i32), axis=1)`",
                           keys=print_expr(call.args[0]))
+
+
+@check("E0616", "stage read after its release",
+       "the CUDA backend reads `{name}` (a let of the shared stage `{stage}`) where it is used; `arrive {barrier}` "
+       "hands the stage back to its producer before such a read",
+       examples=[derive(PINGPONG, ("  wait x_full[w]\n  let best", "  wait x_full[w]\n  let xa: T[BN, 128] = xs[w]\n"
+                                   "  arrive x_empty[w]\n  let best"),
+                        ("mma(xs[w], cs[s].T)", "mma(xa, cs[s].T)"),
+                        ("  arrive x_empty[w]\n  store besti",
+                         "  let xn: f32[BN] = sum(cast(xa, f32), axis=1)\n  store besti"), backend=Backend.CUDA)],
+       backend=Backend.CUDA)
+def cuda_stage_read_after_release(ctx: CheckContext) -> Iterable[Finding]:
+    """A `let` of a 2-D shared stage is a value in the IR, but the CUDA backend binds it to the stage itself and
+    reads it at each use, unless every use is a wgmma's A operand (then it reads the stage once, at the let:
+    `cake.ir.stage_reads`). A release of the stage (an `arrive` on the barrier its producer waits on before each
+    copy into it) ahead of such a read, or inside a loop that also reads it, lets the producer overwrite what the
+    read returns; E0406 sees only reads that name the buffer. Any stage of the buffer counts (conservative).
+    1-D lets (`let cn: f32[BK] = csq[s]`) are copied into registers at the let where an mma's layout places them."""
+    for launch in ctx.kernel.launches:
+        for role in launch.roles:
+            sites = list(an.walk_body(role.body))
+            for at, site in enumerate(sites):
+                let = site.stmt
+                decl = stage_buffer(launch, let.value) if isinstance(let, n.Let) else None
+                if (decl is None or not isinstance(let, n.Let) or len(decl.type.shape) != 2
+                        or read_only_as_wgmma_a(role.body, let.name)):
+                    continue
+                barrier = freeing_barrier(launch, decl.name)
+                uses = [(i, u) for i, u in enumerate(sites) if i > at and reads(u.stmt, let.name)]
+                for i, release in enumerate(sites):
+                    if (i <= at or barrier is None or not isinstance(release.stmt, n.Arrive)
+                            or an.ref_name(release.stmt.barrier) != barrier):
+                        continue
+                    if any(j > i or _in_one_loop(release, use, site) for j, use in uses):
+                        from cake.ir.printer import (
+                            expr as print_expr,  # the printer imports no check: no cycle
+                        )
+
+                        yield finding(release.stmt, f"role `{role.name}`", f"`{let.name}` is read after this release",
+                                      help=f"release `{decl.name}` after the last read of `{let.name}`, or read "
+                                           f"`{let.name}` only as a wgmma's A operand (held in registers at the let)",
+                                      name=let.name, stage=print_expr(let.value), barrier=print_expr(release.stmt.barrier))
+                        break
+
+
+def _in_one_loop(a: an.StmtSite, b: an.StmtSite, outside: an.StmtSite) -> bool:
+    """Whether `a` and `b` share a loop that does not enclose `outside` (a later iteration runs `b` after `a`)."""
+    shared = {id(loop) for loop in a.loops} & {id(loop) for loop in b.loops}
+    return bool(shared - {id(loop) for loop in outside.loops})
 
 
 @check("E0614", "mma.sync tile the CUDA backend cannot split over the role's warps",

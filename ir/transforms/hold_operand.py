@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from cake.ir import analysis
 from cake.ir import nodes as n
+from cake.ir.stage_reads import freeing_barrier
 from cake.ir.transforms.sites import main_launch, smem_of, target_spec
 from cake.ir.visit import fresh, identifiers, map_stmts, stmt_exprs, walk_body, with_role
 
@@ -102,7 +103,7 @@ def hold_operand(kernel: n.Kernel, only: str | None = None) -> n.Kernel | None:
     reads_held = replace(target, value=replace(mma, a=n.Name(name)))
     launch = main_launch(kernel)
     # The release can move up only when the held read is the role's last read of the buffer.
-    freed_by = None if _read_elsewhere(role, target, decl.name) else _freeing_barrier(launch, decl.name)
+    freed_by = None if _read_elsewhere(role, target, decl.name) else freeing_barrier(launch, decl.name)
 
     def in_loop(stmt: n.Stmt) -> n.Stmt:
         return reads_held if stmt is target else stmt
@@ -119,20 +120,6 @@ def hold_operand(kernel: n.Kernel, only: str | None = None) -> n.Kernel | None:
         return (*body[:at], held, *early, replace(loop, body=map_stmts(loop.body, in_loop)), *after)
 
     return with_role(kernel, launch, role, replace(role, body=rebuild(role.body)))
-
-
-def _freeing_barrier(launch: n.Launch, buffer: str) -> str | None:
-    """The barrier a role waits on right before copying into `buffer` (the one that frees it), or None."""
-    for role in launch.roles:
-        blocks = [role.body, *(site.stmt.body for site in walk_body(role.body) if isinstance(site.stmt, n.For))]
-        for block in blocks:
-            last_wait: str | None = None
-            for stmt in block:
-                if isinstance(stmt, n.Wait):
-                    last_wait = analysis.ref_name(stmt.barrier)
-                elif isinstance(stmt, n.Copy) and analysis.ref_name(stmt.dest) == buffer and last_wait is not None:
-                    return last_wait
-    return None
 
 
 def _releases(arrive: n.Arrive, barrier: str, operand: n.Expr) -> bool:

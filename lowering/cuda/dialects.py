@@ -12,6 +12,7 @@ from __future__ import annotations
 from cake.ir import analysis as an
 from cake.ir.dot_forms import is_dot
 from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
+from cake.ir.stage_reads import read_only_as_wgmma_a
 from cake.lowering.cuda.cnames import ident
 from cake.lowering.cuda.errors import Code, Unlowerable
 from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
@@ -77,20 +78,6 @@ def ldmatrix_fragments(w: Writer, frags: str, ksteps: int, blocks: int, tile: Sm
         w.line("#pragma unroll")
         w.line(f"for (int cake_mb = 0; cake_mb < {blocks}; ++cake_mb) cake_ldmatrix_x4({frags}[cake_kk][cake_mb], "
                f"{tile.base} + {tile.offset_fn}({block_row} + cake_lane % 16, cake_kk * 16 + (cake_lane / 16) * 8));")
-
-
-def _only_wgmma_a(gen, name: str, arch: ArchSpec) -> bool:  # type: ignore[no-untyped-def]
-    """Whether every read of `name` in the role is the A operand of a wgmma (at least one)."""
-    uses = a_uses = 0
-    for site in an.walk_body(gen.slot.role.body):
-        for expr in an.stmt_exprs(site.stmt):
-            for e in an.walk_expr(expr):
-                if isinstance(e, Name) and e.id == name:
-                    uses += 1
-                if (isinstance(e, Mma) and isinstance(e.a, Name) and e.a.id == name
-                        and parse_form(arch, e.form).family is MmaFamily.WGMMA):
-                    a_uses += 1
-    return a_uses > 0 and uses == a_uses
 
 
 def padded_k(a: SmemTile, b: SmemTile, kdim: int) -> int:
@@ -340,7 +327,7 @@ class Sm90a(Sm80):
         registers (ldmatrix fragments of each warp's 16 rows of every 64-row block; the wgmma A register layout is
         mma.sync's per warp), then a proxy fence, and the products take A from registers (no shared-memory read of
         A per instruction). Any other use keeps the stage itself (`Sm80.hold_a`)."""
-        if not self.arch.has(Feature.WGMMA) or not _only_wgmma_a(gen, name, self.arch):
+        if not self.arch.has(Feature.WGMMA) or not read_only_as_wgmma_a(gen.slot.role.body, name):
             return super().hold_a(gen, name, tile)
         rows, cols = tile.shape
         m = WGMMA_ROWS
