@@ -35,7 +35,7 @@ TERM_OPERATORS: dict[Bound, tuple[str, ...]] = {
     Bound.HBM: ("copy", "stages", "specialize", "warp_specialize", "param"),
     Bound.LATENCY: ("stages", "copy", "specialize", "warp_specialize"),
     Bound.SYNC: ("pingpong", "stages", "split_consumer"),
-    Bound.SPILL: ("regs", "units", "param"),
+    Bound.SPILL: ("regs", "units", "param", "sink"),
     Bound.CHAIN: ("stages", "pingpong", "split_consumer"),
     Bound.LAUNCH: ("grid", "param", "fuse"),
 }

@@ -27,6 +27,7 @@ from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
 from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.hold_operand import hold_operand, holdable
+from cake.ir.transforms.sink_let import sink_let, sinkable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
@@ -416,6 +417,17 @@ def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return None if out is None else Mutation(out, f"hold mma {name}'s A operand in registers")
 
 
+def mutate_sink(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Move a let down its block toward its first use (`sink_let`): what is live across the statements it passes
+    (an mma, in a consumer's k loop) changes, which ptxas's register allocation sees. Generic: any movable let."""
+    sites = sinkable(kernel)
+    if not sites:
+        return None
+    name = rng.choice(sites)
+    out = sink_let(kernel, name)
+    return None if out is None else Mutation(out, f"sink let {name} toward its first use")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -428,6 +440,7 @@ STRUCTURAL: dict[str, Operator] = {
     "unit_kind": mutate_unit_kind,
     "fuse": mutate_fusion,
     "hold": mutate_hold,
+    "sink": mutate_sink,
 }
 
 # Operators whose every child holds a construct only some backends lower (E06xx), offered by the offline agent

@@ -27,6 +27,7 @@ from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
 from cake.ir.transforms.hoist_reduction import hoist_reduction
 from cake.ir.transforms.hold_operand import hold_operand
 from cake.ir.transforms.refit_forms import refit_forms
+from cake.ir.transforms.sink_let import sink_let
 from cake.ir.transforms.split_consumer import split_consumer
 from cake.ir.transforms.tma_producer import tma_producer
 from cake.ir.transforms.warp_specialize import warp_specialize
@@ -46,6 +47,7 @@ PASSES: dict[str, Callable[[n.Kernel], n.Kernel | None]] = {
     "refit_forms": refit_forms,
     "drop_unused_params": drop_unused_params,
     "hold_operand": hold_operand,
+    "sink_let": sink_let,
 }
 
 
