@@ -27,9 +27,9 @@ from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
 from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.hold_operand import hold_operand, holdable
-from cake.ir.transforms.sink_let import sink_let, sinkable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
+from cake.ir.transforms.sink_let import sink_let, sinkable
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
 from cake.ir.visit import map_stmts, with_launch, with_role
 from cake.ir.visit import walk_stmts as walk
