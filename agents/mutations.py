@@ -406,26 +406,27 @@ def mutate_fusion(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(out, f"fuse {fusion.launch} into {fusion.into} (one launch a call, a grid-wide barrier between)")
 
 
+def _at_a_named_site(kernel: n.Kernel, rng: random.Random, sites: Callable[[n.Kernel], tuple[str, ...]],
+                     apply_at: Callable[[n.Kernel, str], n.Kernel | None], what: str) -> Mutation | None:
+    """A pass applied at one of the lets it names (`sites`), drawn at random; `what` describes it (`{name}`)."""
+    names = sites(kernel)
+    if not names:
+        return None
+    name = rng.choice(names)
+    out = apply_at(kernel, name)
+    return None if out is None else Mutation(out, what.format(name=name))
+
+
 def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """Read a loop-invariant mma A operand into registers once, before its loop (`hold_operand`), where the form
     may take A from registers: the products then read only B from shared memory. Generic: any such mma."""
-    sites = holdable(kernel)
-    if not sites:
-        return None
-    name = rng.choice(sites)
-    out = hold_operand(kernel, name)
-    return None if out is None else Mutation(out, f"hold mma {name}'s A operand in registers")
+    return _at_a_named_site(kernel, rng, holdable, hold_operand, "hold mma {name}'s A operand in registers")
 
 
 def mutate_sink(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """Move a let down its block toward its first use (`sink_let`): what is live across the statements it passes
     (an mma, in a consumer's k loop) changes, which ptxas's register allocation sees. Generic: any movable let."""
-    sites = sinkable(kernel)
-    if not sites:
-        return None
-    name = rng.choice(sites)
-    out = sink_let(kernel, name)
-    return None if out is None else Mutation(out, f"sink let {name} toward its first use")
+    return _at_a_named_site(kernel, rng, sinkable, sink_let, "sink let {name} toward its first use")
 
 
 STRUCTURAL: dict[str, Operator] = {
