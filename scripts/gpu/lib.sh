@@ -2,6 +2,7 @@
 # `stage NAME LIMIT CMD...` runs CMD under a time limit, logs to $RES/NAME.log, appends "stage NAME rc=..
 # Ns" to $RES/stages.txt, and packs $RES into $OUT/results.tgz, so a stage that runs out of time loses only
 # itself. Scripts run as files (`python3 scripts/NAME.py`); nothing in scripts/ shadows a library.
+source scripts/gpu/private_copy.sh
 source scripts/gpu/setup.sh
 RES=${RES:-/tmp/res}; mkdir -p "$RES"
 pack() { tar czf "$OUT/results.tgz" -C "$RES" . ; }

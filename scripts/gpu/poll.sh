@@ -1,7 +1,8 @@
 # Collects what a background pipeline on the lent machine has written so far. A call's command may run at most
 # 10 minutes; a pipeline longer than that runs as its own process session (setsid, started by the first call) and
 # each later call runs this: wait until RES_DIR/DONE exists or SECONDS have passed, then pack RES_DIR (and the
-# pipeline's log) into $OUT/results.tgz. A fresh machine (the pipeline gone with the last one) says so.
+# pipeline's log) into $OUT/results.tgz. A fresh machine (the pipeline gone with the last one) says so. Start such a
+# pipeline with PRIVATE_COPY=1 (scripts/gpu/private_copy.sh): each call re-copies the tree it was started from.
 #   bash scripts/gpu/poll.sh RES_DIR SECONDS [LOG]
 res=${1:?RES_DIR}; seconds=${2:?SECONDS}; log=${3:-}
 end=$(( $(date +%s) + seconds ))

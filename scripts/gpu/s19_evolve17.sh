@@ -5,7 +5,8 @@
 # dtype gated in the bench worker's one verifier session (no second worker per evaluation), a confirmation that
 # reuses the run seed's per-dtype verdicts, and the `widen` operator (a param at its domain's end steps past it).
 #   bash scripts/gpu/s19_evolve17.sh 5 6          (two seeds: about 20 minutes; carry [".whl"])
-#   RES=/tmp/res OUT=/tmp/s19out setsid nohup bash scripts/gpu/s19_evolve17.sh 5 6 > /tmp/s19.log 2>&1 < /dev/null &
+#   RES=/tmp/res OUT=/tmp/s19out PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s19_evolve17.sh 5 6 > /tmp/s19.log 2>&1 < /dev/null &
+#   (PRIVATE_COPY=1: the pipeline runs from its own copy of the tree, which later calls do not re-copy: private_copy.sh)
 #   then bash scripts/gpu/poll.sh /tmp/res 560 /tmp/s19.log until it says done.
 # Each seed: `gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 --seed N` (fitness: the measured speedup
 # at cake_cell over the best of triton_assign, flash_kmeans and torch_mm, the best re-timed in a fresh process).
