@@ -7,6 +7,7 @@ depends on an unbound dim cannot be proven: it is reported as a note naming the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TypeVar
@@ -17,6 +18,7 @@ from cake.ir.checks.fixtures import PINGPONG, PLAIN, TCGEN05, derive
 from cake.ir.checks.registry import Finding, finding
 from cake.ir.checks.registry import check as register_check
 from cake.ir.nodes import Assign, Launch, Let, Mma, NamedBarrierSync, Role, TileType
+from cake.ir.stage_reads import held_operands
 
 from cake.arch import ArchSpec
 from cake.diagnostics import Severity
@@ -150,14 +152,20 @@ REGISTER_BYTES = 4
 
 
 @register_check("E0307", "mma accumulator exceeds the role's registers",
-                "the accumulator `{tile}` needs {need} registers per thread, more than the {regs} of role "
+                "the accumulator `{tile}`{held} needs {need} registers per thread, more than the {regs} of role "
                 "`{role}`",
                 examples=[derive(PINGPONG, ("param BN = 128 in {64, 128}", "param BN = 256 in {64, 128, 256}"),
-                                 ("param STAGES = 4 in 2 .. 5", "param STAGES = 3 in 2 .. 5"))])
+                                 ("param STAGES = 4 in 2 .. 5", "param STAGES = 3 in 2 .. 5")),
+                          # 128 accumulators + 64 of the held point tile > 176
+                          derive(PINGPONG, ("  let best: f32[BN] = inf\n",
+                                            "  let xa: T[BN, 128] = xs[w]\n  let best: f32[BN] = inf\n"),
+                                 ("mma(xs[w], cs[s].T)", "mma(xa, cs[s].T)"),
+                                 ("warpgroups 1, regs 232", "warpgroups 1, regs 176"))])
 def accumulator_registers(ctx: CheckContext) -> Iterable[Finding]:
     """An mma result held in registers that alone needs more registers per thread than its role has
     (its `regs`, or the launch's even share) must spill: ptxas serializes the wgmma and moves the
-    accumulator through local memory. Certain, so an error — no other live value is counted."""
+    accumulator through local memory. A wgmma A operand the role holds in registers (`cake.ir.stage_reads`) is live
+    across the same products and counts with it. Certain, so an error — no other live value is counted."""
     assert ctx.arch is not None
     for launch in ctx.kernel.launches:
         for env in ctx.budget_envs:
@@ -185,19 +193,33 @@ def _mma_results(role: Role) -> Iterator[tuple[Let | Assign, str, TileType]]:
                 yield stmt, stmt.name, tile
 
 
+def _registers_of(tile: TileType, env: an.Env, threads: int) -> int:
+    """Registers per thread a tile spread over `threads` takes (raises an.Unbound)."""
+    elements = math.prod(an.value(extent, env) for extent in tile.shape)
+    return -(-elements * an.elem_bytes(tile.elem, env) // (REGISTER_BYTES * threads))
+
+
 def _accumulator_overflows(launch: Launch, env: an.Env,
                            budgets: dict[str, an.RoleRegisters]) -> Iterator[Finding]:
+    held_names = held_operands(launch)
     for role in launch.roles:
         budget = budgets[role.name]
+        threads = budget.threads_per_instance
+        held = [site.stmt for site in an.walk_body(role.body)
+                if isinstance(site.stmt, Let) and site.stmt.name in held_names and site.stmt.type is not None]
+        try:
+            held_need = sum(_registers_of(s.type, env, threads) for s in held if s.type is not None)
+        except an.Unbound:
+            held_need = 0
+        held_text = (" with the held operand" + ("s " if len(held) > 1 else " ") + ", ".join(f"`{s.name}`" for s in held)
+                     if held_need else "")
         for stmt, name, tile in _mma_results(role):
             try:
-                elements = 1
-                for extent in tile.shape:
-                    elements *= an.value(extent, env)
+                need = _registers_of(tile, env, threads) + held_need
+                elements = math.prod(an.value(extent, env) for extent in tile.shape)
                 size = an.elem_bytes(tile.elem, env)
             except an.Unbound:
                 continue
-            need = -(-elements * size // (REGISTER_BYTES * budget.threads_per_instance))
             if need <= budget.regs_per_thread:
                 continue
             share = "" if budget.declared else " (the launch's even share; no `regs` given)"
@@ -205,9 +227,10 @@ def _accumulator_overflows(launch: Launch, env: an.Env,
                           f"{need} registers per thread > {budget.regs_per_thread}{share}",
                           help=f"shrink the tile of `{name}` (fewer rows or columns per role instance), or "
                                f"spread it over more threads; ptxas would spill it to local memory",
-                          notes=(f"{elements:,} elements x {size} B over {budget.threads_per_instance} threads",
+                          notes=(f"{elements:,} elements x {size} B over {threads} threads"
+                                 + (f", plus {held_need} registers a thread of held operands" if held_need else ""),
                                  *_dtype_note(env)),
-                          tile=name, need=need, regs=budget.regs_per_thread, role=role.name)
+                          tile=name, held=held_text, need=need, regs=budget.regs_per_thread, role=role.name)
 
 
 @register_check("E0304", "too many threads per block",
