@@ -479,7 +479,7 @@ class _Counter:
         if isinstance(s, n.Let):
             before = self.global_bytes
             ops_before, smem_before = self.cuda_ops, self.smem_bytes
-            held = s.name in self.held_a and isinstance(s.value, (n.Name, n.Index))
+            held = s.name in self.held_a  # a let of a bare stage read only as a wgmma's A (`held_operands`)
             outer, self.in_mma_operand = self.in_mma_operand, self.in_mma_operand or held
             try:
                 _, eb = self.expr(s.value, mult)

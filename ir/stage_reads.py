@@ -10,6 +10,7 @@ which of the two it is: the pass, the cost model, the backend and check E0616 as
 from __future__ import annotations
 
 from cake.ir import nodes as n
+from cake.ir.analysis import ref_name
 from cake.ir.visit import identifiers, stmt_exprs, walk_body, walk_expr
 
 from cake.arch import MmaFamily
@@ -42,7 +43,7 @@ def stage_buffer(launch: n.Launch, expr: n.Expr) -> n.SmemDecl | None:
     """The shared buffer `expr` is a bare stage of (`xs[w]`, `xs`), or None."""
     if not isinstance(expr, (n.Name, n.Index)):
         return None
-    name = expr.id if isinstance(expr, n.Name) else expr.base.id if isinstance(expr.base, n.Name) else None
+    name = ref_name(expr)
     return next((b for b in launch.smem if b.name == name), None)
 
 
@@ -55,8 +56,8 @@ def freeing_barrier(launch: n.Launch, buffer: str) -> str | None:
             last_wait: str | None = None
             for stmt in block:
                 if isinstance(stmt, n.Wait):
-                    last_wait = _barrier_name(stmt.barrier)
-                elif isinstance(stmt, n.Copy) and _barrier_name(stmt.dest) == buffer and last_wait is not None:
+                    last_wait = ref_name(stmt.barrier)
+                elif isinstance(stmt, n.Copy) and ref_name(stmt.dest) == buffer and last_wait is not None:
                     return last_wait
     return None
 
@@ -66,10 +67,3 @@ def reads(stmt: n.Stmt, name: str) -> bool:
     exprs = (stmt.source,) if isinstance(stmt, n.Copy) else stmt_exprs(stmt)
     return any(name in identifiers(e) for e in exprs)
 
-
-def _barrier_name(ref: n.Expr) -> str | None:
-    if isinstance(ref, n.Name):
-        return ref.id
-    if isinstance(ref, n.Index) and isinstance(ref.base, n.Name):
-        return ref.base.id
-    return None

@@ -30,9 +30,9 @@ from dataclasses import replace
 
 from cake.ir import analysis
 from cake.ir import nodes as n
-from cake.ir.stage_reads import freeing_barrier
+from cake.ir.stage_reads import freeing_barrier, reads
 from cake.ir.transforms.sites import main_launch, smem_of, target_spec
-from cake.ir.visit import fresh, identifiers, map_stmts, stmt_exprs, walk_body, with_role
+from cake.ir.visit import fresh, identifiers, map_stmts, walk_body, with_role
 
 from cake.arch import MmaFamily, OperandMemory
 
@@ -133,15 +133,8 @@ def _releases(arrive: n.Arrive, barrier: str, operand: n.Expr) -> bool:
 
 def _read_elsewhere(role: n.Role, target: n.Let, buffer: str) -> bool:
     """Whether the role reads `buffer` anywhere but in `target`'s mma A operand (a copy into it is not a read)."""
-    for site in walk_body(role.body):
-        stmt = site.stmt
-        if stmt is target:
-            assert isinstance(stmt.value, n.Mma)
-            others: tuple[n.Expr, ...] = (stmt.value.b, *((stmt.value.acc,) if stmt.value.acc is not None else ()))
-        elif isinstance(stmt, n.Copy):
-            others = (stmt.source,)
-        else:
-            others = stmt_exprs(stmt)
-        if any(buffer in identifiers(e) for e in others):
-            return True
-    return False
+    mma = target.value
+    assert isinstance(mma, n.Mma)
+    in_target = (mma.b, *((mma.acc,) if mma.acc is not None else ()))
+    return any(any(buffer in identifiers(e) for e in in_target) if site.stmt is target else reads(site.stmt, buffer)
+               for site in walk_body(role.body))

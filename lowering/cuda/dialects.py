@@ -5,6 +5,9 @@
 | Sm80    | mma.sync m16n8k16 from ldmatrix fragments (`dot`, `mma_sync.m16n8k16`) | cp.async, loads | test_wait spin |
 | Sm90a   | + wgmma.m64nNk16 from swizzled shared memory, one warpgroup | + TMA (bulk tensor, mbarrier tx) | try_wait |
 | Sm100a  | + tcgen05.mma into tensor memory (`mma ... -> tmem`), TMEM loads | + TMA | try_wait, tcgen05 fences |
+
+Past 600 lines because each target is one class whose methods override the one below it (layouts, mma, held
+operands, TMA); the next piece to move out is Sm90a's wgmma emission (`wgmma`, `hold_a`) with its layout, if it grows.
 """
 
 from __future__ import annotations
