@@ -25,6 +25,7 @@ from cake.ir.transforms.as_warpgroups import as_warpgroups
 from cake.ir.transforms.bind_params import bind_params
 from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
+from cake.ir.transforms.free_copy_regs import free_copy_regs
 from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.hold_operand import hold_operand, holdable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
@@ -419,8 +420,23 @@ def _at_a_named_site(kernel: n.Kernel, rng: random.Random, sites: Callable[[n.Ke
 
 def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """Read a loop-invariant mma A operand into registers once, before its loop (`hold_operand`), where the form
-    may take A from registers: the products then read only B from shared memory. Generic: any such mma."""
-    return _at_a_named_site(kernel, rng, holdable, hold_operand, "hold mma {name}'s A operand in registers")
+    may take A from registers: the products then read only B from shared memory. Generic: any such mma.
+
+    The held tile is live beside the accumulator, so the consumers then take the registers the copy roles hold
+    idle (`free_copy_regs`); the split the parent had was chosen without the held tile in it."""
+    held = _at_a_named_site(kernel, rng, holdable, hold_operand, "hold mma {name}'s A operand in registers")
+    if held is None:
+        return None
+    freed = free_copy_regs(held.kernel)
+    if freed is None:
+        return held
+    return Mutation(freed, f"{held.description}; registers from the copy roles ({_budgets(freed)})")
+
+
+def _budgets(kernel: n.Kernel) -> str:
+    env = analysis.default_env(kernel)
+    return ", ".join(f"{role.name} {analysis.try_value(role.regs, env)}" for role in main_launch(kernel).roles
+                     if role.regs is not None)
 
 
 def mutate_sink(kernel: n.Kernel, rng: random.Random) -> Mutation | None:

@@ -272,8 +272,9 @@ def test_hold_then_sink_take_the_end_of_the_chain_to_a_held_operand_that_compile
         chain: list[n.Kernel]) -> None:
     # Two generic moves from the operators' ping-pong at the hand-written kernel's tiles: `hold` reads the point
     # tile once into registers (released right after), and `sink` moves the norms' load past the mma, where the
-    # hand-written kernel has it. After `hold` alone ptxas spills 104 B (the norms' 32 registers are live across the
-    # product); after both, neither a spill nor a serialized wgmma (C7511). Checker clean for the CUDA backend.
+    # hand-written kernel has it. `hold` also hands the producer's idle registers to the consumers (40 / 232 ->
+    # 24 / 240), and still ptxas spills (session 20, before that move: 104 B): the norms' 32 registers are live across
+    # the product. After both, neither a spill nor a serialized wgmma (C7511). Checker clean for the CUDA backend.
     from cake.agents.mutations import mutate_hold
     from cake.lowering.cuda.compile import compile_cubin
     from cake.lowering.cuda.program import generate
@@ -287,6 +288,8 @@ def test_hold_then_sink_take_the_end_of_the_chain_to_a_held_operand_that_compile
     start = _at(chain[-1], {"CONSUMERS": 2, "BK": 128, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232})
     held = _apply(start, mutate_hold)
     assert any(isinstance(s, n.Let) and s.name.endswith("_regs") for s in _roles(held)["consumer"].body)
+    assert {p.name: p.default for p in held.params if p.name.endswith("_REGS")} == {
+        "PRODUCER_REGS": 24, "CONSUMER_REGS": 240}
     _, report = compiled(held)
     assert any(k.spill_bytes for k in report.kernels)  # type: ignore[attr-defined]
     sunk = _clean(sink_let(held, "csq"))
