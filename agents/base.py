@@ -77,6 +77,7 @@ class TurnContext:
     operator_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
     tokens_used: int = 0  # tokens the run has spent before this turn (a resumed agent starts from here)
     backend: str | None = None  # what the run lowers with ("triton", "cuda"); None: not known, nothing is excluded
+    incumbent: Parent | None = None  # the run's best so far (the archive's best elite), parent or not this turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ import enum
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -243,7 +244,7 @@ class EvolutionLoop:
                 turn=turn, op=self.toolchain.op, arch=self.toolchain.arch, n=self.settings.proposals_per_turn,
                 parents=tuple(self._parents(rng)), failures=tuple(self._failures()), seen_hashes=frozenset(seen),
                 rng=rng, validate=self.toolchain.validate, operator_stats=self._operator_stats(),
-                tokens_used=self.store.total_tokens(), backend=self.toolchain.backend)
+                tokens_used=self.store.total_tokens(), backend=self.toolchain.backend, incumbent=self._incumbent())
             agent_turn = self.agent.propose(ctx)
             self._agent_exhausted = agent_turn.exhausted
         checked: list[tuple[Checked, NewCandidate]] = []
@@ -297,14 +298,19 @@ class EvolutionLoop:
         A candidate *equivalent* to one already evaluated — same predicted time, same features (a neutral move
         such as a register budget the model does not price) — tells a model-fitness run nothing new: its fitness
         is known before it runs, so it goes after every candidate with news. With measured fitness the model's
-        blind spots are worth timing, so equivalence only breaks ties between equal predictions."""
-        known = {(c.predicted_ms, _descriptor(c.features)) for c in self.store.candidates() if c.evaluation}
+        blind spots are worth timing, so equivalence only breaks ties between equal predictions. Equal predictions
+        that remain go least-evaluated operator first: where the model cannot tell moves apart, the one the run
+        has measured least says the most."""
+        evaluated = [c for c in self.store.candidates() if c.evaluation]
+        known = {(c.predicted_ms, _descriptor(c.features)) for c in evaluated}
+        timed_by_operator = Counter(_operator(c.mutation) for c in evaluated)
         model = self.toolchain.fitness_kind is FitnessKind.MODEL
 
-        def key(i: int) -> tuple[bool, bool, float, bool, int]:
+        def key(i: int) -> tuple[bool, bool, float, bool, int, int]:
             c = candidates[i]
             equivalent = (c.predicted_ms, _descriptor(c.features)) in known
-            return (model and equivalent, c.predicted_ms is None, c.predicted_ms or 0.0, equivalent, i)
+            return (model and equivalent, c.predicted_ms is None, c.predicted_ms or 0.0, equivalent,
+                    timed_by_operator[_operator(c.mutation)], i)
 
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
         if self.settings.cost_model:
@@ -345,16 +351,20 @@ class EvolutionLoop:
         picked = [rows[i] for i in ids]
         if not picked:  # nothing verified yet: mutate the seeds themselves
             picked = [c for c in self.store.candidates(turn=0) if c.status is not CandidateStatus.UNPARSABLE]
-        parents = []
-        for row in picked:
-            result = self.toolchain.validate(row.ir_text)
-            if result.kernel is None:
-                continue
-            ev = row.evaluation
-            parents.append(Parent(row.id, row.ir_text, result.kernel, row.fitness,
-                                  ev.fitness_kind.value if ev and ev.fitness_kind else None, row.predicted_ms,
-                                  row.status.value, ev.measured_ms if ev else None))
-        return parents
+        return [parent for parent in map(self._as_parent, picked) if parent is not None]
+
+    def _incumbent(self) -> Parent | None:
+        best = self.archive().best()
+        return None if best is None else self._as_parent(self.store.candidate(best.id))
+
+    def _as_parent(self, row: CandidateRow) -> Parent | None:
+        result = self.toolchain.validate(row.ir_text)
+        if result.kernel is None:
+            return None
+        ev = row.evaluation
+        return Parent(row.id, row.ir_text, result.kernel, row.fitness,
+                      ev.fitness_kind.value if ev and ev.fitness_kind else None, row.predicted_ms,
+                      row.status.value, ev.measured_ms if ev else None)
 
     def _failures(self) -> list[Failure]:
         out: list[Failure] = []
@@ -379,7 +389,7 @@ class EvolutionLoop:
         for row in self.store.candidates():
             if row.agent != getattr(self.agent, "name", ""):
                 continue
-            op = row.mutation.split(":", 1)[0]
+            op = _operator(row.mutation)
             proposed, survived = stats.get(op, (0, 0))
             ok = row.status not in (CandidateStatus.REJECTED, CandidateStatus.UNPARSABLE)
             stats[op] = (proposed + 1, survived + ok)
@@ -473,6 +483,11 @@ class EvolutionLoop:
         return TurnSummary(turn, turn_row.n_proposed, turn_row.n_rejected, dict(turn_row.rejections),
                            sum(verdicts.values()), verdicts, self.reported_fitness(best) if best else None,
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
+
+
+def _operator(mutation: str) -> str:
+    """The operator a candidate's mutation line names (`"param: param BK 64->128"` -> `"param"`)."""
+    return mutation.split(":", 1)[0]
 
 
 def _descriptor(features: Mapping[str, Any]) -> tuple[object, ...]:

@@ -1,6 +1,9 @@
 """The offline agent: seeded mutation and crossover of the population's parents, no network.
 
-Per proposal slot it draws an operator (weights adapt to how often each operator's children have
+Each turn starts with the incumbent's structural neighbourhood: one child of every structural operator that
+applies to the run's best schedule so far (`SWEPT`, in a seeded order, up to `SWEEP_SHARE` of the turn), so a move that only pays on the best kernel (holding an
+operand, a ping-pong, a fusion) is offered on it every turn rather than when a draw happens to pair them. Then, per
+proposal slot, it draws an operator (weights adapt to how often each operator's children have
 survived the static checks in this run, and to the turn's feedback: resource refusals favour the operators
 that shrink, parents the cost model underestimated favour the operators on the term it got wrong; see
 `feedback`), applies it to a parent from the population, prints the child
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cake.agents import mutations as mut
@@ -39,6 +43,11 @@ BASE_WEIGHTS: dict[str, float] = {
 }
 RESOURCE_FAMILY = "E03"  # resource-budget diagnostics: repairable by shrinking tiles or stages
 ATTEMPTS_PER_SLOT = 6
+# The operators that change how a schedule works (not which point of its param space it sits at): each is applied
+# once to the incumbent at the start of every turn.
+SWEPT: tuple[str, ...] = (*mut.STRUCTURAL, *SPECIALIZING)
+SWEEP_SHARE = 0.5  # of a turn's legal proposals at most; the rest are drawn (a small turn is not all sweep)
+OPERATORS: dict[str, mut.Operator] = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +57,11 @@ class OfflineSettings:
     # Off by default: with it on, seed 0 of test_reachability's clean-start search no longer reaches a ping-pong
     # predicted faster than the seed within its bound (the resource boost crowds out warp_specialize); untuned.
     feedback: bool = False
+    sweep: bool = True  # the incumbent's structural neighbourhood first, every turn
 
     def to_json(self) -> dict[str, object]:
         return {"repair_rounds": self.repair_rounds, "attempts_per_slot": self.attempts_per_slot,
-                "feedback": self.feedback}
+                "feedback": self.feedback, "sweep": self.sweep}
 
 
 def operator_weight(name: str, stats: dict[str, tuple[int, int]]) -> float:
@@ -75,10 +85,12 @@ class OfflineAgent:
         repaired = 0
         multipliers = (operator_multipliers(ctx.failures, ctx.parents, _fitness_dims(ctx.op), ctx.arch)
                        if self.settings.feedback else {})
+        swept = self._sweep(ctx) if self.settings.sweep else iter(())
         for _ in range(ctx.n * self.settings.attempts_per_slot):
             if len(legal) >= ctx.n:
                 break
-            child = self._child(ctx, ctx.rng, multipliers)
+            sweeping = len(legal) < ctx.n * SWEEP_SHARE
+            child = (next(swept, None) if sweeping else None) or self._child(ctx, ctx.rng, multipliers)
             if child is None:
                 continue
             operator, mutation, parents = child
@@ -109,6 +121,18 @@ class OfflineAgent:
             notes += (f"only {len(legal)} new legal children in {ctx.n * self.settings.attempts_per_slot} attempts",)
         return AgentTurn(tuple(legal + illegal), notes=notes)
 
+    def _sweep(self, ctx: TurnContext) -> Iterator[tuple[str, mut.Mutation, tuple[Parent, ...]]]:
+        """One child of each structural operator that applies to the incumbent, in an order drawn from the turn's
+        rng (lazily: the sweep stops where its share of the turn's slots does)."""
+        incumbent = ctx.incumbent
+        if incumbent is None:
+            return
+        for name in ctx.rng.sample(SWEPT, len(SWEPT)):
+            if mut.offered(name, ctx.backend):
+                result = OPERATORS[name](incumbent.kernel, ctx.rng)
+                if result is not None:
+                    yield name, result, (incumbent,)
+
     def _child(self, ctx: TurnContext, rng: random.Random,
                multipliers: dict[str, float]) -> tuple[str, mut.Mutation, tuple[Parent, ...]] | None:
         names = [name for name in BASE_WEIGHTS if mut.offered(name, ctx.backend)]
@@ -122,8 +146,7 @@ class OfflineAgent:
             other = others[rng.randrange(len(others))]
             result = crossover(parent.kernel, other.kernel, rng)
             return None if result is None else (operator, result, (parent, other))
-        table = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
-        result = table[operator](parent.kernel, rng)
+        result = OPERATORS[operator](parent.kernel, rng)
         return None if result is None else (operator, result, (parent,))
 
 
