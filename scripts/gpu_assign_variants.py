@@ -1,5 +1,6 @@
 """Ping-pong assign variants at the CAKE cell through the evaluator's bench worker: verified by the gates,
-then timed interleaved with flash-kmeans. A table and JSON of every variant's median against flash-kmeans'.
+then timed interleaved with flash-kmeans (and any `--also` baselines, in the same process). A table and JSON of
+every variant's median against each baseline.
 
     python3 scripts/gpu_assign_variants.py --out "$OUT" [--max-seconds 3]
     python3 scripts/gpu_assign_variants.py --out "$OUT" --rounds 3 \
@@ -47,16 +48,18 @@ VARIANTS: tuple[tuple[str, dict[str, int]], ...] = (
 VARIANT_TIMEOUT_S = 120.0
 
 
-def bench_variant(path: Path, max_seconds: float) -> dict[str, object]:
-    request = BenchRequest("kmeans_assign", KernelSpec(path, "cuda").ref(), (ASSIGN.shape(SHAPE),), (BASELINE,),
+def bench_variant(path: Path, max_seconds: float, also: tuple[str, ...] = ()) -> dict[str, object]:
+    request = BenchRequest("kmeans_assign", KernelSpec(path, "cuda").ref(), (ASSIGN.shape(SHAPE),), (BASELINE, *also),
                            max_seconds=max_seconds)
     started = time.perf_counter()
     outcome, tail = run_bench_worker(request, "cuda", timeout_s=VARIANT_TIMEOUT_S)
     times = outcome if isinstance(outcome, BenchTimes) else BenchTimes()
-    mine, theirs = times.candidate.get(SHAPE), times.baselines.get(BASELINE, {}).get(SHAPE)
+    mine = times.candidate.get(SHAPE)
+    theirs = {name: times.baselines.get(name, {}).get(SHAPE) for name in (BASELINE, *also)}
     status = "timed" if mine else (outcome if isinstance(outcome, str) else times.refused or "no time")
-    return {"status": status, "ms": mine, "flash_kmeans_ms": theirs,
-            "speedup": theirs / mine if mine and theirs else None, "seconds": round(time.perf_counter() - started, 1),
+    speedups = {name: ms / mine if mine and ms else None for name, ms in theirs.items()}
+    return {"status": status, "ms": mine, "flash_kmeans_ms": theirs[BASELINE], "speedup": speedups[BASELINE],
+            "baseline_ms": theirs, "speedups": speedups, "seconds": round(time.perf_counter() - started, 1),
             "tail": tail.splitlines()[-6:]}
 
 
@@ -78,13 +81,14 @@ def label(name: str, params: dict[str, int]) -> str:
     return name + ("" if not params else ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items())))
 
 
-def summarize(rows: list[dict[str, object]]) -> dict[str, dict[str, object]]:
-    """Per variant: its speedups over the same process's flash-kmeans, median [min, max] over the rounds."""
+def summarize(rows: list[dict[str, object]], baseline: str = BASELINE) -> dict[str, dict[str, object]]:
+    """Per variant: its speedups over the same process's `baseline`, median [min, max] over the rounds."""
     by_variant: dict[str, list[float]] = {}
     for row in rows:
         by_variant.setdefault(str(row["variant"]), [])
-        if isinstance(row.get("speedup"), float):
-            by_variant[str(row["variant"])].append(row["speedup"])  # type: ignore[arg-type]
+        speedup = (row.get("speedups") or {}).get(baseline, row.get("speedup") if baseline == BASELINE else None)  # type: ignore[union-attr]
+        if isinstance(speedup, float):
+            by_variant[str(row["variant"])].append(speedup)
     return {name: {"rounds_timed": len(s), "median": statistics.median(s) if s else None,
                    "min": min(s, default=None), "max": max(s, default=None)} for name, s in by_variant.items()}
 
@@ -96,6 +100,8 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", type=parse_variant, default=list(VARIANTS),
                         metavar="FILE.cake[:NAME=VALUE,...]", help="the variants to time (default: the list above)")
     parser.add_argument("--rounds", type=int, default=1, help="time the whole list this many times, one process each")
+    parser.add_argument("--also", nargs="+", default=[], metavar="BASELINE",
+                        help="more baselines timed in each variant's process (e.g. triton_assign)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
@@ -103,16 +109,18 @@ def main() -> int:
         for name, params in args.variants:
             path = write_specialized(FOLDER / name, params, args.out)
             row = {"variant": label(name, params), "schedule": name, "params": params, "round": round_,
-                   **bench_variant(path, args.max_seconds)}
+                   **bench_variant(path, args.max_seconds, tuple(args.also))}
             rows.append(row)
             speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "-"
             print(f"r{round_} {label(name, params):40} {row.get('ms') or '-':>10} ms  fk "
                   f"{row.get('flash_kmeans_ms') or '-'}  {speed}  {row['status']}", flush=True)
-            (args.out / "assign_variants.json").write_text(json.dumps({"rows": rows, "summary": summarize(rows)},
-                                                                      indent=1))
-    for name, s in summarize(rows).items():
-        span = f"{s['median']:.3f}x [{s['min']:.3f}, {s['max']:.3f}]" if s["median"] is not None else "not timed"
-        print(f"summary {name:40} over flash-kmeans {span} ({s['rounds_timed']} of {args.rounds} rounds)")
+            summaries = {name: summarize(rows, name) for name in (BASELINE, *args.also)}
+            (args.out / "assign_variants.json").write_text(json.dumps(
+                {"rows": rows, "summary": summaries[BASELINE], "summary_by_baseline": summaries}, indent=1))
+    for baseline in (BASELINE, *args.also):
+        for name, s in summarize(rows, baseline).items():
+            span = f"{s['median']:.3f}x [{s['min']:.3f}, {s['max']:.3f}]" if s["median"] is not None else "not timed"
+            print(f"summary {name:40} over {baseline} {span} ({s['rounds_timed']} of {args.rounds} rounds)")
     return 0
 
 

@@ -1,0 +1,25 @@
+# H200, session 21 (issue 17): clean-start kmeans evolve seeds with the session's search changes — the offline agent
+# sweeps the incumbent's structural neighbourhood every turn (one child of each structural operator that applies to
+# the run's best), the loop breaks equal predictions toward the operator it has timed least, and `hold` hands the
+# copy roles' idle registers to the consumers (`free_copy_regs`). Then, in the time left, the hand-written held
+# ping-pong (`assign_pingpong_rs.cake`, fenced) and the ping-pong timed against triton_assign too (the strongest
+# baseline at the cell, not timed beside the held kernel in session 20).
+#   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s21_evolve.sh 9 10 11 > /tmp/s21.log 2>&1 < /dev/null &
+#   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s21.log until it says done (carry [".whl"]).
+# Each seed: `gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 --seed N` (about 7.5 minutes of wall: the
+# loop's turns stop at its budget less the slack for the turn in flight). The whole file keeps within S21_BUDGET s.
+source scripts/gpu/lib.sh
+[ $# -gt 0 ] || { echo "usage: bash scripts/gpu/s21_evolve.sh SEED [SEED ...]"; exit 2; }
+budget "${S21_BUDGET:-1500}"
+runs=()
+for seed in "$@"; do
+  budgeted evolve_seed$seed 600 420 python3 scripts/gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 \
+    --seed "$seed" --out "$RES/evolve_seed$seed"
+  [ -f "$RES/evolve_seed$seed/gpu_evolve.json" ] && runs+=("$RES/evolve_seed$seed/gpu_evolve.json")
+done
+[ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
+budgeted held_vs_triton 240 100 python3 scripts/gpu_assign_variants.py --out "$RES/held" --rounds 2 \
+  --also triton_assign --variants assign_pingpong.cake assign_pingpong_rs.cake
+touch $RES/DONE
+pack
+cat $RES/stages.txt
