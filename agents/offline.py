@@ -1,17 +1,17 @@
 """The offline agent: seeded mutation and crossover of the population's parents, no network.
 
 Each turn starts with the incumbent's structural neighbourhood: one child of every structural operator that
-applies to the run's best schedule so far (`SWEPT`, in a seeded order, up to `SWEEP_SHARE` of the turn), so a move that only pays on the best kernel (holding an
-operand, a ping-pong, a fusion) is offered on it every turn rather than when a draw happens to pair them. Then, per
-proposal slot, it draws an operator (weights adapt to how often each operator's children have
-survived the static checks in this run, and to the turn's feedback: resource refusals favour the operators
-that shrink, parents the cost model underestimated favour the operators on the term it got wrong; see
-`feedback`), applies it to a parent from the population, prints the child
-to IR text and checks it. A child over a resource budget (E03xx) is repaired from its diagnostics: the
-params the diagnostic names (else the ones sizing shared memory) step down their domains, at most
-`repair_rounds` times. Children already seen in the run are skipped. Children that stay illegal are
-proposed too (up to as many as the legal ones), so the run's rejection counts show what the checker
-stopped. The loop ranks the proposals by the cost model and evaluates the best few.
+applies to the run's best schedule so far (`SWEPT`, in a seeded order, up to `SWEEP_SHARE` of the turn), so a move
+that only pays on the best kernel (holding an operand, a ping-pong, a fusion) is offered on it every turn rather
+than when a draw happens to pair them. Then, per proposal slot, it draws an operator (weights adapt to how often
+each operator's children have survived the static checks in this run, and to the turn's feedback: resource
+refusals favour the operators that shrink, parents the cost model underestimated favour the operators on the term
+it got wrong; see `feedback`), applies it to a parent from the population, prints the child to IR text and checks
+it. A child over a resource budget (E03xx) is repaired from its diagnostics: a register split over the file or
+short of an accumulator is re-split (`repair_for`), else the params the diagnostic names (else the ones sizing
+shared memory) step down their domains, at most `repair_rounds` times. Children already seen in the run are
+skipped. Children that stay illegal are proposed too (up to as many as the legal ones), so the run's rejection
+counts show what the checker stopped. The loop ranks the proposals by the cost model and evaluates the best few.
 
 All randomness flows from `ctx.rng`: the same seed and the same population give the same proposals.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cake.agents import mutations as mut
@@ -30,6 +30,8 @@ from cake.agents.feedback import operator_multipliers
 from cake.agents.specialize import SPECIALIZING
 from cake.ir import nodes as n
 from cake.ir.printer import print_kernel
+from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
+from cake.ir.transforms.free_copy_regs import free_copy_regs
 
 from cake.diagnostics import Diagnostic
 from cake.runs.store import ir_hash
@@ -97,7 +99,7 @@ class OfflineAgent:
             checked = ctx.validate(print_kernel(mutation.kernel))
             rounds = 0
             while not checked.ok and checked.kernel is not None and rounds < self.settings.repair_rounds:
-                fixed = shrink_for(checked.kernel, checked.errors, ctx.rng)
+                fixed = repair_for(checked.kernel, checked.errors, ctx.rng)
                 if fixed is None:
                     break
                 rounds += 1
@@ -161,6 +163,28 @@ def _fitness_dims(op: str) -> dict[str, int] | None:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# Register refusals of a setmaxnreg kernel, and the pass that re-splits the register file to fix each: over the file
+# (E0302: a budget moved up), the mma roles take only what the others leave; an accumulator over its role's budget
+# (E0307), the copy roles hand over what they hold idle.
+REGISTER_SPLIT_REPAIRS: dict[str, Callable[[n.Kernel], n.Kernel | None]] = {
+    "E0302": fit_consumer_regs,
+    "E0307": free_copy_regs,
+}
+
+
+def repair_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
+    """One repair step for a resource refusal: where every error is a register refusal of a setmaxnreg kernel, the
+    register file re-split (`REGISTER_SPLIT_REPAIRS`: tiles and stages stay as the operator chose them); else
+    `shrink_for`. None when neither applies."""
+    codes = {d.code for d in errors}
+    if codes <= REGISTER_SPLIT_REPAIRS.keys():
+        for code, resplit in REGISTER_SPLIT_REPAIRS.items():  # over the file first: fitting it may leave E0307 next
+            fixed = resplit(kernel) if code in codes else None
+            if fixed is not None:
+                return mut.Mutation(fixed, f"registers re-split ({code})")
+    return shrink_for(kernel, errors, rng)
 
 
 def shrink_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
