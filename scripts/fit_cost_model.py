@@ -146,13 +146,29 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
 def default_sources() -> list[Path]:
     """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend),
     every committed variant run of `scripts/gpu_time_variants.py` (a `runs/<backend>-<i>/` beside its
-    `gpu_time_variants.json`), and the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`)."""
+    `gpu_time_variants.json`), the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`), and the kmeans
+    evolve runs that record their own provenance (`recorded_kmeans_evolve_runs`)."""
     found = [RESULTS / "h200-2026-11-30" / "bench_cost_model.json",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve" / "run",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve2" / "run"]
     found += sorted(p.parent for p in RESULTS.rglob("runs/*/run.sqlite")
                     if (p.parent.parent.parent / "gpu_time_variants.json").is_file())
     found += [RESULTS / run for run in CODEGEN4_EVOLVE_RUNS]
+    found += recorded_kmeans_evolve_runs()
+    return found
+
+
+def recorded_kmeans_evolve_runs() -> list[Path]:
+    """Every committed kmeans evolve run that records what timed it (device, toolchain and codegen in its
+    config.json, as runs do since session 19's evaluation changes), outside the runs listed above."""
+    listed = {RESULTS / run for run in COMMITTED_PROVENANCE}
+    found = []
+    for config_path in sorted(RESULTS.rglob("run/config.json")):
+        run = config_path.parent
+        config = json.loads(config_path.read_text())
+        recorded = all(config.get(k) for k in ("device", "toolchain", "codegen"))
+        if recorded and config.get("op") == "kmeans_assign" and (run / "run.sqlite").is_file() and run not in listed:
+            found.append(run)
     return found
 
 
