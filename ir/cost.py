@@ -78,8 +78,8 @@ class Work:
     store_bytes: float = 0.0
     smem_bytes: float = 0.0
     syncs: float = 0.0
-    stage_bytes: float = 0.0  # global bytes one pipeline stage carries
-    stages: int = 1  # software-pipeline depth of the loop carrying the most bytes (1 = not pipelined)
+    stage_bytes: float = 0.0  # global bytes one pipeline stage of that loop carries
+    stages: int = 1  # software-pipeline depth of the loop moving the most bytes in all (1 = not pipelined)
     tensor_reads: tuple[tuple[str, float, float], ...] = ()  # (tensor, bytes requested per tile, its size)
     iterations: float = 0.0  # innermost-loop iterations per tile (each one a dependent chain)
     acc_touches: float = 1.0  # accumulator register touches per iteration (mma.sync k-steps, 1 for wgmma)
@@ -123,7 +123,7 @@ class _Counter:
     smem_bytes: float = 0.0
     syncs: float = 0.0
     reads: dict[str, float] = field(default_factory=dict)
-    loop_bytes: list[tuple[float, int]] = field(default_factory=list)  # (bytes per iteration, stages)
+    loop_bytes: list[tuple[float, float, int]] = field(default_factory=list)  # (bytes in all, per iteration, stages)
     staged_smem: float = 0.0  # smem a backend allocates for tiles loaded in pipelined loops
     reg_tiles: list[tuple[int, float]] = field(default_factory=list)  # (rank, bytes) of computed register tiles
     held_bytes: float = 0.0  # register tiles held for a wgmma's A operand (`held_a`), live across the loop
@@ -557,7 +557,7 @@ class _Counter:
             if not self.consts.register_loads_pipelined and 2 * (self.register_load_bytes - before_reg) >= moved:
                 stages = 1  # mostly register loads, which this backend does not pipeline: nothing in flight ahead
             if trips and moved:
-                self.loop_bytes.append((moved / (mult * trips), stages))
+                self.loop_bytes.append((moved, moved / (mult * trips), stages))
         elif isinstance(s, (n.Wait, n.Arrive, n.ExpectTx, n.Sync, n.NamedBarrierSync)):
             self.syncs += mult
 
@@ -606,7 +606,10 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     tiles = 1
     for axis in launch.grid.axes:
         tiles *= max(0, c.val(axis.extent))
-    stage_bytes, stages = max(c.loop_bytes, default=(c.global_bytes, 1))
+    # The loop that moves the most bytes in all sets what is in flight: a ping-pong's producer copies each consumer's
+    # point tile once (a large iteration, not pipelined) and the centroid ring stage by stage (smaller iterations,
+    # many more of them); the ring's depth is what hides the latency of most of the traffic.
+    _, stage_bytes, stages = max(c.loop_bytes, default=(c.global_bytes, c.global_bytes, 1))
     vectors = sum(b for rank, b in c.reg_tiles if rank < 2) + c.held_bytes
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))

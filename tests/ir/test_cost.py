@@ -273,3 +273,14 @@ def test_a_held_wgmma_a_operand_is_read_once_not_per_instruction() -> None:
     # per 256-point tile: 2 consumers x 8 k-tiles x 2 x 8 wgmma of A [64, 16] re-read from shared memory
     # (64 KB per consumer and k-tile), less one read of each consumer's [128, 128] stage (32 KB)
     assert before.smem_bytes - after.smem_bytes == 2 * (8 * 128 * 128 * 2 - 128 * 128 * 2)
+
+
+def test_a_pingpong_pipelines_its_centroid_ring_not_the_point_tiles_it_copies_once() -> None:
+    # The producer copies each consumer's [128, 128] point tile once (32 KB an iteration, not pipelined) and the
+    # centroid ring stage by stage ([128, 128] + norms, 8 iterations a tile): the ring moves the most bytes in all,
+    # so its depth is what is in flight. Session 20's seed 8 timed STAGES 1 -> 3 on a ping-pong 16% faster, while the
+    # model, pricing the point copies' depth of 1, predicted the same time for both.
+    assign = [predict(PINGPONG, dims=CELL, params={"STAGES": s}, backend="cuda").launches[-1] for s in (1, 2, 4)]
+    assert [lp.work.stages for lp in assign] == [1, 2, 4]
+    assert all(lp.work.stage_bytes == 128 * 128 * 2 + 128 * 4 for lp in assign)
+    assert assign[0].time_s > assign[1].time_s > assign[2].time_s
