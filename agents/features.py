@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cake.ir import nodes as n
 from cake.ir.analysis import default_env, try_value, walk_body
+from cake.ir.stage_reads import held_operands
 from cake.ir.transforms.sites import main_launch
 
 _COPY_ORDER = {"none": 0, n.CopyKind.LOAD.value: 1, n.CopyKind.CP_ASYNC.value: 2, n.CopyKind.TMA.value: 3}
@@ -27,15 +28,18 @@ class Features:
     stages: int  # deepest software pipeline (1 = not pipelined)
     tile_log2: int  # log2 of the largest mma output tile (elements), 0 when unknown
     warps: int  # warps in the main launch, 0 when unknown
+    # an mma operand read once into registers and kept there (`cake.ir.stage_reads.held_operands`); False for
+    # candidates stored before this feature existed
+    held: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"grid": self.grid, "copy": self.copy, "roles": self.roles, "pingpong": self.pingpong,
-                "stages": self.stages, "tile_log2": self.tile_log2, "warps": self.warps}
+                "stages": self.stages, "tile_log2": self.tile_log2, "warps": self.warps, "held": self.held}
 
     def descriptor(self) -> tuple[object, ...]:
         """The MAP-Elites cell: structure first, then coarse buckets of the numbers."""
         stages = min(self.stages, 4)
-        return (self.grid, self.copy, self.roles > 1, self.pingpong, stages, self.tile_log2)
+        return (self.grid, self.copy, self.roles > 1, self.pingpong, self.held, stages, self.tile_log2)
 
 
 def features_of(kernel: n.Kernel) -> Features:
@@ -60,7 +64,7 @@ def features_of(kernel: n.Kernel) -> Features:
             if all(s is not None and s > 0 for s in sizes):
                 tile = max(tile, int(math.log2(math.prod(s for s in sizes if s is not None))))
     return Features(grid=launch.grid.kind.value, copy=copy, roles=roles, pingpong=bool(launch.pingpongs),
-                    stages=stages, tile_log2=tile, warps=warps)
+                    stages=stages, tile_log2=tile, warps=warps, held=bool(held_operands(launch)))
 
 
 def _stmts_in(launch: n.Launch) -> Iterator[n.Stmt]:

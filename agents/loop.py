@@ -25,15 +25,15 @@ import enum
 import json
 import random
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
-from cake.agents.features import Features, features_of
+from cake.agents.features import features_of
 from cake.agents.population import Archive, Member
+from cake.agents.ranking import descriptor, model_order, operator_of
 from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
@@ -293,28 +293,13 @@ class EvolutionLoop:
         return [Proposal(path.read_text(), (), SEED_AGENT, f"seed: {path.name}") for path in self.seeds]
 
     def _rank(self, candidates: list[NewCandidate], *, seeds: bool, turn: int) -> list[NewCandidate]:
-        """Queue the best-predicted legal candidates (all seeds at turn 0); keep proposal order.
-
-        A candidate *equivalent* to one already evaluated — same predicted time, same features (a neutral move
-        such as a register budget the model does not price) — tells a model-fitness run nothing new: its fitness
-        is known before it runs, so it goes after every candidate with news. With measured fitness the model's
-        blind spots are worth timing, so equivalence only breaks ties between equal predictions. Equal predictions
-        that remain go least-evaluated operator first: where the model cannot tell moves apart, the one the run
-        has measured least says the most."""
-        evaluated = [c for c in self.store.candidates() if c.evaluation]
-        known = {(c.predicted_ms, _descriptor(c.features)) for c in evaluated}
-        timed_by_operator = Counter(_operator(c.mutation) for c in evaluated)
-        model = self.toolchain.fitness_kind is FitnessKind.MODEL
-
-        def key(i: int) -> tuple[bool, bool, float, bool, int, int]:
-            c = candidates[i]
-            equivalent = (c.predicted_ms, _descriptor(c.features)) in known
-            return (model and equivalent, c.predicted_ms is None, c.predicted_ms or 0.0, equivalent,
-                    timed_by_operator[_operator(c.mutation)], i)
-
+        """Queue the best-ranked legal candidates (`cake.agents.ranking`; all seeds at turn 0); keep proposal
+        order. Without the cost model (the ablation) the order is a seeded shuffle."""
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
         if self.settings.cost_model:
-            order = sorted(legal, key=key)
+            evaluated = [c for c in self.store.candidates() if c.evaluation]
+            model = self.toolchain.fitness_kind is FitnessKind.MODEL
+            order = [legal[k] for k in model_order([candidates[i] for i in legal], evaluated, model_fitness=model)]
         else:  # the ablation: a seeded random order, the model's prediction unused
             order = list(legal)
             random.Random(f"cake-rank:{self.settings.seed}:{turn}").shuffle(order)
@@ -334,8 +319,8 @@ class EvolutionLoop:
     def _members(self) -> list[tuple[CandidateRow, Member]]:
         out = []
         for row in self.store.candidates(status=CandidateStatus.PASSED):
-            descriptor = _descriptor(row.features)
-            out.append((row, Member(row.id, row.fitness or 0.0, row.predicted_ms, descriptor)))
+            cell = descriptor(row.features)
+            out.append((row, Member(row.id, row.fitness or 0.0, row.predicted_ms, cell)))
         return out
 
     def archive(self) -> Archive:
@@ -389,7 +374,7 @@ class EvolutionLoop:
         for row in self.store.candidates():
             if row.agent != getattr(self.agent, "name", ""):
                 continue
-            op = _operator(row.mutation)
+            op = operator_of(row.mutation)
             proposed, survived = stats.get(op, (0, 0))
             ok = row.status not in (CandidateStatus.REJECTED, CandidateStatus.UNPARSABLE)
             stats[op] = (proposed + 1, survived + ok)
@@ -485,10 +470,3 @@ class EvolutionLoop:
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
 
 
-def _operator(mutation: str) -> str:
-    """The operator a candidate's mutation line names (`"param: param BK 64->128"` -> `"param"`)."""
-    return mutation.split(":", 1)[0]
-
-
-def _descriptor(features: Mapping[str, Any]) -> tuple[object, ...]:
-    return Features(**features).descriptor() if features else ()

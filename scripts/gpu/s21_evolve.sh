@@ -4,6 +4,10 @@
 # copy roles' idle registers to the consumers (`free_copy_regs`). Then, in the time left, the hand-written held
 # ping-pong (`assign_pingpong_rs.cake`, fenced) and the ping-pong timed against triton_assign too (the strongest
 # baseline at the cell, not timed beside the held kernel in session 20).
+# Ran in session 21 with seeds 9 10 11 (results/h200-2026-12-04/s21/). Since then the agent repairs register refusals
+# by re-splitting the file, the cost model takes its pipeline depth from the loop moving the most bytes, a held
+# operand is a feature of its own, and near-equal predictions tie (cake.agents.ranking): the next session runs it
+# again with new seeds (bash scripts/gpu/s21_evolve.sh 12 13 14) to measure those.
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s21_evolve.sh 9 10 11 > /tmp/s21.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s21.log until it says done (carry [".whl"]).
 # Each seed: `gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 --seed N` (about 7.5 minutes of wall: the

@@ -99,3 +99,62 @@ def test_equal_predictions_go_least_timed_operator_first(tmp_path: Path) -> None
     assert [c.mutation.split(":")[0] for c in order] == ["param", "hold", "seed"]
     assert [c.status for c in order] == [CandidateStatus.QUEUED, CandidateStatus.NOT_SELECTED,
                                          CandidateStatus.NOT_SELECTED]
+
+
+def test_a_held_operand_is_its_own_behaviour_so_an_equal_prediction_is_not_equivalent_to_its_parent(
+        tmp_path: Path) -> None:
+    # Holding an operand changes how the schedule works, which the model may not price (session 21: predicted the
+    # same as its parent, the hold child ranked among the "equivalent" moves, after everything with news, and was
+    # never timed). As a feature it is its own MAP-Elites cell, and an equal prediction is a tie, not a known result.
+    from cake.agents.features import features_of
+    from cake.ir.transforms.hold_operand import hold_operand
+
+    pingpong = parse(PINGPONG.read_text())
+    held = hold_operand(pingpong)
+    assert held is not None
+    assert features_of(held).held and not features_of(pingpong).held
+    assert features_of(held).descriptor() != features_of(pingpong).descriptor()
+
+    store = RunStore.create(tmp_path / "run", {})
+    loop = EvolutionLoop(store, OfflineAgent(), FakeToolchain(SEED), LoopSettings(turns=1, proposals_per_turn=4,
+                                                                                    evals_per_turn=1, seed=0), [SEED])
+    loop.run()
+    seed = store.candidates(turn=0)[0]
+    assert seed.evaluation is not None and seed.predicted_ms is not None
+    text = SEED.read_text()
+
+    def candidate(mutation: str, features: dict[str, object], suffix: str) -> NewCandidate:
+        return NewCandidate(ir_hash=f"h{suffix}", ir_text=text + f"\n# {suffix}\n", name="assign_plain", parents=(1,),
+                            agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
+                            predicted_ms=seed.predicted_ms, features=features)
+
+    ranked = loop._rank([candidate("regs: main None->232", dict(seed.features), "a"),
+                         candidate("hold: hold mma dot's A", {**seed.features, "held": True}, "b")], seeds=False, turn=1)
+    queued = [c.mutation.split(":")[0] for c in ranked if c.status is CandidateStatus.QUEUED]
+    assert queued == ["hold"]
+
+
+def test_under_measured_fitness_near_equal_predictions_tie_and_one_operator_does_not_take_every_slot(
+        tmp_path: Path) -> None:
+    from cake.runs.store import FitnessKind
+
+    class Measured(FakeToolchain):
+        fitness_kind = FitnessKind.MEASURED
+
+    store = RunStore.create(tmp_path / "run", {})
+    loop = EvolutionLoop(store, OfflineAgent(), Measured(SEED), LoopSettings(turns=1, proposals_per_turn=4,
+                                                                               evals_per_turn=2, seed=0), [SEED])
+    text = SEED.read_text()
+
+    def candidate(mutation: str, predicted: float, suffix: str) -> NewCandidate:
+        return NewCandidate(ir_hash=f"h{suffix}", ir_text=text + f"\n# {suffix}\n", name="assign_plain", parents=(1,),
+                            agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
+                            predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
+                                                              "pingpong": False, "stages": 2, "tile_log2": 13,
+                                                              "warps": 4, "held": suffix == "c"})
+    # within PREDICTION_TIE of each other: the second grid child yields its slot to the untried hold
+    ranked = loop._rank([candidate("grid: a", 2.0000, "a"), candidate("grid: b", 2.0001, "b"),
+                         candidate("hold: c", 2.0002, "c"), candidate("param: d", 1.9, "d")], seeds=False, turn=1)
+    queued = [c.mutation for c in ranked if c.status is CandidateStatus.QUEUED]
+    order = [c.mutation for c in sorted((c for c in ranked if c.rank is not None), key=lambda c: c.rank or 0)]
+    assert order == ["param: d", "grid: a", "hold: c", "grid: b"] and queued == ["grid: a", "param: d"]

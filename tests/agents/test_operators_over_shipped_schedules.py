@@ -24,8 +24,8 @@ from cake.ir.printer import print_kernel
 from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.drop_unused_params import drop_unused_params
 from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
-from cake.ir.transforms.hoist_reduction import hoist_reduction
 from cake.ir.transforms.free_copy_regs import free_copy_regs
+from cake.ir.transforms.hoist_reduction import hoist_reduction
 from cake.ir.transforms.hold_operand import hold_operand
 from cake.ir.transforms.refit_forms import refit_forms
 from cake.ir.transforms.sink_let import sink_let

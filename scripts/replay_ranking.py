@@ -1,0 +1,82 @@
+"""Replay the loop's queue choice on a stored evolve run's turns with today's ranking (`cake.agents.ranking`) and
+today's features, and say which candidates it would have queued instead. A counterfactual of one turn's choice
+only: what a changed queue would have measured, and the turns after it, are not known.
+
+    python3 scripts/replay_ranking.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
+
+Per turn >= 1: the stored queue (rank < evals_per_turn) and the replayed one, the candidates evaluated in earlier
+turns standing in for the run's history (predictions as stored; features recomputed from each candidate's IR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cake.agents.features import features_of
+from cake.agents.ranking import model_order, operator_of
+from cake.ir.parser import parse_diagnostics
+
+from cake.runs.store import CandidateRow, CandidateStatus, FitnessKind, RunStore
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A stored candidate as today's ranking reads it."""
+
+    id: int
+    predicted_ms: float | None
+    features: dict[str, Any] = field(default_factory=dict)
+    mutation: str = ""
+
+    def label(self) -> str:
+        return f"{operator_of(self.mutation)}#{self.id}"
+
+
+def replayed(row: CandidateRow) -> Replayed:
+    kernel, _ = parse_diagnostics(row.ir_text)
+    features = features_of(kernel).to_json() if kernel is not None else dict(row.features)
+    return Replayed(row.id, row.predicted_ms, features, row.mutation)
+
+
+def replay_run(run: Path) -> list[dict[str, object]]:
+    store = RunStore.open(run)
+    config = json.loads((run / "config.json").read_text())
+    slots = int(config["loop"]["evals_per_turn"])
+    rows = store.candidates()
+    model = any(r.evaluation and r.evaluation.fitness_kind is FitnessKind.MODEL for r in rows)
+    out = []
+    for turn in sorted({r.turn for r in rows if r.turn >= 1}):
+        evaluated = [replayed(r) for r in rows if r.turn < turn and r.evaluation]
+        legal = [r for r in rows if r.turn == turn and r.rank is not None]
+        stored = [replayed(r) for r in sorted(legal, key=lambda r: r.rank or 0)][:slots]
+        candidates = [replayed(r) for r in legal]
+        order = model_order(candidates, evaluated, model_fitness=model)
+        now = [candidates[i] for i in order[:slots]]
+        out.append({"run": str(run), "turn": turn, "stored_queue": [c.label() for c in stored],
+                    "replayed_queue": [c.label() for c in now],
+                    "timed": [f"#{r.id}" for r in legal if r.status in (CandidateStatus.PASSED, CandidateStatus.FAILED)]})
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    turns = [t for run in args.runs for t in replay_run(run)]
+    for t in turns:
+        changed = "" if t["stored_queue"] == t["replayed_queue"] else "  <- changed"
+        print(f"{t['run']} turn {t['turn']}: stored {' '.join(t['stored_queue'])} | "  # type: ignore[arg-type]
+              f"replayed {' '.join(t['replayed_queue'])}{changed}")  # type: ignore[arg-type]
+    if args.json:
+        args.json.write_text(json.dumps(turns, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
