@@ -1,5 +1,5 @@
 """The offline agent's repair of register refusals on a setmaxnreg kernel: the register file is re-split (the tiles
-and stages the operator chose are kept), where stepping tiles down cannot help (session 21's GPU seeds refused 23
+and stages the operator chose are kept), where stepping tiles down cannot help (session 21's GPU seeds refused 22
 children with E0302 after moving a register budget up, each "repaired" by shrinking tiles and stages)."""
 
 from __future__ import annotations
