@@ -19,9 +19,9 @@ from typing import Any
 
 from cake.agents.features import features_of
 from cake.agents.ranking import model_order, operator_of
-from cake.ir.parser import parse_diagnostics
+from cake.ir.parser import parse
 
-from cake.runs.store import CandidateRow, CandidateStatus, FitnessKind, RunStore
+from cake.runs.store import CandidateRow, FitnessKind, RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +38,8 @@ class Replayed:
 
 
 def replayed(row: CandidateRow) -> Replayed:
-    kernel, _ = parse_diagnostics(row.ir_text)
-    features = features_of(kernel).to_json() if kernel is not None else dict(row.features)
-    return Replayed(row.id, row.predicted_ms, features, row.mutation)
+    """A ranked or evaluated row (its IR parsed when it was stored, so it parses now)."""
+    return Replayed(row.id, row.predicted_ms, features_of(parse(row.ir_text)).to_json(), row.mutation)
 
 
 def replay_run(run: Path) -> list[dict[str, object]]:
@@ -59,7 +58,7 @@ def replay_run(run: Path) -> list[dict[str, object]]:
         now = [candidates[i] for i in order[:slots]]
         out.append({"run": str(run), "turn": turn, "stored_queue": [c.label() for c in stored],
                     "replayed_queue": [c.label() for c in now],
-                    "timed": [f"#{r.id}" for r in legal if r.status in (CandidateStatus.PASSED, CandidateStatus.FAILED)]})
+                    "timed": [f"#{r.id}" for r in legal if r.evaluation is not None]})
     return out
 
 
