@@ -10,8 +10,8 @@ Each variant is a shipped schedule at a param assignment, written specialized (`
 and lowered by the CUDA backend. The bench worker runs in its own process per variant, so a variant that
 crashes or hangs costs its own time only; it refuses to time one that fails its gates (bf16 battery).
 
-`--variants` names the variants (`FILE.cake[:NAME=VALUE,...]`, files under experiments/kmeans; default: the list
-below) and `--rounds` repeats the whole list, so each variant is timed in that many separate processes interleaved
+`--variants` names the variants (`FILE.cake[:NAME=VALUE,...]`, a file under experiments/kmeans or a path to one, such
+as an evolve run's `best.cake`; default: the list below) and `--rounds` repeats the whole list, so each variant is timed in that many separate processes interleaved
 with the others (round 1 all variants, then round 2 ...): two variants are compared by their speedups over the
 flash-kmeans timed in the same process, median [min, max] over the rounds (`summary` in the JSON).
 """
@@ -63,11 +63,17 @@ def bench_variant(path: Path, max_seconds: float, also: tuple[str, ...] = ()) ->
             "tail": tail.splitlines()[-6:]}
 
 
+def schedule_path(name: str) -> Path:
+    """A shipped schedule's name under experiments/kmeans, else a path to a schedule file."""
+    return FOLDER / name if (FOLDER / name).is_file() else Path(name)
+
+
 def parse_variant(spec: str) -> tuple[str, dict[str, int]]:
     """`FILE.cake[:NAME=VALUE,...]` -> (file, params); a malformed spec is a usage error naming it."""
     name, _, binds = spec.partition(":")
-    if not name.endswith(".cake") or not (FOLDER / name).is_file():
-        raise argparse.ArgumentTypeError(f"{spec!r}: {name!r} is not a schedule file under {FOLDER}")
+    if not name.endswith(".cake") or not schedule_path(name).is_file():
+        raise argparse.ArgumentTypeError(f"{spec!r}: {name!r} is neither a schedule file under {FOLDER} nor a path "
+                                         "to one")
     params: dict[str, int] = {}
     for bind in filter(None, binds.split(",")):
         key, eq, value = bind.partition("=")
@@ -107,7 +113,7 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     for round_ in range(1, args.rounds + 1):
         for name, params in args.variants:
-            path = write_specialized(FOLDER / name, params, args.out)
+            path = write_specialized(schedule_path(name), params, args.out)
             row = {"variant": label(name, params), "schedule": name, "params": params, "round": round_,
                    **bench_variant(path, args.max_seconds, tuple(args.also))}
             rows.append(row)

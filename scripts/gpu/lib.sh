@@ -59,3 +59,16 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
   budgeted kda_evolve "$cap" "$min" cake evolve --op kda --device cuda --backend triton --seed 0 --evals-per-turn 2 \
     --against fla_chunk_kda --wall-time "$wall" --out "$RES/kda_evolve"
   budgeted report 30 5 cake report "$RES/kda_evolve"; }
+# `kmeans_evolve_seeds SEED...`: issue 17's clean-start kmeans evolve per seed (`gpu_evolve.py --minutes 10 --backend
+# cuda --evals-per-turn 4`, about 7.5 minutes of wall: the loop's turns stop at its budget less the slack for the turn
+# in flight), as stages evolve_seedN (<= 600 s, skipped with less than 420 s left), then their best-so-far curves
+# (evolve_seeds.py). Sets EVOLVED_BESTS to the best.cake of every seed that produced one.
+kmeans_evolve_seeds() { local seed runs=(); EVOLVED_BESTS=()
+  for seed in "$@"; do
+    budgeted evolve_seed$seed 600 420 python3 scripts/gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 \
+      --seed "$seed" --out "$RES/evolve_seed$seed"
+    [ -f "$RES/evolve_seed$seed/gpu_evolve.json" ] && runs+=("$RES/evolve_seed$seed/gpu_evolve.json")
+    [ -f "$RES/evolve_seed$seed/best.cake" ] && EVOLVED_BESTS+=("$RES/evolve_seed$seed/best.cake")
+  done
+  [ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
+  return 0; }

@@ -6,22 +6,15 @@
 # baseline at the cell, not timed beside the held kernel in session 20).
 # Ran in session 21 with seeds 9 10 11 (results/h200-2026-12-04/s21/). Since then the agent repairs register refusals
 # by re-splitting the file, the cost model takes its pipeline depth from the loop moving the most bytes, a held
-# operand is a feature of its own, and near-equal predictions tie (cake.agents.ranking): the next session runs it
-# again with new seeds (bash scripts/gpu/s21_evolve.sh 12 13 14) to measure those.
+# operand is a feature of its own, and near-equal predictions tie (cake.agents.ranking): session 22 measures those
+# with new seeds (s22_evolve.sh).
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s21_evolve.sh 9 10 11 > /tmp/s21.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s21.log until it says done (carry [".whl"]).
-# Each seed: `gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 --seed N` (about 7.5 minutes of wall: the
-# loop's turns stop at its budget less the slack for the turn in flight). The whole file keeps within S21_BUDGET s.
+# Each seed as in lib.sh's kmeans_evolve_seeds. The whole file keeps within S21_BUDGET s.
 source scripts/gpu/lib.sh
 [ $# -gt 0 ] || { echo "usage: bash scripts/gpu/s21_evolve.sh SEED [SEED ...]"; exit 2; }
 budget "${S21_BUDGET:-1500}"
-runs=()
-for seed in "$@"; do
-  budgeted evolve_seed$seed 600 420 python3 scripts/gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 \
-    --seed "$seed" --out "$RES/evolve_seed$seed"
-  [ -f "$RES/evolve_seed$seed/gpu_evolve.json" ] && runs+=("$RES/evolve_seed$seed/gpu_evolve.json")
-done
-[ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
+kmeans_evolve_seeds "$@"
 budgeted held_vs_triton 240 100 python3 scripts/gpu_assign_variants.py --out "$RES/held" --rounds 2 \
   --also triton_assign --variants assign_pingpong.cake assign_pingpong_rs.cake
 touch $RES/DONE
