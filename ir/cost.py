@@ -809,25 +809,27 @@ class Prediction:
     kernel: str
     device: str
     arch: str
-    time_s: float
+    time_s: float  # the analytic time under the calibration's factors, corrected where the calibration has a correction
     bound: Bound
     launches: tuple[LaunchPrediction, ...]
     params: tuple[tuple[str, int], ...]
     dims: tuple[tuple[str, int], ...]
     dtype: str
     calibration: CalibrationState  # which factors priced it (a stored key, the caller's, or none: priors)
+    analytic_s: float  # the sum of the launches' analytic times under those factors (before any correction)
 
     @property
     def time_ms(self) -> float:
         return self.time_s * 1e3
 
     def retimed(self, factors: Factors) -> float:
-        """The time under other factors (what calibration searches over)."""
+        """The analytic time under other factors (what calibration searches over; no correction)."""
         return sum(combine(lp.terms, factors)[0] for lp in self.launches)
 
     def to_json(self) -> dict[str, object]:
         return {
             "kernel": self.kernel, "device": self.device, "arch": self.arch, "time_s": self.time_s,
+            "analytic_s": self.analytic_s,
             "bound": self.bound.name, "params": dict(self.params), "dims": dict(self.dims), "dtype": self.dtype,
             "calibration": self.calibration.to_json(),
             "launches": [{"launch": lp.launch, "time_s": lp.time_s, "bound": lp.bound.name,
@@ -865,8 +867,9 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`) and
     those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
     is re-predicted with its own).
-    Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain); with no
-    stored key, prior factors, and the prediction's `calibration` says uncalibrated and why.
+    Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain) — its factors,
+    and its learned correction (`cake.ir.cost_correction`) where it has one; with no stored key, prior factors,
+    and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.
     """
     target = arch_name or kernel.target
@@ -902,5 +905,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     total = sum(lp.time_s for lp in launches)
     main = max(launches, key=lambda lp: lp.time_s)
     bound_params = tuple((p.name, env.ints[p.name]) for p in kernel.params)
-    return Prediction(kernel.name, dev.name, spec.name, total, main.bound, tuple(launches), bound_params,
-                      tuple(sorted(dims.items())), dtype.value, state)
+    analytic = Prediction(kernel.name, dev.name, spec.name, total, main.bound, tuple(launches), bound_params,
+                          tuple(sorted(dims.items())), dtype.value, state, total)
+    correction = state.correction
+    return analytic if correction is None else replace(analytic, time_s=correction.time_s(analytic, total))

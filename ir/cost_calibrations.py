@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cake.ir.cost_calibration import Factors
+from cake.ir.cost_calibration import Factors, current_codegen
+from cake.ir.cost_correction import Correction, CorrectionError
 
 CALIBRATION_DIR = Path(__file__).resolve().parent / "data" / "calibrations"
 BACKENDS: tuple[str, ...] = ("triton", "cuda")
@@ -76,19 +77,27 @@ class Calibration:
     # runs (paths), their toolchains, held-out figures, excluded candidates, the tool that wrote it
     provenance: Mapping[str, Any] = field(default_factory=dict)
     at_bound: tuple[str, ...] = ()  # factors the fit left at a bound (their term's physics is suspect)
+    # the learned correction over the factored analytic time (`cake.ir.cost_correction`); None: factors only
+    correction: Correction | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.key.backend, "device": self.key.device, "toolchain": self.key.toolchain,
-                "factors": self.factors.to_json(), "fitted_on": self.fitted_on, "date": self.date,
-                "at_bound": list(self.at_bound), "provenance": dict(self.provenance)}
+        out = {"backend": self.key.backend, "device": self.key.device, "toolchain": self.key.toolchain,
+               "factors": self.factors.to_json(), "fitted_on": self.fitted_on, "date": self.date,
+               "at_bound": list(self.at_bound), "provenance": dict(self.provenance)}
+        if self.correction is not None:
+            out["correction"] = self.correction.to_json()
+        return out
 
     @staticmethod
     def from_json(data: Mapping[str, Any], where: str = "<calibration>") -> Calibration:
         try:
             key = CalibrationKey(str(data["backend"]), str(data["device"]), str(data["toolchain"]))
             factors = Factors(**{str(k): float(v) for k, v in dict(data["factors"]).items()})
+            correction = Correction.from_json(data["correction"]) if "correction" in data else None
             return Calibration(key, factors, int(data["fitted_on"]), str(data["date"]),
-                               dict(data.get("provenance", {})), tuple(data.get("at_bound", ())))
+                               dict(data.get("provenance", {})), tuple(data.get("at_bound", ())), correction)
+        except CorrectionError as error:
+            raise CalibrationFileError(f"{where}: {error}") from None
         except (KeyError, TypeError, ValueError) as error:
             raise CalibrationFileError(f"{where}: not a calibration ({type(error).__name__}: {error}); "
                                        f"rewrite it with scripts/fit_cost_model.py") from None
@@ -114,6 +123,10 @@ class CalibrationState:
     @property
     def factors(self) -> Factors:
         return self.calibration.factors if self.calibration is not None else Factors()
+
+    @property
+    def correction(self) -> Correction | None:
+        return self.calibration.correction if self.calibration is not None else None
 
     @property
     def label(self) -> str:
@@ -151,7 +164,8 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
                     directory: Path = CALIBRATION_DIR) -> CalibrationState:
     """The calibration for (backend, device, toolchain). With `toolchain` None (a caller that does not know
     which toolchain will run the schedule, e.g. a CPU-only search predicting for a GPU), the newest
-    calibration for (backend, device), and the label says so. Anything else without an exact file is
+    calibration for (backend, device) of the backend's current codegen version (`current_codegen`; of any
+    version when none is on file), and the label says so. Anything else without an exact file is
     uncalibrated, with the reason: never another backend's or toolchain's factors."""
     if backend is None:
         return CalibrationState.uncalibrated("no backend named (calibrations are per backend)")
@@ -159,8 +173,13 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
     if toolchain is None:
         if not mine:
             return CalibrationState.uncalibrated(f"no calibration for {backend} on {device}")
-        newest = max(mine, key=lambda c: (c.date, c.key.toolchain))
-        return CalibrationState("calibrated", newest, f"toolchain not given: the newest for {backend}/{device}")
+        # Fits of older generated code stay on file (their runs are evidence for the report), but never price
+        # today's code while a fit of the current codegen exists.
+        current = current_codegen(backend)
+        of_current = [c for c in mine if current is not None and f"+codegen-{current}+" in c.key.toolchain]
+        newest = max(of_current or mine, key=lambda c: (c.date, c.key.toolchain))
+        which = f"codegen {current}" if of_current else f"{backend}/{device}"
+        return CalibrationState("calibrated", newest, f"toolchain not given: the newest for {which}")
     exact = [c for c in mine if c.key.toolchain == toolchain]
     if exact:
         return CalibrationState("calibrated", exact[0], "")

@@ -114,7 +114,8 @@ def test_a_gpu_run_of_the_cuda_backend_ranks_with_the_spills_ptxas_reports(tmp_p
     static = cpu.predict_many([roomy, starved])
     compiled = gpu.predict_many([roomy, starved])
     assert static[0] is not None and static[1] is not None and compiled[0] is not None and compiled[1] is not None
-    assert abs(static[1] - static[0]) < 0.2 * static[0]  # the static model tells the two budgets apart barely
+    # the static model tells the two budgets apart by a fraction (the calibration's correction reads the registers)
+    assert abs(static[1] - static[0]) < 0.5 * static[0]
     assert compiled[0] == static[0]  # nothing spills at 192 registers
     assert compiled[1] > 3 * compiled[0]  # at 80 the spills dominate
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cake.ir.cost import predict
-from cake.ir.cost_calibration import Factors
+from cake.ir.cost_calibration import Factors, current_codegen
 from cake.ir.cost_calibrations import (
     CALIBRATION_DIR,
     Calibration,
@@ -56,6 +56,19 @@ def test_an_unnamed_toolchain_takes_the_newest_of_the_backend_and_says_so(tmp_pa
     assert state.calibrated and state.calibration is not None and state.calibration.key == newer
     assert "toolchain not given" in state.label
 
+
+def test_an_unnamed_toolchain_never_prices_todays_code_with_a_fit_of_older_code(tmp_path: Path) -> None:
+    # Fitted the same day, an older codegen's key sorts after the current one's by name ('u' > '1'); the
+    # current codegen's fit is still the one taken.
+    codegen = current_codegen("cuda")
+    assert codegen is not None and codegen != "1"
+    current = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88+torch-2.11.0", codegen, "graph"))
+    older = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-unrecorded+torch-2.11.0", "1", "events"))
+    for key in (current, older):
+        store_calibration(_cal(key, 1.5, "2026-12-04"), tmp_path)
+    state = calibration_for("cuda", "H200", None, tmp_path)
+    assert state.calibration is not None and state.calibration.key == current
+    assert f"codegen {codegen}" in state.label
 
 def test_a_file_that_does_not_hold_its_key_is_an_error_not_a_state(tmp_path: Path) -> None:
     path = store_calibration(_cal(TRITON), tmp_path)

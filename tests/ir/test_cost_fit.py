@@ -167,16 +167,20 @@ def test_the_quality_rule_drops_timings_whose_reps_are_unsteady(tmp_path: Path) 
 # constants (its row-per-lane ||c||^2 sum from SASS, 4 tile-load vectors in flight, 16-slot lazy loads; wgmma
 # operands read per instruction): held out by run 0.743 -> 0.813, top-5 0.2 -> 0.2 (its priors: 0.743 / 0.8 ->
 # 0.769 / 0.2); codegen 1 (nvcc 13.0.88) 0.785 -> 0.782 (the wgmma re-reads), Triton unchanged.
+# Session 21 added the s20-s21 evolve seeds to the codegen-4 events key (61 held out). Session 22 judges the factors
+# plus a learned correction (cake.ir.cost_correction; factors alone in the comment): codegen 1 0.766 -> 0.868, graph
+# 0.864 -> 0.919 (top-5 0.8: the issue-17 goal is met there), events 0.713 -> 0.737, Triton 0.739 -> 0.838.
+# (key: shape, held-out n, rho at least, top-5 at least, issue-17 goal met)
 REPORTED = {
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.78, 0.2),
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.85, 0.6),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.86, 0.2, False),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.91, 0.8, True),
     # the kmeans evolve runs at codegen 4, priced with the spills ptxas reports for their code (session 19)
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 34, 0.70, 0.6),
-    "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.73, 0.4),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 61, 0.73, 0.2, False),
+    "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.83, 0.4, False),
 }
 
 
-@pytest.mark.slow  # ~5 min on two shared cores: every committed candidate (597 kept) is re-predicted and fitted
+@pytest.mark.slow  # ~3 min on two shared cores: every committed candidate is re-predicted and fitted
 def test_the_fitter_on_the_committed_runs_reports_what_results_md_says(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "fit.json"
@@ -185,10 +189,13 @@ def test_the_fitter_on_the_committed_runs_reports_what_results_md_says(tmp_path:
     assert "kept out of every fit (reported win)" in out and "worst ranked" in out
     report = json.loads(out_json.read_text())
     keys = {k["key"]: k for k in report["keys"]}
-    for key, (shape, n, rho, top5) in REPORTED.items():
-        group = keys[key]["held_out_by_run"]["by_shape"][shape]["held_out"]
+    for key, (shape, n, rho, top5, goal_met) in REPORTED.items():
+        by_shape = keys[key]["held_out_by_run"]["by_shape"][shape]
+        group = by_shape["held_out"]
         assert group["n"] == n and group["spearman"] >= rho and group["top5_recall"] >= top5, (key, group)
-        assert not keys[key]["held_out_by_run"]["goal_met"]  # issue 17's goal is not met on either backend
+        assert keys[key]["held_out_by_run"]["goal_met"] == goal_met, key
+        # the correction never ranks held-out runs worse than the factors alone
+        assert group["spearman"] >= by_shape["analytic"]["spearman"], (key, by_shape)
     # The measurements rank themselves (split-half reps) far better than the model does: the model is the limit.
     ceiling = report["measurement_ceiling"]
     assert min(fig["spearman"] for fig in ceiling.values()) > 0.95
@@ -249,3 +256,19 @@ def test_a_stored_calibration_that_ranks_worse_than_the_priors_is_stale(tmp_path
     store_calibration(Calibration(key, Factors(smem=16.0), 1, "2026-12-02", {}, ()), directory)  # rho 0.60 < 0.74
     path, why = fcm.stale_stored(key, loaded.samples, directory)
     assert path == directory / key.file_name and "fitted for an earlier model" in why
+
+
+def test_a_calibration_fitted_on_some_runs_ranks_a_key_it_never_saw(tmp_path: Path) -> None:
+    # cost_transfer: fitted on two runs of the planted calibration, a third run (another shape) is ranked by the
+    # factors alone and by factors plus correction, each figure per timing shape of the ranked runs.
+    import cost_transfer
+
+    small = {"B": 2, "N": 4096, "K": 256, "D": 128}
+    source = fcm.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)]).samples
+    target = fcm.load_sources([make_run(tmp_path / "c", RUN_A + RUN_B, dims=small)]).samples
+    out = cost_transfer.transfer(source, target)
+    (tag, rows), = out.items()
+    assert "N=4096" in tag and set(rows) == {"prior", "factors", "factors+correction"}
+    assert rows["factors"]["n"] == len(RUN_A) + len(RUN_B)
+    assert rows["factors"]["spearman"] > rows["prior"]["spearman"]  # the planted l2 factor transfers
+    assert rows["factors+correction"]["spearman"] is not None
