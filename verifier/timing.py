@@ -8,12 +8,14 @@ For one shape, every contestant (the candidate and its baselines) runs in this o
    per set; that first run compiles, and its outputs are checked against the fp64 reference (`check`).
    A contestant failing here is not timed.
 3. **Warm-up** past compilation: `warmup_calls` more calls each.
-4. **Interleaved sampling** (ABAB...): rep r calls every contestant in turn on input set r mod S, in a
+4. **Interleaved sampling** (ABAB...): rep r calls every live contestant in turn on input set r mod S, in a
    fixed order or, with `TimingConfig.shuffle_seed`, in a seeded shuffled order per rep (so no contestant
    always runs right after the same neighbour or first after a synchronize). Before each
    call the L2 is flushed (a write over a buffer twice the L2), so every call starts cold; device events
    bracket the call itself. The pool of S input sets holds more bytes than the L2, so nothing is reused.
-   Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are in.
+   Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are in. With `retire_ratio`, a
+   baseline far slower than the fastest baseline leaves the rotation once `min_reps` are in (it cannot be the
+   baseline a speedup is taken against); the candidate never does.
 5. **Re-check.** The last outputs each contestant produced for each input set during timing are checked
    again: a kernel that computes less once it is warm fails here, and has no time.
 6. **Report** (`summarize`): the median and spread, TFLOP/s and GB/s from the contract's counts, fractions
@@ -178,6 +180,11 @@ class TimingConfig:
     cold_l2: bool = True
     sync_every: int = 8  # reps between reads of the events (bounds the events in flight)
     shuffle_seed: int | None = None  # None: contestants in the given order each rep; else a seeded shuffle per rep
+    # None: every contestant runs every rep. Else, from `min_reps` on, a baseline whose median is more than this many
+    # times the fastest baseline's leaves the rotation (keeping its samples and its re-check): it cannot be the best
+    # baseline, and its calls would only spend the time guard (one 20x slower baseline can take most of a bench's
+    # sampling time). The candidate and every baseline that could be best run every rep.
+    retire_ratio: float | None = None
 
 
 # ---- results -----------------------------------------------------------------------------------------------
@@ -243,9 +250,10 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
     started = clock.wall_s()
     rep = 0
     order_rng = None if config.shuffle_seed is None else random.Random(f"cake-timing-order:{config.shuffle_seed}")
-    while live and rep < config.max_reps:
+    rotation = list(live)  # who is sampled; retired baselines leave it, and are still re-checked below
+    while rotation and rep < config.max_reps:
         si = rep % len(input_sets)
-        order = list(live)
+        order = list(rotation)
         if order_rng is not None:
             order_rng.shuffle(order)
         for ci in order:  # every contestant once per rep, same input set
@@ -263,6 +271,9 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
             pending.clear()
             if rep >= config.min_reps and clock.wall_s() - started > config.max_wall_s:
                 break
+            if rep >= config.min_reps and config.retire_ratio is not None:
+                retired = _retired(contestants, times, rotation, config.retire_ratio)
+                rotation = [ci for ci in rotation if ci not in retired]
     clock.synchronize()
     for ci, start, end in pending:
         times[ci].append(clock.elapsed_ms(start, end))
@@ -277,6 +288,16 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
                 break
     return tuple(Samples(c.name, c.candidate, tuple(times[i]) if failures[i] is None else (), failures[i])
                  for i, c in enumerate(contestants))
+
+
+def _retired(contestants: Sequence[Contestant], times: Sequence[Sequence[float]], rotation: Sequence[int],
+             ratio: float) -> set[int]:
+    """The baselines in the rotation whose median is more than `ratio` x the fastest one's."""
+    medians = {ci: statistics.median(times[ci]) for ci in rotation if not contestants[ci].candidate and times[ci]}
+    if not medians:
+        return set()
+    fastest = min(medians.values())
+    return {ci for ci, median in medians.items() if median > ratio * fastest}
 
 
 # ---- inputs --------------------------------------------------------------------------------------------------

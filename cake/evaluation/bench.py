@@ -213,6 +213,9 @@ class BenchRequest:
     # Dtypes the kernel must also pass the gates in before it is timed (the evaluator's other declared dtypes),
     # verified in the same worker as the timed ones.
     gate_dtypes: tuple[str, ...] = ()
+    # `TimingConfig.retire_ratio`: a baseline this many times slower than the fastest leaves the rotation after
+    # `min_reps` (None: every baseline every rep, as `cake bench` tables want every baseline's full spread)
+    retire_ratio: float | None = None
 
     @property
     def verified_dtypes(self) -> tuple[str, ...]:
@@ -270,7 +273,8 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     lap("load")
     baselines, missing = load_baselines(spec, request.baselines)
     lap("baselines")
-    config = TimingConfig(max_reps=request.reps, min_reps=min(10, request.reps), max_wall_s=request.max_seconds)
+    config = TimingConfig(max_reps=request.reps, min_reps=min(10, request.reps), max_wall_s=request.max_seconds,
+                          retire_ratio=request.retire_ratio)
     reports = []
     for shape in request.shapes:
         reports.append(bench_shape(spec, shape, [("candidate", kernel,
@@ -284,7 +288,8 @@ def request_to_json(request: BenchRequest) -> dict[str, object]:
     return {"op": request.op, "kernel": request.kernel.to_json(), "shapes": [s.to_json() for s in request.shapes],
             "baselines": None if request.baselines is None else list(request.baselines), "seed": request.seed,
             "gate_timeout_s": request.gate_timeout_s, "reps": request.reps, "max_seconds": request.max_seconds,
-            "use_cache": request.use_cache, "gate_dtypes": list(request.gate_dtypes)}
+            "use_cache": request.use_cache, "gate_dtypes": list(request.gate_dtypes),
+            "retire_ratio": request.retire_ratio}
 
 
 def request_from_json(data: Mapping[str, Any]) -> BenchRequest:
@@ -296,4 +301,5 @@ def request_from_json(data: Mapping[str, Any]) -> BenchRequest:
         shapes=tuple(Shape.from_json(s) for s in data["shapes"]),
         baselines=None if data["baselines"] is None else tuple(data["baselines"]), seed=int(data["seed"]),
         gate_timeout_s=float(data["gate_timeout_s"]), reps=int(data["reps"]), max_seconds=float(data["max_seconds"]),
-        use_cache=bool(data["use_cache"]), gate_dtypes=tuple(str(d) for d in data["gate_dtypes"]))
+        use_cache=bool(data["use_cache"]), gate_dtypes=tuple(str(d) for d in data["gate_dtypes"]),
+        retire_ratio=None if data.get("retire_ratio") is None else float(data["retire_ratio"]))

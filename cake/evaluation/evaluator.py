@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 # both are verified on the GPU.
 CPU_DTYPES = ("float32",)
 BENCH_MAX_SECONDS = 20.0  # wall-clock guard per shape for the interleaved sampling
+# A fitness is taken against the fastest baseline, so a baseline over this many times slower than the fastest stops
+# being sampled after the protocol's minimum reps (`TimingConfig.retire_ratio`): at the kmeans cell torch_mm (24 ms a
+# call against triton_assign's 1.1 ms) was 2.4 s of every evaluation's 2.9 s of sampling and of every retime's.
+BASELINE_RETIRE_RATIO = 3.0
 # What each timed shape past the first adds to a bench worker's time limit: the sampling guard above, the inputs,
 # and a baseline's first call there (fla autotunes each new shape: ~60 s at KDA's six in a fresh process).
 BENCH_SECONDS_PER_EXTRA_SHAPE = 90.0
@@ -187,7 +191,7 @@ class ScheduleEvaluator:
         shapes = tuple(spec.shape(name) for name in self.timed_shapes)
         return BenchRequest(self.op, self.kernel(path).ref(), shapes, self.against, seed=self.settings.seed,
                             gate_timeout_s=self.settings.gate_timeout_s, max_seconds=BENCH_MAX_SECONDS,
-                            gate_dtypes=gate_dtypes)
+                            gate_dtypes=gate_dtypes, retire_ratio=BASELINE_RETIRE_RATIO)
 
     def _bench(self, job: EvalJob, device: str, started: float) -> Evaluation:
         # The bench gates every declared dtype (the fitness dtype first) in one verifier worker before it times.

@@ -28,7 +28,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict[str, Ve
     seen: dict[str, object] = {}
 
     def worker(request: BenchRequest, device: str, *, timeout_s: float, **_: object) -> tuple[BenchTimes, str]:
-        seen.update(gated=request.verified_dtypes, timeout_s=timeout_s)
+        seen.update(gated=request.verified_dtypes, timeout_s=timeout_s, retire_ratio=request.retire_ratio)
         return BenchTimes({SHAPE: 1.0}, {"triton_assign": {SHAPE: 1.2}}), "tail"
 
     def no_second_worker(*_: object, **__: object) -> None:
@@ -51,6 +51,7 @@ def test_every_declared_dtype_is_gated_in_the_bench_and_a_pass_in_each_scores(
     # The CUDA backend serves a `via dot` schedule's f16 and bf16, not its f32; the fitness dtype first.
     assert seen["gated"] == ("bfloat16", "float16")
     assert seen["timeout_s"] == evaluator.bench_timeout_s + BENCH_SECONDS_PER_EXTRA_DTYPE
+    assert seen["retire_ratio"] == ev.BASELINE_RETIRE_RATIO  # the fitness needs only the baselines that could be best
     assert evaluation.status is CandidateStatus.PASSED and evaluation.fitness == pytest.approx(1.2)
 
 
@@ -64,7 +65,7 @@ def test_a_failure_or_no_verdict_in_another_dtype_fails_the_candidate(
     assert evaluation.replay_tokens == (("cake1:t",) if verdict is FAIL else ())
 
 
-def test_the_request_crosses_the_process_boundary_with_its_gate_dtypes() -> None:
+def test_the_request_crosses_the_process_boundary_with_its_gate_dtypes_and_retire_ratio() -> None:
     from cake.experiments.workload import get_workload
     from cake.verifier.worker_protocol import KernelRef
 
@@ -73,6 +74,6 @@ def test_the_request_crosses_the_process_boundary_with_its_gate_dtypes() -> None
     shape = get_workload("flash_kmeans").op("kmeans_assign").shape(SHAPE)
     ref = KernelRef.parse(f"{REPO / 'experiments/kmeans/controls.py'}:kmeans_assign")
     request = BenchRequest("kmeans_assign", ref, (shape,), ("triton_assign",),
-                           gate_dtypes=("float16",))
+                           gate_dtypes=("float16",), retire_ratio=3.0)
     again = request_from_json(json.loads(json.dumps(request_to_json(request))))
-    assert again == request and again.verified_dtypes == ("bfloat16", "float16")
+    assert again == request and again.verified_dtypes == ("bfloat16", "float16") and again.retire_ratio == 3.0

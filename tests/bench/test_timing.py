@@ -143,6 +143,27 @@ def test_wall_clock_guard_stops_after_min_reps() -> None:
     assert len(samples[0].times_ms) == 4
 
 
+def test_a_baseline_that_cannot_be_the_best_leaves_the_rotation_but_keeps_its_samples_and_recheck() -> None:
+    clock = ScriptedClock()
+    candidate = Contestant("C", kernel(clock, "C", 5.0), verification=PASSED)  # slower than all: never retired
+    fast = Contestant("F", kernel(clock, "F", 1.0), candidate=False)
+    close = Contestant("N", kernel(clock, "N", 2.5), candidate=False)  # within 3x of the fastest baseline
+    slow = Contestant("S", kernel(clock, "S", 20.0), candidate=False)  # 20x the fastest baseline
+    config = TimingConfig(warmup_calls=0, min_reps=4, max_reps=12, sync_every=2, retire_ratio=3.0)
+    samples = measure([candidate, fast, close, slow], SETS, clock, plus_one, config)
+    assert [len(s.times_ms) for s in samples[:3]] == [12, 12, 12]
+    assert samples[3].failure is None and len(samples[3].times_ms) == 4  # retired at the first sync past min_reps
+    # correct for its 3 checks and 2 timed calls, then wrong: retired, it is still re-checked
+    wrong = Contestant("S", kernel(clock, "S", 20.0, result=lambda call, x: x + 1 if call <= 5 else x), candidate=False)
+    again = measure([candidate, fast, wrong], SETS, clock, plus_one, config)
+    assert again[2].failure is not None and again[2].failure.startswith("wrong after timing")
+    # without a ratio every contestant runs every rep
+    slow = Contestant("S", kernel(clock, "S", 20.0), candidate=False)
+    everyone = measure([candidate, fast, slow], SETS, clock, plus_one, TimingConfig(warmup_calls=0, min_reps=4,
+                                                                                    max_reps=12, sync_every=2))
+    assert all(len(s.times_ms) == 12 for s in everyone)
+
+
 def test_median_and_quantiles_are_of_the_scripted_times() -> None:
     clock = ScriptedClock()
     times = [5.0, 1.0, 3.0, 2.0, 4.0]
