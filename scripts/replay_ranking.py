@@ -2,10 +2,13 @@
 today's features, and say which candidates it would have queued instead. A counterfactual of one turn's choice
 only: what a changed queue would have measured, and the turns after it, are not known.
 
-    python3 scripts/replay_ranking.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
+    python3 scripts/replay_ranking.py RUN_DIR [RUN_DIR ...] [--json OUT.json] [--repredict static|compiled]
 
 Per turn >= 1: the stored queue (rank < evals_per_turn) and the replayed one, the candidates evaluated in earlier
-turns standing in for the run's history (predictions as stored; features recomputed from each candidate's IR).
+turns standing in for the run's history (features recomputed from each candidate's IR). Predictions are the stored
+ones, or with `--repredict` today's cost model and stored calibration's, through the loop's own toolchain
+(`CakeToolchain.predict_many`): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
+with the spills ptxas reports (nvcc compiles here; slow: every candidate is built).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cake.agents.features import features_of
 from cake.agents.ranking import model_order, operator_of
+from cake.ir import nodes as n
 from cake.ir.parser import parse
 
 from cake.runs.store import CandidateRow, FitnessKind, RunStore
@@ -37,23 +42,45 @@ class Replayed:
         return f"{operator_of(self.mutation)}#{self.id}"
 
 
-def replayed(row: CandidateRow) -> Replayed:
-    """A ranked or evaluated row (its IR parsed when it was stored, so it parses now)."""
-    return Replayed(row.id, row.predicted_ms, features_of(parse(row.ir_text)).to_json(), row.mutation)
+Predictor = Callable[[list[n.Kernel]], list[float | None]]
 
 
-def replay_run(run: Path) -> list[dict[str, object]]:
+def replayed(row: CandidateRow, predicted: Mapping[int, float | None] | None = None) -> Replayed:
+    """A ranked or evaluated row (its IR parsed when it was stored, so it parses now), at its stored prediction or
+    at `predicted[row.id]`."""
+    ms = row.predicted_ms if predicted is None else predicted[row.id]
+    return Replayed(row.id, ms, features_of(parse(row.ir_text)).to_json(), row.mutation)
+
+
+def toolchain_predictor(config: Mapping[str, Any], how: str) -> Predictor:
+    """The loop's own pricing of a turn's candidates for the run's workload, op, arch and backend: `static`
+    without compiling (a CPU run's), `compiled` with ptxas's spills (a GPU run of the CUDA backend's)."""
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+
+    settings = EvalSettings(device="cuda" if how == "compiled" else "cpu", backend=str(config["eval"]["backend"]),
+                            seed=0)
+    toolchain = CakeToolchain(workload=str(config["workload"]), op=str(config["op"]), arch=str(config["arch"]),
+                              settings=settings, seeds=[])
+    return toolchain.predict_many
+
+
+def replay_run(run: Path, repredict: str | None = None) -> list[dict[str, object]]:
     store = RunStore.open(run)
     config = json.loads((run / "config.json").read_text())
     slots = int(config["loop"]["evals_per_turn"])
     rows = store.candidates()
+    predicted: dict[int, float | None] | None = None
+    if repredict is not None:
+        priced = [r for r in rows if r.rank is not None or r.evaluation]
+        times = toolchain_predictor(config, repredict)([parse(r.ir_text) for r in priced])
+        predicted = {r.id: ms for r, ms in zip(priced, times, strict=True)}
     model = any(r.evaluation and r.evaluation.fitness_kind is FitnessKind.MODEL for r in rows)
     out = []
     for turn in sorted({r.turn for r in rows if r.turn >= 1}):
-        evaluated = [replayed(r) for r in rows if r.turn < turn and r.evaluation]
+        evaluated = [replayed(r, predicted) for r in rows if r.turn < turn and r.evaluation]
         legal = [r for r in rows if r.turn == turn and r.rank is not None]
         stored = [replayed(r) for r in sorted(legal, key=lambda r: r.rank or 0)][:slots]
-        candidates = [replayed(r) for r in legal]
+        candidates = [replayed(r, predicted) for r in legal]
         order = model_order(candidates, evaluated, model_fitness=model)
         now = [candidates[i] for i in order[:slots]]
         out.append({"run": str(run), "turn": turn, "stored_queue": [c.label() for c in stored],
@@ -66,8 +93,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--repredict", choices=("static", "compiled"),
+                        help="rank with today's cost model and stored calibration instead of the stored predictions")
     args = parser.parse_args()
-    turns = [t for run in args.runs for t in replay_run(run)]
+    turns = [t for run in args.runs for t in replay_run(run, args.repredict)]
     for t in turns:
         changed = "" if t["stored_queue"] == t["replayed_queue"] else "  <- changed"
         print(f"{t['run']} turn {t['turn']}: stored {' '.join(t['stored_queue'])} | "  # type: ignore[arg-type]
