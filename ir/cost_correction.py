@@ -41,47 +41,65 @@ MIN_RUNS = 2  # the regularization is chosen by leave-one-run-out: one run choos
 TERMS: tuple[str, ...] = ("tensor", "cuda", "smem", "l2", "hbm", "latency", "sync", "spill", "chain")
 
 
-def _prior_time(launch: LaunchPrediction) -> float:
-    from cake.ir.cost import combine
+@dataclass(frozen=True, slots=True)
+class PriorView:
+    """A prediction read at prior factors (features must not move with the calibration they correct): its
+    launches' analytic times and its slowest launch, computed once."""
 
-    return combine(launch.terms, Factors())[0]
+    prediction: Prediction
+    launch_s: tuple[float, ...]
+
+    @staticmethod
+    def of(p: Prediction) -> PriorView:
+        from cake.ir.cost import combine
+
+        return PriorView(p, tuple(combine(lp.terms, Factors())[0] for lp in p.launches))
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.launch_s)
+
+    @property
+    def slowest(self) -> LaunchPrediction:
+        return self.prediction.launches[max(range(len(self.launch_s)), key=self.launch_s.__getitem__)]
+
+    @property
+    def slowest_s(self) -> float:
+        return max(self.launch_s)
 
 
-def _slowest(p: Prediction) -> LaunchPrediction:
-    return max(p.launches, key=_prior_time)
-
-
-def _prior_total(p: Prediction) -> float:
-    return sum(_prior_time(lp) for lp in p.launches)
-
-
-def _share(name: str) -> Callable[[Prediction], float]:
-    def share(p: Prediction) -> float:
-        lp = _slowest(p)
-        return math.log(getattr(lp.terms, f"{name}_s") / _prior_time(lp) + SHARE_FLOOR)
+def _share(name: str) -> Callable[[PriorView], float]:
+    def share(v: PriorView) -> float:
+        return math.log(getattr(v.slowest.terms, f"{name}_s") / v.slowest_s + SHARE_FLOOR)
     return share
 
 
-# (name, what it measures, the function of a prediction at prior factors). Every one is defined for any schedule
+def _resident_warps(v: PriorView) -> float:
+    occupancy = v.slowest.occupancy
+    return max(1.0, occupancy.resident_ctas * occupancy.threads_per_cta / 32)
+
+
+# (name, what it measures, its function of the prediction at prior factors). Every one is defined for any schedule
 # the model prices; none names a param or a workload.
-FEATURES: tuple[tuple[str, str, Callable[[Prediction], float]], ...] = (
-    ("log_time", "log of the analytic time at prior factors", lambda p: math.log(_prior_total(p))),
+FEATURES: tuple[tuple[str, str, Callable[[PriorView], float]], ...] = (
+    ("log_time", "log of the analytic time at prior factors", lambda v: math.log(v.total_s)),
     *((f"share_{t}", f"log share of the slowest launch's time in its {t} term", _share(t)) for t in TERMS),
-    ("log_warps", "log of the warps resident per SM in the slowest launch",
-     lambda p: math.log(_slowest(p).occupancy.resident_ctas * _slowest(p).occupancy.threads_per_cta / 32)),
-    ("pingpong", "1 when the slowest launch's consumers ping-pong", lambda p: float(_slowest(p).pingpong)),
-    ("log_regs", "log of the registers per thread", lambda p: math.log(_slowest(p).occupancy.regs_per_thread)),
-    ("spills", "1 when the compiler (or the estimate) spills", lambda p: float(_slowest(p).occupancy.spilled_regs > 0)),
-    ("log_stages", "log of the pipeline depth", lambda p: math.log(max(1, _slowest(p).work.stages))),
-    ("launches", "how many launches", lambda p: float(len(p.launches))),
-    ("log_launch_spread", "log of the total time over the slowest launch's",
-     lambda p: math.log(_prior_total(p) / _prior_time(_slowest(p)))),
+    ("log_warps", "log of the warps resident per SM in the slowest launch", lambda v: math.log(_resident_warps(v))),
+    ("pingpong", "1 when the slowest launch's consumers ping-pong", lambda v: float(v.slowest.pingpong)),
+    ("log_regs", "log of the registers per thread",
+     lambda v: math.log(max(1, v.slowest.occupancy.regs_per_thread))),
+    ("spills", "1 when the compiler (or the estimate) spills",
+     lambda v: float(v.slowest.occupancy.spilled_regs > 0)),
+    ("log_stages", "log of the pipeline depth", lambda v: math.log(max(1, v.slowest.work.stages))),
+    ("launches", "how many launches", lambda v: float(len(v.launch_s))),
+    ("log_launch_spread", "log of the total time over the slowest launch's", lambda v: math.log(v.total_s / v.slowest_s)),
 )
 FEATURE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in FEATURES)
 
 
 def features(p: Prediction) -> list[float]:
-    return [fn(p) for _, _, fn in FEATURES]
+    view = PriorView.of(p)
+    return [fn(view) for _, _, fn in FEATURES]
 
 
 class CorrectionError(ValueError):
