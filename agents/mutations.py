@@ -30,7 +30,7 @@ from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.hold_operand import hold_operand, holdable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
-from cake.ir.transforms.sink_let import sink_let, sinkable
+from cake.ir.transforms.sink_let import lets_past_mma, sink_let, sink_past_mma, sinkable
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
 from cake.ir.visit import map_stmts, with_launch, with_role
 from cake.ir.visit import walk_stmts as walk
@@ -422,15 +422,25 @@ def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     """Read a loop-invariant mma A operand into registers once, before its loop (`hold_operand`), where the form
     may take A from registers: the products then read only B from shared memory. Generic: any such mma.
 
-    The held tile is live beside the accumulator, so the consumers then take the registers the copy roles hold
-    idle (`free_copy_regs`); the split the parent had was chosen without the held tile in it."""
+    The held tile is live beside the accumulator, which makes the product the point of highest register pressure:
+    the consumers then take the registers the copy roles hold idle (`free_copy_regs`; the parent's split was chosen
+    without the held tile in it), and every let that merely waits across the product moves past it
+    (`sink_past_mma`). Without that move a child spills and, priced with its spills, is never timed, so the `sink`
+    that would fix it never gets it as a parent: session 21's fastest evolved ping-pong, held, spilled 10 registers
+    (ptxas) until its norms' load moved past the mma."""
     held = _at_a_named_site(kernel, rng, holdable, hold_operand, "hold mma {name}'s A operand in registers")
     if held is None:
         return None
-    freed = free_copy_regs(held.kernel)
-    if freed is None:
-        return held
-    return Mutation(freed, f"{held.description}; registers from the copy roles ({_budgets(freed)})")
+    out, description = held.kernel, held.description
+    freed = free_copy_regs(out)
+    if freed is not None:
+        out, description = freed, f"{description}; registers from the copy roles ({_budgets(freed)})"
+    moved = lets_past_mma(out)
+    if moved:
+        sunk = sink_past_mma(out)
+        assert sunk is not None
+        out, description = sunk, f"{description}; moved past the mma: {', '.join(moved)}"
+    return Mutation(out, description)
 
 
 def _budgets(kernel: n.Kernel) -> str:

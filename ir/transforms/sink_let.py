@@ -10,6 +10,11 @@ Precondition, for `let v = e` in a block: the statement right after it neither r
 reads (an assignment, a store or copy into it), nor synchronizes (a barrier wait, arrive or sync: past a release
 the stage `e` reads may be refilled, past a wait it may hold the next phase's data), nor is a loop. Effect: the
 let moves past every such statement, up to the first that is not. None when it cannot move at all.
+
+`sink_past_mma` applies it to every let, other than a product, that can move past an mma of its block (a value
+computed before the product and first needed after it): where the product is the point of highest register pressure
+(an operand held in registers beside the accumulator, `hold_operand`), nothing that merely waits across it should be
+live there.
 """
 
 from __future__ import annotations
@@ -65,11 +70,57 @@ def sink_let(kernel: n.Kernel, name: str | None = None) -> n.Kernel | None:
             for at, stmt in enumerate(block):
                 if not isinstance(stmt, n.Let) or (name is not None and stmt.name != name):
                     continue
-                steps = _moves(block, at)
-                if steps:
-                    moved = (*block[:at], *block[at + 1:at + 1 + steps], stmt, *block[at + 1 + steps:])
-                    return with_role(kernel, launch, role, replace(role, body=_replace_block(role.body, block, moved)))
+                if _moves(block, at):
+                    return _moved(kernel, launch, role, block, at)
     return None
+
+
+def _moved(kernel: n.Kernel, launch: n.Launch, role: n.Role, block: tuple[n.Stmt, ...], at: int) -> n.Kernel:
+    """`kernel` with the let at `block[at]` (a block of `role`) moved as far down the block as allowed."""
+    steps = _moves(block, at)
+    moved = (*block[:at], *block[at + 1:at + 1 + steps], block[at], *block[at + 1 + steps:])
+    return with_role(kernel, launch, role, replace(role, body=_replace_block(role.body, block, moved)))
+
+
+def _past_mma(block: tuple[n.Stmt, ...]) -> int | None:
+    """The index of the first let of `block` that `sink_let` would carry past an mma let of the same block. Products
+    themselves stay where they are: two independent products would otherwise trade places forever."""
+    for at, stmt in enumerate(block):
+        if not isinstance(stmt, n.Let) or isinstance(stmt.value, n.Mma):
+            continue
+        passed = block[at + 1:at + 1 + _moves(block, at)]
+        if any(isinstance(p, n.Let) and isinstance(p.value, n.Mma) for p in passed):
+            return at
+    return None
+
+
+def _sink_past_mma(kernel: n.Kernel) -> tuple[n.Kernel, tuple[str, ...]]:
+    out, moved = kernel, list[str]()
+    statements = sum(1 for role in main_launch(kernel).roles for _ in walk_body(role.body))
+    for _ in range(statements * statements + 1):  # each step carries one let past at least one mma, never back
+        launch = main_launch(out)
+        site = next(((role, block, at) for role in launch.roles for block in _blocks(role.body)
+                     if (at := _past_mma(block)) is not None), None)
+        if site is None:
+            return out, tuple(moved)
+        role, block, at = site
+        let = block[at]
+        assert isinstance(let, n.Let)
+        moved.append(let.name)
+        out = _moved(out, launch, role, block, at)
+    raise AssertionError("sink_past_mma did not reach a fixpoint within (statements)^2 moves")
+
+
+def sink_past_mma(kernel: n.Kernel) -> n.Kernel | None:
+    """`kernel` with every let of the main launch that can move past an mma of its block moved down (`sink_let`),
+    until none can; None when none could."""
+    out, moved = _sink_past_mma(kernel)
+    return out if moved else None
+
+
+def lets_past_mma(kernel: n.Kernel) -> tuple[str, ...]:
+    """The lets `sink_past_mma` moves, in the order it moves them."""
+    return _sink_past_mma(kernel)[1]
 
 
 def _replace_block(body: tuple[n.Stmt, ...], old: tuple[n.Stmt, ...], new: tuple[n.Stmt, ...]) -> tuple[n.Stmt, ...]:

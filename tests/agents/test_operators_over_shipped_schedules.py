@@ -28,7 +28,7 @@ from cake.ir.transforms.free_copy_regs import free_copy_regs
 from cake.ir.transforms.hoist_reduction import hoist_reduction
 from cake.ir.transforms.hold_operand import hold_operand
 from cake.ir.transforms.refit_forms import refit_forms
-from cake.ir.transforms.sink_let import sink_let
+from cake.ir.transforms.sink_let import sink_let, sink_past_mma
 from cake.ir.transforms.split_consumer import split_consumer
 from cake.ir.transforms.tma_producer import tma_producer
 from cake.ir.transforms.warp_specialize import warp_specialize
@@ -49,6 +49,7 @@ PASSES: dict[str, Callable[[n.Kernel], n.Kernel | None]] = {
     "drop_unused_params": drop_unused_params,
     "hold_operand": hold_operand,
     "sink_let": sink_let,
+    "sink_past_mma": sink_past_mma,
     "free_copy_regs": free_copy_regs,
 }
 

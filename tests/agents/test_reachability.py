@@ -55,7 +55,6 @@ from cake.ir.transforms import apply
 from cake.ir.transforms.bind_params import bind_params
 from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
 from cake.ir.transforms.refit_forms import refit_forms
-from cake.ir.transforms.sink_let import sink_let
 from cake.ir.transforms.split_consumer import split_consumer as split_consumer_pass
 from cake.ir.transforms.tma_producer import tma_producer
 from cake.ir.transforms.warp_specialize import warp_specialize as warp_specialize_pass
@@ -268,14 +267,17 @@ def test_the_end_of_the_chain_compiles_with_nvcc_without_spills(chain: list[n.Ke
     assert not report.warnings, report.warnings  # setmaxnreg ignored (C7507), wgmma serialized (C7511)
 
 
-def test_hold_then_sink_take_the_end_of_the_chain_to_a_held_operand_that_compiles_without_spills(
+def test_hold_takes_the_end_of_the_chain_to_a_held_operand_that_compiles_without_spills(
         chain: list[n.Kernel]) -> None:
-    # Two generic moves from the operators' ping-pong at the hand-written kernel's tiles: `hold` reads the point
-    # tile once into registers (released right after), and `sink` moves the norms' load past the mma, where the
-    # hand-written kernel has it. `hold` also hands the producer's idle registers to the consumers (40 / 232 ->
-    # 24 / 240), and still ptxas spills (session 20, before that move: 104 B): the norms' 32 registers are live across
-    # the product. After both, neither a spill nor a serialized wgmma (C7511). Checker clean for the CUDA backend.
+    # One generic move from the operators' ping-pong at the hand-written kernel's tiles: `hold` reads the point tile
+    # once into registers (released right after), hands the producer's idle registers to the consumers (40 / 232 ->
+    # 24 / 240) and moves what waits across the product past it (`sink_past_mma`: the norms' load, where the
+    # hand-written kernel has it). Held without that last move, ptxas spills (session 20: 104 B): the norms' 32
+    # registers are live across the product. After it, neither a spill nor a serialized wgmma (C7511). Checker clean
+    # for the CUDA backend.
     from cake.agents.mutations import mutate_hold
+    from cake.ir.transforms.free_copy_regs import free_copy_regs
+    from cake.ir.transforms.hold_operand import hold_operand
     from cake.lowering.cuda.compile import compile_cubin
     from cake.lowering.cuda.program import generate
 
@@ -290,13 +292,20 @@ def test_hold_then_sink_take_the_end_of_the_chain_to_a_held_operand_that_compile
     assert any(isinstance(s, n.Let) and s.name.endswith("_regs") for s in _roles(held)["consumer"].body)
     assert {p.name: p.default for p in held.params if p.name.endswith("_REGS")} == {
         "PRODUCER_REGS": 24, "CONSUMER_REGS": 240}
-    _, report = compiled(held)
-    assert any(k.spill_bytes for k in report.kernels)  # type: ignore[attr-defined]
-    sunk = _clean(sink_let(held, "csq"))
-    source, report = compiled(sunk)
+    loop = next(s for s in _roles(held)["consumer"].body if isinstance(s, n.For))
+    order = [s.name for s in loop.body if isinstance(s, n.Let)]
+    assert order.index("dot") < order.index("csq")  # the norms' load moved past the product
+    source, report = compiled(_clean(held))
     assert "_bf16_rs(&" in source and "cake_fence_proxy_async();" in source
     assert all(k.spill_bytes == 0 for k in report.kernels), report.table()  # type: ignore[attr-defined]
     assert not report.warnings, report.warnings  # type: ignore[attr-defined]
+    # held at 24 / 240 with the norms' load still before the product, ptxas spills
+    only_held = hold_operand(start)
+    assert only_held is not None
+    unsunk = free_copy_regs(only_held)
+    assert unsunk is not None
+    _, report = compiled(_clean(unsunk))
+    assert any(k.spill_bytes for k in report.kernels)  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------------ the operators

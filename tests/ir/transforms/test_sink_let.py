@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cake.ir.parser import parse
-from cake.ir.transforms.sink_let import sink_let, sinkable
+from cake.ir.transforms.sink_let import lets_past_mma, sink_let, sink_past_mma, sinkable
 
 BEFORE = """
 schedule s implements row_sum
@@ -64,3 +64,21 @@ def test_a_let_stops_before_its_first_use_and_before_a_write_to_what_it_reads() 
                              "  for k in 0 .. cdiv(N, 64) pipelined STAGES as s {\n    wait full[s]\n"
                              "    let seen: f32[64] = acc\n    acc = acc * 2\n", 1)
     assert sink_let(parse(written), "seen") is None  # the next statement assigns what it read
+
+
+def test_sink_past_mma_moves_what_waits_across_the_product_and_nothing_else() -> None:
+    # `cn` is computed before the mma and first read after it: it moves past it (as sink_let would). `acc`, which
+    # sits before the loop, is not moved, and a kernel with nothing to move gives None.
+    expected = BEFORE.replace("    let cn: f32[64] = cs[s]\n    let dot: f32[64, 64] = mma(xs[s], xs[s].T) via wgmma.m64n64k16\n",
+                              "    let dot: f32[64, 64] = mma(xs[s], xs[s].T) via wgmma.m64n64k16\n    let cn: f32[64] = cs[s]\n")
+    sunk = sink_past_mma(parse(BEFORE))
+    assert sunk == parse(expected)
+    assert sink_past_mma(sunk) is None and lets_past_mma(parse(BEFORE)) == ("cn",)
+
+
+def test_sink_past_mma_leaves_a_let_whose_move_stops_before_the_mma() -> None:
+    # a let followed by a release stops there: it never passes the mma after it, so nothing moves
+    stops = BEFORE.replace("    let cn: f32[64] = cs[s]\n    let dot",
+                           "    let cn: f32[64] = cs[s]\n    arrive empty[s]\n    let dot").replace(
+        "    arrive empty[s]\n    acc", "    acc")
+    assert sink_past_mma(parse(stops)) is None
