@@ -183,6 +183,12 @@ class Worker:
         self.kill()
         self._stderr.close()
 
+    def abandon(self) -> None:
+        """End a worker that was never given work (a spare started ahead): killed at once, nothing to finish.
+        Safe after `close`."""
+        self.kill()
+        self._stderr.close()
+
 
 @dataclass(frozen=True, slots=True)
 class StandardOutcome:
@@ -191,12 +197,17 @@ class StandardOutcome:
 
 
 class WorkerSession:
-    """Runs gates one at a time, replacing the worker after a timeout or a crash."""
+    """Runs gates one at a time, replacing the worker after a timeout or a crash. `started`: a worker process already
+    spawned for this kernel and device, not yet loaded, which the session takes over as its first worker."""
 
-    def __init__(self, kernel_ref: KernelRef, device: str, timeout_s: float):
+    def __init__(self, kernel_ref: KernelRef, device: str, timeout_s: float, started: Worker | None = None):
+        if started is not None and (started.kernel_ref, started.device) != (kernel_ref, device):
+            raise ValueError(f"a worker started for {started.kernel_ref.describe()} on {started.device} cannot serve "
+                             f"{kernel_ref.describe()} on {device}")
         self.kernel_ref = kernel_ref
         self.device = device
         self.timeout_s = timeout_s
+        self._started = started
         self._worker: Worker | None = None
         self.restarts = 0
 
@@ -208,10 +219,13 @@ class WorkerSession:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        if self._started is not None:  # never needed (a session that ran nothing)
+            self._started.abandon()
+            self._started = None
 
     def _ensure_worker(self) -> Worker:
         if self._worker is None:
-            worker = Worker(self.kernel_ref, self.device)
+            worker, self._started = self._started or Worker(self.kernel_ref, self.device), None
             worker.load()
             self._worker = worker
         return self._worker
@@ -348,16 +362,17 @@ def verify_in_worker(
 
 def verify_dtypes_in_worker(op: str, kernel_ref: KernelRef, *, device: str, dtypes: Sequence[str], seed: int,
                             all_gates: bool, timeout_s: float, gates: Sequence[str] | None = None,
-                            cache: VerdictCache | None = None,
-                            use_cache: bool = True) -> tuple[tuple[str, Verdict], ...]:
+                            cache: VerdictCache | None = None, use_cache: bool = True,
+                            started: Worker | None = None) -> tuple[tuple[str, Verdict], ...]:
     """`verify_in_worker` at each dtype alone, in order, in one worker session (one process start and one load for
     all of them: the GPU evaluation used to start a second worker for the dtypes it does not time). Each dtype's
     verdict is cached under the key a single-dtype `verify_in_worker` uses, so either path finds it. Stops at the
-    first dtype that fails: the dtypes after it are not run and are absent from the result."""
+    first dtype that fails: the dtypes after it are not run and are absent from the result. `started`: as in
+    `verify_cells_in_worker`."""
     ordered = list(dict.fromkeys(dtypes))
     verdicts = verify_cells_in_worker(op, kernel_ref, [(seed, (dtype,)) for dtype in ordered], device=device,
                                       all_gates=all_gates, timeout_s=timeout_s, gates=gates, cache=cache,
-                                      use_cache=use_cache, stop_at_failure=True)
+                                      use_cache=use_cache, stop_at_failure=True, started=started)
     return tuple(zip(ordered, verdicts, strict=False))
 
 
@@ -365,20 +380,24 @@ def verify_cells_in_worker(op: str, kernel_ref: KernelRef, cells: Sequence[tuple
                            device: str, all_gates: bool, timeout_s: float,
                            resource_report: ResourceReport | None = None, gates: Sequence[str] | None = None,
                            cache: VerdictCache | None = None, use_cache: bool = True,
-                           stop_at_failure: bool = False) -> list[Verdict]:
+                           stop_at_failure: bool = False, started: Worker | None = None) -> list[Verdict]:
     """One battery per (seed, dtypes) cell, in order, each cached under the key a `verify_in_worker` of that seed
     and those dtypes uses; one worker session, started at the first cell the cache does not answer, serves the
-    rest. With `stop_at_failure` the cells after the first failing one are not run and are absent from the result."""
+    rest. With `stop_at_failure` the cells after the first failing one are not run and are absent from the result.
+    `started`: a worker already spawned for this kernel (its start overlapped the caller's own setup); this call
+    owns it: the session's first worker, or closed unused when the cache answers every cell."""
     gate_ids = _gate_ids(gates)
     out: list[Verdict] = []
     with ExitStack() as stack:
+        if started is not None:
+            stack.callback(started.abandon)  # a no-op once a session has taken it and closed it
         session: WorkerSession | None = None
         for seed, dtypes in cells:
             lookup = _lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates,
                              gate_ids=gate_ids, resource_report=resource_report, cache=cache, use_cache=use_cache)
             verdict = lookup.get()
             if verdict is None:
-                session = session or stack.enter_context(WorkerSession(kernel_ref, device, timeout_s))
+                session = session or stack.enter_context(WorkerSession(kernel_ref, device, timeout_s, started))
                 verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed,
                                                  all_gates=all_gates, resource_report=resource_report)
                 lookup.put(verdict)

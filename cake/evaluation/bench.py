@@ -18,7 +18,7 @@ from cake.errors import InternalError
 if TYPE_CHECKING:
     from cake.arch import DeviceSpec
     from cake.experiments.workload import OpSpec, Pipeline, Prepared, Shape
-    from cake.verifier.timing import Clock, Measurement, Samples, TimingConfig, Verification
+    from cake.verifier.timing import Clock, CudaClock, Measurement, Samples, TimingConfig, Verification
     from cake.verifier.worker_protocol import KernelRef
 
 
@@ -224,17 +224,12 @@ class BenchRequest:
         return tuple(dict.fromkeys([*timed, *self.gate_dtypes]))
 
 
-def bench_kernel(request: BenchRequest) -> BenchRun:
-    """Verify `request.kernel` on the GPU at every dtype it is timed at and every one of `gate_dtypes`, in one
-    verifier worker (cached verdicts count), and time it at each shape interleaved with the baselines; a kernel
-    failing the gates at a dtype is refused, not timed (the dtypes after the first failing one are not gated).
-    Raises BenchSetupError when it cannot start (no GPU, unknown device, unloadable kernel, no workload)."""
+def _bench_setup(request: BenchRequest) -> tuple[OpSpec, CudaClock, DeviceSpec]:
+    """The op's workload spec, the device clock and the device's spec; BenchSetupError when one is missing."""
     import torch
 
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op
-    from cake.verifier.timing import CudaClock, TimingConfig, match_device
-    from cake.verifier.worker import KernelLoadError, verify_dtypes_in_worker
-    from cake.verifier.worker_main import load_kernel
+    from cake.verifier.timing import CudaClock, match_device
 
     try:
         spec = workload_for_op(request.op).op(request.op)
@@ -246,6 +241,29 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     device_spec = clock.device_spec or match_device(clock.device_name)
     if device_spec is None:
         raise BenchSetupError(f"`{clock.device_name}` is not in cake.arch's device table; add it to judge its ceilings")
+    return spec, clock, device_spec
+
+
+def bench_kernel(request: BenchRequest) -> BenchRun:
+    """Verify `request.kernel` on the GPU at every dtype it is timed at and every one of `gate_dtypes`, in one
+    verifier worker (cached verdicts count), and time it at each shape interleaved with the baselines; a kernel
+    failing the gates at a dtype is refused, not timed (the dtypes after the first failing one are not gated).
+    Raises BenchSetupError when it cannot start (no GPU, unknown device, unloadable kernel, no workload).
+
+    The verifier worker is spawned before this process starts CUDA, its clock and the workload, so the worker's
+    interpreter start and torch import overlap them (each of the two process starts cost about 5 s on the H200 host
+    in session 21); the verification owns it from there (ended unused when every verdict is cached)."""
+    from cake.verifier.worker import KernelLoadError, Worker, verify_dtypes_in_worker
+
+    started = Worker(request.kernel, "cuda")
+    try:
+        spec, clock, device_spec = _bench_setup(request)
+    except BaseException:
+        started.abandon()
+        raise
+    from cake.verifier.timing import TimingConfig
+    from cake.verifier.worker_main import load_kernel
+
     described = request.kernel.describe()
     stages: list[tuple[str, float]] = []
     mark = time.monotonic()
@@ -259,7 +277,7 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     try:
         verdicts = verify_dtypes_in_worker(request.op, request.kernel, device="cuda", dtypes=request.verified_dtypes,
                                            seed=request.seed, all_gates=False, timeout_s=request.gate_timeout_s,
-                                           use_cache=request.use_cache)
+                                           use_cache=request.use_cache, started=started)
     except KernelLoadError as error:
         raise BenchSetupError(str(error)) from None
     verifications = {dtype: verdict_verification(verdict) for dtype, verdict in verdicts}

@@ -202,3 +202,27 @@ def test_a_baseline_that_fails_to_load_is_an_internal_error_not_the_candidates()
         load_baselines(spec, None)
     assert is_internal(str(raised.value)) and "loading baseline broken" in str(raised.value)
     assert "ValueError: @jit functions" in str(raised.value)
+
+
+def test_a_bench_that_cannot_start_ends_the_verifier_worker_it_started_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench_kernel spawns the verifier worker before its own setup (the starts overlap); here there is no GPU, the
+    # setup refuses, and the spare is ended at once, not left running.
+    from cake.experiments.workload import get_workload
+    from cake.verifier import worker as worker_module
+    from cake.verifier.worker_protocol import KernelRef
+
+    from cake.evaluation.bench import BenchRequest, bench_kernel
+
+    started: list[worker_module.Worker] = []
+    real_init = worker_module.Worker.__init__
+
+    def keep(self: worker_module.Worker, *a: object, **kw: object) -> None:
+        real_init(self, *a, **kw)  # type: ignore[arg-type]
+        started.append(self)
+
+    monkeypatch.setattr(worker_module.Worker, "__init__", keep)
+    shape = get_workload("flash_kmeans").op("kmeans_assign").shape("cake_cell")
+    request = BenchRequest("kmeans_assign", KernelRef.parse(f"{KMEANS / 'controls.py'}:kmeans_assign"), (shape,))
+    with pytest.raises(BenchSetupError, match="no CUDA device here"):
+        bench_kernel(request)
+    assert len(started) == 1 and started[0]._proc.poll() is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cake.verifier.results import GateStatus
 from cake.verifier.verdict_cache import VerdictCache
-from cake.verifier.worker import KernelLoadError, verify_dtypes_in_worker, verify_in_worker
+from cake.verifier.worker import KernelLoadError, WorkerSession, verify_dtypes_in_worker, verify_in_worker
 from cake.verifier.worker_protocol import KernelRef, KernelRefError
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -118,3 +118,35 @@ def test_several_dtypes_share_one_worker_cache_per_dtype_and_stop_at_the_first_f
         again = verify_in_worker("row_sum", ref16, dtypes=(dtype,), **args)  # type: ignore[arg-type]
         assert again == verdict
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 2
+
+
+def test_a_worker_started_ahead_serves_the_battery_or_is_ended_unused(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bench spawns the verifier worker before its own setup so the two process starts overlap; the verification
+    # owns it: it is the session's first worker (no other is spawned), or, when the cache answers every dtype, it is
+    # ended unused.
+    from cake.verifier import worker as worker_module
+    from cake.verifier.worker import Worker
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype)\n")
+    k = KernelRef.parse(f"{kernel}:k")
+    args = dict(device="cpu", seed=0, all_gates=False, timeout_s=TIMEOUT_S, gates=("CMP-01",),
+                cache=VerdictCache(tmp_path / "cache"))
+    first, spare, wrong = Worker(k, "cpu"), Worker(k, "cpu"), Worker(k, "cpu")
+    spawned: list[object] = []
+    real_init = worker_module.Worker.__init__
+
+    def counting_init(self: Worker, *a: object, **kw: object) -> None:
+        spawned.append(a)
+        real_init(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker_module.Worker, "__init__", counting_init)
+    verdicts = verify_dtypes_in_worker("row_sum", k, dtypes=("float32",), started=first, **args)  # type: ignore[arg-type]
+    assert [(d, v.passed) for d, v in verdicts] == [("float32", True)]
+    assert spawned == [] and first._proc.poll() is not None  # it served, then closed with the session
+    again = verify_dtypes_in_worker("row_sum", k, dtypes=("float32",), started=spare, **args)  # type: ignore[arg-type]
+    assert again == verdicts and spare._proc.poll() is not None  # cached: ended without loading anything
+    with pytest.raises(ValueError, match="cannot serve"):
+        WorkerSession(ref("hangs_on_nan"), "cpu", TIMEOUT_S, started=wrong)
+    wrong.abandon()
