@@ -30,7 +30,7 @@ from cake.ir.transforms.fuse_launches import fusable, fuse_launches
 from cake.ir.transforms.hold_operand import hold_operand, holdable
 from cake.ir.transforms.narrow_dtypes import K16_DTYPES, narrow_dtypes, operand_dtype_vars
 from cake.ir.transforms.refit_forms import refit_forms
-from cake.ir.transforms.sink_let import lets_past_mma, sink_let, sink_past_mma, sinkable
+from cake.ir.transforms.sink_let import sink_let, sink_past_mma_naming, sinkable
 from cake.ir.transforms.sites import has_feature, issues_mma, issues_wgmma, mma_sites, register_budgets
 from cake.ir.visit import map_stmts, with_launch, with_role
 from cake.ir.visit import walk_stmts as walk
@@ -435,10 +435,8 @@ def mutate_hold(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     freed = free_copy_regs(out)
     if freed is not None:
         out, description = freed, f"{description}; registers from the copy roles ({_budgets(freed)})"
-    moved = lets_past_mma(out)
+    sunk, moved = sink_past_mma_naming(out)
     if moved:
-        sunk = sink_past_mma(out)
-        assert sunk is not None
         out, description = sunk, f"{description}; moved past the mma: {', '.join(moved)}"
     return Mutation(out, description)
 

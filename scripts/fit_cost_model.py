@@ -441,6 +441,20 @@ def correct_on(samples: Sequence[Sample]) -> Correction | None:
     return fit_correction([TimedPrediction(s.prediction, s.measured_ms * 1e-3, s.run, s.ident) for s in samples])
 
 
+@dataclass(frozen=True, slots=True)
+class FinalFit:
+    """A key's factors and correction fitted on all its runs (wins kept out): what `--write` stores and what the
+    in-sample figures read. Fitted once per key (`final_fit`) and handed to both."""
+
+    fit: Fit
+    correction: Correction | None
+
+
+def final_fit(samples: Sequence[Sample]) -> FinalFit:
+    kept = [s for s in samples if not s.win]
+    return FinalFit(fit_on(kept), correct_on(kept))
+
+
 def predicted_s(sample: Sample, factors: Factors, correction: Correction | None) -> float:
     analytic = sample.prediction.retimed(factors)
     return analytic if correction is None else correction.time_s(sample.prediction, analytic)
@@ -541,20 +555,20 @@ def worst_ranked(samples: Sequence[Sample], predicted: Sequence[float], factors:
     return rows
 
 
-def fit_key(key: CalibrationKey, samples: Sequence[Sample]) -> dict[str, Any]:
+def fit_key(key: CalibrationKey, samples: Sequence[Sample], final: FinalFit | None = None) -> dict[str, Any]:
     runs = sorted({s.run for s in samples})
     measured = [s.measured_ms for s in samples]
     wins = [s for s in samples if s.win]
-    final = fit_on([s for s in samples if not s.win])
-    correction = correct_on([s for s in samples if not s.win])
+    final = final or final_fit(samples)
+    fit, correction = final.fit, final.correction
     summary: dict[str, Any] = {
         "key": str(key), "runs": {r: sum(1 for s in samples if s.run == r) for r in runs},
         "schedules": len(samples), "distinct_schedules": len({s.ident for s in samples}),
         "kept_out_of_every_fit": [{"run": s.run, "ident": s.ident, "label": s.label, "measured_ms": s.measured_ms}
                                   for s in wins],
         "prior_all": figures([s.prediction.time_s for s in samples], measured),
-        "in_sample_all": figures([predicted_s(s, final.factors, correction) for s in samples], measured),
-        "factors_all_runs": final.factors.to_json(), "at_bound": list(final.at_bound), "inert": list(final.inert),
+        "in_sample_all": figures([predicted_s(s, fit.factors, correction) for s in samples], measured),
+        "factors_all_runs": fit.factors.to_json(), "at_bound": list(fit.at_bound), "inert": list(fit.inert),
         "correction_all_runs": correction.to_json() if correction else None,
     }
     held = hold_out_by_run(samples)
@@ -562,8 +576,8 @@ def fit_key(key: CalibrationKey, samples: Sequence[Sample]) -> dict[str, Any]:
         summary["held_out_by_run"] = None
         summary["held_out_note"] = (f"one run ({runs[0]}): no held-out-by-run figure; the in-sample figures are "
                                     f"not a measure of generalization")
-        summary["worst_ranked"] = worst_ranked(samples, [s.prediction.retimed(final.factors) for s in samples],
-                                               {runs[0]: final.factors})
+        summary["worst_ranked"] = worst_ranked(samples, [s.prediction.retimed(fit.factors) for s in samples],
+                                               {runs[0]: fit.factors})
         summary["worst_ranked_kind"] = "in-sample"
         return summary
     held_measured = [s.measured_ms for s in held.samples]
@@ -634,9 +648,8 @@ def stale_stored(key: CalibrationKey, samples: Sequence[Sample],
 
 
 def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapping[str, Any],
-                   assumptions: Mapping[str, str]) -> Calibration:
-    kept = [s for s in samples if not s.win]
-    fit = fit_on(kept)
+                   assumptions: Mapping[str, str], final: FinalFit | None = None) -> Calibration:
+    final = final or final_fit(samples)
     held = summary["held_out_by_run"]
     provenance = {
         "tool": "scripts/fit_cost_model.py", "runs": summary["runs"],
@@ -646,8 +659,8 @@ def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapp
         "held_out_by_run": held["pooled"] if held else summary["held_out_note"],
         "priors_from_wins": list(PRIORS_FROM_WINS),
     }
-    return Calibration(key, fit.factors, len(kept), date.today().isoformat(), provenance, fit.at_bound,
-                       correct_on(kept))
+    return Calibration(key, final.fit.factors, sum(1 for s in samples if not s.win), date.today().isoformat(),
+                       provenance, final.fit.at_bound, final.correction)
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -759,14 +772,15 @@ def main(argv: list[str] | None = None) -> int:
         if len(by_key[key]) < 2:
             print(f"\n== {key}: {len(by_key[key])} timed schedule: nothing to rank")
             continue
-        summary = fit_key(key, by_key[key])
+        final = final_fit(by_key[key])
+        summary = fit_key(key, by_key[key], final)
         summaries.append(summary)
         print_key(summary)
         if args.write:
             keep, why = keep_decision(summary, args.allow_single_run)
             summary["stored"] = {"stored": keep, "why": why}
             if keep:
-                path = store_calibration(calibration_of(key, by_key[key], summary, loaded.assumptions))
+                path = store_calibration(calibration_of(key, by_key[key], summary, loaded.assumptions, final))
                 print(f"   wrote {path.relative_to(ROOT)}: {why}")
             else:
                 print(f"   NOT STORED: {why}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -256,11 +257,10 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     from cake.verifier.worker import KernelLoadError, Worker, verify_dtypes_in_worker
 
     started = Worker(request.kernel, "cuda")
-    try:
+    with ExitStack() as until_handed_over:  # a setup that raises ends the spare; past it, verification owns it
+        until_handed_over.callback(started.abandon)
         spec, clock, device_spec = _bench_setup(request)
-    except BaseException:
-        started.abandon()
-        raise
+        until_handed_over.pop_all()
     from cake.verifier.timing import TimingConfig
     from cake.verifier.worker_main import load_kernel
 

@@ -94,7 +94,8 @@ def _past_mma(block: tuple[n.Stmt, ...]) -> int | None:
     return None
 
 
-def _sink_past_mma(kernel: n.Kernel) -> tuple[n.Kernel, tuple[str, ...]]:
+def sink_past_mma_naming(kernel: n.Kernel) -> tuple[n.Kernel, tuple[str, ...]]:
+    """`kernel` with every let `sink_past_mma` moves moved (itself when none), and those lets in move order."""
     out, moved = kernel, list[str]()
     statements = sum(1 for role in main_launch(kernel).roles for _ in walk_body(role.body))
     for _ in range(statements * statements + 1):  # each step carries one let past at least one mma, never back
@@ -114,13 +115,13 @@ def _sink_past_mma(kernel: n.Kernel) -> tuple[n.Kernel, tuple[str, ...]]:
 def sink_past_mma(kernel: n.Kernel) -> n.Kernel | None:
     """`kernel` with every let of the main launch that can move past an mma of its block moved down (`sink_let`),
     until none can; None when none could."""
-    out, moved = _sink_past_mma(kernel)
+    out, moved = sink_past_mma_naming(kernel)
     return out if moved else None
 
 
 def lets_past_mma(kernel: n.Kernel) -> tuple[str, ...]:
     """The lets `sink_past_mma` moves, in the order it moves them."""
-    return _sink_past_mma(kernel)[1]
+    return sink_past_mma_naming(kernel)[1]
 
 
 def _replace_block(body: tuple[n.Stmt, ...], old: tuple[n.Stmt, ...], new: tuple[n.Stmt, ...]) -> tuple[n.Stmt, ...]:
