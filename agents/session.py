@@ -48,7 +48,8 @@ def open_session(store: RunStore) -> EvolveSession:
                               rules=learned.specs if learned is not None else None, against=ev.get("against"),
                               settings=EvalSettings(device=ev["device"], backend=ev["backend"], seed=ev["seed"],
                                                     verdict_cache=ev["verdict_cache"],
-                                                    cpu_workers=int(ev.get("cpu_workers", 1))))
+                                                    cpu_workers=int(ev.get("cpu_workers", 1)),
+                                                    reuse_bench_process=bool(ev.get("reuse_bench_process", True))))
     return EvolveSession(store, toolchain, make_agent(config, store.root), learned,
                          LoopSettings.from_json(config["loop"]), seeds)
 

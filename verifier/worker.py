@@ -93,11 +93,15 @@ def worker_env(device: str) -> dict[str, str]:
 
 
 class Worker:
-    """One worker process with one loaded kernel. Not thread-safe; one request at a time."""
+    """One worker process with one loaded kernel. Not thread-safe; one request at a time.
 
-    def __init__(self, kernel_ref: KernelRef, device: str):
+    The process learns its kernel only at `load`, so a worker may be started before its kernel is known
+    (`kernel_ref` None: a spare, started while the previous evaluation finishes) and given one by `bind`."""
+
+    def __init__(self, kernel_ref: KernelRef | None, device: str):
         self.kernel_ref = kernel_ref
         self.device = device
+        self._loaded = False
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "cake.verifier.worker_main"],
@@ -113,7 +117,25 @@ class Worker:
     def pid(self) -> int:
         return self._proc.pid
 
+    def bind(self, kernel_ref: KernelRef) -> Worker:
+        """This worker, to serve `kernel_ref`: a spare started before its kernel was known. Only before `load`."""
+        if self._loaded:
+            raise ValueError(f"worker {self.pid} has loaded {self.describe_kernel()} already; it cannot serve "
+                             f"{kernel_ref.describe()}")
+        self.kernel_ref = kernel_ref
+        return self
+
+    def alive(self) -> bool:
+        """The process is still running (a spare that died while it waited is replaced, not loaded)."""
+        return self._proc.poll() is None
+
+    def describe_kernel(self) -> str:
+        return "no kernel yet" if self.kernel_ref is None else self.kernel_ref.describe()
+
     def load(self, timeout_s: float = LOAD_TIMEOUT_S) -> None:
+        if self.kernel_ref is None:
+            raise ValueError("a spare worker loads a kernel only once it is bound to one (Worker.bind)")
+        self._loaded = True
         outcome = self.request(encode(MessageType.LOAD, kernel=self.kernel_ref.to_json()), timeout_s)
         if isinstance(outcome, Answer) and outcome.kind is MessageType.LOADED:
             return
@@ -202,7 +224,7 @@ class WorkerSession:
 
     def __init__(self, kernel_ref: KernelRef, device: str, timeout_s: float, started: Worker | None = None):
         if started is not None and (started.kernel_ref, started.device) != (kernel_ref, device):
-            raise ValueError(f"a worker started for {started.kernel_ref.describe()} on {started.device} cannot serve "
+            raise ValueError(f"a worker started for {started.describe_kernel()} on {started.device} cannot serve "
                              f"{kernel_ref.describe()} on {device}")
         self.kernel_ref = kernel_ref
         self.device = device

@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
                    help="join this Ray cluster (ray start --head ...); default: start Ray here")
     p.add_argument("--eval-timeout", type=float, default=DEFAULT_EVAL_TIMEOUT_S,
                    help="Ray only: cancel an evaluation still running after this many seconds (+ a grace period)")
+    p.add_argument("--reuse-bench-process", action=argparse.BooleanOptionalAction, default=True,
+                   help="GPU: evaluate on one bench server per device instead of a fresh bench process each "
+                        "(a re-timing of a new best always takes a fresh one)")
     p.add_argument("--compile-workers", type=int, default=None, metavar="N",
                    help="local executor, CUDA backend: compile a turn's candidates ahead of their evaluations, N nvcc "
                         f"runs at a time (0: off; default: the CPUs less {CPUS_PER_EVALUATION} per GPU slot)")
@@ -177,7 +180,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "workload": workload.name, "op": kernel, "agent": args.agent, "arch": arch, "seeds": seeds, "loop": loop,
         "eval": {"device": device, "backend": backend, "seed": args.seed,
                  "verdict_cache": str(args.verdict_cache) if args.verdict_cache else None,
-                 "cpu_workers": args.workers or min(2, os.cpu_count() or 1), "against": list(against)},
+                 "cpu_workers": args.workers or min(2, os.cpu_count() or 1), "against": list(against),
+                 "reuse_bench_process": args.reuse_bench_process},
         "llm": None, "learned_rules": args.learned_rules,
     }
     if args.agent == "openai":

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from cake.arch import DeviceSpec
     from cake.experiments.workload import OpSpec, Pipeline, Prepared, Shape
     from cake.verifier.timing import Clock, CudaClock, Measurement, Samples, TimingConfig, Verification
+    from cake.verifier.worker import Worker
     from cake.verifier.worker_protocol import KernelRef
 
 
@@ -76,6 +77,9 @@ class BenchRun:
     # Wall seconds of each step of `bench_kernel` (verify_<dtype>, load, baselines, time_<shape>): where a bench
     # spends its time, kept with its samples; never part of a result.
     stages: tuple[tuple[str, float], ...] = ()
+    # Whether the verifier worker was started before this request arrived (a bench server's spare), so its process
+    # start was off this evaluation's path; kept with the stages for the same reason.
+    verifier_ahead: bool = False
 
     @property
     def all_timed(self) -> bool:
@@ -105,7 +109,8 @@ class BenchRun:
     def to_json(self, **extra: object) -> dict[str, object]:
         return {"op": self.op, "kernel": self.kernel, "device": self.device_name, **extra,
                 "refused": {d: v.detail for d, v in self.refused}, "shapes": [r.to_json() for r in self.reports],
-                "stages_s": {name: round(seconds, 3) for name, seconds in self.stages}}
+                "stages_s": {name: round(seconds, 3) for name, seconds in self.stages},
+                "verifier_ahead": self.verifier_ahead}
 
 
 def load_baselines(spec: OpSpec | Pipeline, names: Sequence[str] | None
@@ -245,7 +250,7 @@ def _bench_setup(request: BenchRequest) -> tuple[OpSpec, CudaClock, DeviceSpec]:
     return spec, clock, device_spec
 
 
-def bench_kernel(request: BenchRequest) -> BenchRun:
+def bench_kernel(request: BenchRequest, spare: Worker | None = None) -> BenchRun:
     """Verify `request.kernel` on the GPU at every dtype it is timed at and every one of `gate_dtypes`, in one
     verifier worker (cached verdicts count), and time it at each shape interleaved with the baselines; a kernel
     failing the gates at a dtype is refused, not timed (the dtypes after the first failing one are not gated).
@@ -253,10 +258,15 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
 
     The verifier worker is spawned before this process starts CUDA, its clock and the workload, so the worker's
     interpreter start and torch import overlap them (each of the two process starts cost about 5 s on the H200 host
-    in session 21); the verification owns it from there (ended unused when every verdict is cached)."""
+    in session 21); the verification owns it from there (ended unused when every verdict is cached). `spare`: a
+    verifier worker a bench server started before this request arrived (`cake.evaluation.bench_server`), used in
+    place of a new one while it still runs."""
     from cake.verifier.worker import KernelLoadError, Worker, verify_dtypes_in_worker
 
-    started = Worker(request.kernel, "cuda")
+    ahead = spare is not None and spare.alive()
+    if spare is not None and not ahead:
+        spare.abandon()
+    started = spare.bind(request.kernel) if spare is not None and ahead else Worker(request.kernel, "cuda")
     with ExitStack() as until_handed_over:  # a setup that raises ends the spare; past it, verification owns it
         until_handed_over.callback(started.abandon)
         spec, clock, device_spec = _bench_setup(request)
@@ -284,7 +294,8 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
     lap("verify_" + "+".join(verifications))
     refused = tuple((d, v) for d, v in verifications.items() if not v.passed)
     if refused:
-        return BenchRun(request.op, described, clock.device_name, refused=refused, stages=tuple(stages))
+        return BenchRun(request.op, described, clock.device_name, refused=refused, stages=tuple(stages),
+                        verifier_ahead=ahead)
     kernel = load_kernel(request.kernel)
     if isinstance(kernel, str):
         raise BenchSetupError(kernel)
@@ -299,7 +310,8 @@ def bench_kernel(request: BenchRequest) -> BenchRun:
                                                   verifications[str(shape.torch_dtype).removeprefix("torch.")])],
                                    baselines, clock, config, device_spec, seed=request.seed, unavailable=missing))
         lap(f"time_{shape.name}")
-    return BenchRun(request.op, described, clock.device_name, tuple(reports), stages=tuple(stages))
+    return BenchRun(request.op, described, clock.device_name, tuple(reports), stages=tuple(stages),
+                    verifier_ahead=ahead)
 
 
 def request_to_json(request: BenchRequest) -> dict[str, object]:

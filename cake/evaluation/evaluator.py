@@ -3,8 +3,9 @@
 * On the CPU: the contract gates in an isolated verifier worker (`verify_in_worker`), the schedule lowered
   and run under Triton's interpreter at the contract's small shapes, fp32. Fitness is the cost model's
   predicted speedup over the seed schedule (`FitnessKind.MODEL`): a prediction, not a timing.
-* On a GPU: a bench worker process pinned to that GPU (`cake.evaluation.bench_worker`) runs the gates at
-  the fitness dtype and then every other dtype the schedule declares (`declared_dtypes`; the loop used to verify
+* On a GPU: a bench process pinned to that GPU (by default this process's bench server for the device,
+  `cake.evaluation.bench_server`, which serves one evaluation after another; with `reuse_bench_process` off a
+  one-shot `cake.evaluation.bench_worker` each) runs the gates at the fitness dtype and then every other dtype the schedule declares (`declared_dtypes`; the loop used to verify
   bf16 only though schedules declare f16 too), all in one verifier worker, and when they all pass times the
   candidate interleaved with the workload's baselines; it answers with typed `BenchTimes`, and the workload's
   `Fitness.score` turns them into the speedup over the best baseline (`FitnessKind.MEASURED`; undefined, with the
@@ -76,11 +77,15 @@ class EvalSettings:
     bench_timeout_s: float = 300.0  # a whole bench worker (GPU battery at one dtype + timing at one shape)
     verdict_cache: str | None = None  # a directory; None: the verifier's default cache
     cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
+    # GPU evaluations on a bench server per device (`cake.evaluation.bench_server`: one process start per run, not
+    # per evaluation); False: a fresh bench process each (re-timings always take one)
+    reuse_bench_process: bool = True
 
     def to_json(self) -> dict[str, object]:
         return {"device": self.device, "backend": self.backend, "seed": self.seed,
                 "gate_timeout_s": self.gate_timeout_s, "bench_timeout_s": self.bench_timeout_s,
-                "verdict_cache": self.verdict_cache, "cpu_workers": self.cpu_workers}
+                "verdict_cache": self.verdict_cache, "cpu_workers": self.cpu_workers,
+                "reuse_bench_process": self.reuse_bench_process}
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +205,8 @@ class ScheduleEvaluator:
         request = self._request(job.path, gate_dtypes=others)
         outcome, problem = run_bench_worker(request, device, timeout_s=self.gated_bench_timeout_s(others),
                                             verdict_cache=self.settings.verdict_cache,
-                                            keep=job.path.with_suffix(".bench.json"))
+                                            keep=job.path.with_suffix(".bench.json"),
+                                            reuse=self.settings.reuse_bench_process)
         if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
             return _evaluation(_load_failure(outcome), device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
         verdict = self.cached_verdict(job.path, dtype)
@@ -258,6 +264,12 @@ class ScheduleEvaluator:
         return Retime(job.candidate_id, speedup.value, outcome.candidate.get(self.shape), best_baseline,
                       error=error, samples=samples)
 
+
+    def close(self) -> None:
+        """End this process's bench servers (`reuse_bench_process`); the next GPU evaluation starts a fresh one."""
+        from cake.evaluation.bench_server import bench_servers
+
+        bench_servers().close_all()
 
     # ------------------------------------------------------------------------------------ ahead
 
@@ -327,45 +339,73 @@ class ScheduleEvaluator:
 
 
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,
-                     keep: Path | None = None) -> tuple[BenchTimes | str | None, str]:
-    """Run the bench worker pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it
-    timed or refused the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the
-    reason then carries the internal-error marker); (None, tail) when it died or ran past `timeout_s`. The
-    worker's whole run, every sample included, is written to `keep` when given."""
+                     keep: Path | None = None, reuse: bool = False) -> tuple[BenchTimes | str | None, str]:
+    """Run the bench pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it timed or refused
+    the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the reason then carries the
+    internal-error marker); (None, tail) when it died or ran past `timeout_s`. The run, every sample included, is
+    written to `keep` when given. `reuse`: on this process's bench server for the device (`cake.evaluation.
+    bench_server`: no process start per evaluation); else in a one-shot worker of its own (what a re-timing wants:
+    a figure measured in a fresh process)."""
+    from cake.evaluation.bench_server import Ended, bench_servers
+
     with tempfile.TemporaryDirectory() as tmp:
         request_file, result_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_file.write_text(json.dumps(request_to_json(request)))
-        env = dict(os.environ)
-        if device.startswith("cuda:"):  # one worker per GPU: the bench (and its verifier worker) sees only its own
-            index = int(device.split(":", 1)[1])
-            visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-            env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
-        if verdict_cache:
-            env["CAKE_VERDICT_CACHE"] = verdict_cache
-        command = [sys.executable, "-m", "cake.evaluation.bench_worker", str(request_file), str(result_file)]
-        # Its own session: on our timeout the whole bench process group goes (the verifier's worker runs in a
-        # session of its own and is killed by the bench's per-gate timeouts while the bench lives).
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
-        try:
-            output, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return None, f"bench timed out after {timeout_s:g} s"
+        env = _bench_env(device, verdict_cache)
+        if reuse:
+            answer, output = bench_servers().request(device, env, request_file, result_file, timeout_s)
+            if isinstance(answer, Ended):
+                if answer.timed_out:
+                    return None, f"bench timed out after {timeout_s:g} s"
+                returncode: int | None = answer.returncode
+            else:
+                returncode = answer.status
+        else:
+            outcome = _run_once(env, request_file, result_file, timeout_s)
+            if outcome is None:
+                return None, f"bench timed out after {timeout_s:g} s"
+            returncode, output = outcome
         tail = "\n".join(output.strip().splitlines()[-15:])
         result: Mapping[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if keep is not None and "run" in result:
         keep.write_text(json.dumps(result["run"], indent=1) + "\n")
     if "internal" in result:
         return str(result["internal"]), tail
-    if proc.returncode == INTERNAL_EXIT_CODE or is_internal(output):
+    if returncode == INTERNAL_EXIT_CODE or is_internal(output):
         return f"{tail}" if is_internal(tail) else f"internal error in CAKE (bench worker): {tail}", tail
     if "error" in result:
         return str(result["error"]), tail
     if "times" in result:
         return BenchTimes.from_json(result["times"]), tail
-    return None, f"bench worker exited {proc.returncode}: {tail}"
+    return None, f"bench worker exited {returncode}: {tail}"
+
+
+def _bench_env(device: str, verdict_cache: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if device.startswith("cuda:"):  # one worker per GPU: the bench (and its verifier worker) sees only its own
+        index = int(device.split(":", 1)[1])
+        visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+    if verdict_cache:
+        env["CAKE_VERDICT_CACHE"] = verdict_cache
+    return env
+
+
+def _run_once(env: Mapping[str, str], request_file: Path, result_file: Path,
+              timeout_s: float) -> tuple[int, str] | None:
+    """(exit status, output) of a one-shot bench worker; None when it ran past `timeout_s` (its group is killed)."""
+    command = [sys.executable, "-m", "cake.evaluation.bench_worker", str(request_file), str(result_file)]
+    # Its own session: on our timeout the whole bench process group goes (the verifier's worker runs in a
+    # session of its own and is killed by the bench's per-gate timeouts while the bench lives).
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(env),
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    return proc.returncode, output
 
 
 def _tokens(verdict: Verdict) -> tuple[str, ...]:

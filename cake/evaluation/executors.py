@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from cake.evaluation.ahead import NVCC_JOBS_PER_CANDIDATE, AheadOutcome, AheadProcesses
-from cake.evaluation.protocol import AheadCompiler, Completed, EvalJob, Evaluator
+from cake.evaluation.protocol import AheadCompiler, Completed, EvalJob, Evaluator, ProcessHolder
 from cake.runs.store import Evaluation
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ class InProcessExecutor:
 
     def close(self) -> None:
         self._queue.clear()
+        if isinstance(self.evaluator, ProcessHolder):
+            self.evaluator.close()
 
 
 class LocalPoolExecutor:
@@ -131,6 +133,8 @@ class LocalPoolExecutor:
         self._processes.kill_all()  # compiles nobody will use: killed, not waited for
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(self.evaluator, ProcessHolder):  # after the pool: no evaluation is using them any more
+            self.evaluator.close()
 
 
 @contextmanager

@@ -56,6 +56,14 @@ class AheadCompiler(Protocol):
 
 
 @runtime_checkable
+class ProcessHolder(Protocol):
+    def close(self) -> None:
+        """End the processes this evaluator keeps between evaluations in this process (bench servers); a later
+        evaluation starts new ones. The executor that runs it calls this when it closes."""
+        ...
+
+
+@runtime_checkable
 class Retimer(Protocol):
     def retime(self, job: EvalJob, device: str) -> Retime:
         """Time a candidate that became the best again, in a fresh isolated process on `device` (measured

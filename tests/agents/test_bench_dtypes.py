@@ -27,8 +27,10 @@ FAIL = Verdict.of("kmeans_assign", (GateResult("CMP-01", GateStatus.FAIL, "wrong
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict[str, Verdict | None]):
     seen: dict[str, object] = {}
 
-    def worker(request: BenchRequest, device: str, *, timeout_s: float, **_: object) -> tuple[BenchTimes, str]:
-        seen.update(gated=request.verified_dtypes, timeout_s=timeout_s, retire_ratio=request.retire_ratio)
+    def worker(request: BenchRequest, device: str, *, timeout_s: float, reuse: bool = False,
+               **_: object) -> tuple[BenchTimes, str]:
+        seen.update(gated=request.verified_dtypes, timeout_s=timeout_s, retire_ratio=request.retire_ratio,
+                    reuse=reuse)
         return BenchTimes({SHAPE: 1.0}, {"triton_assign": {SHAPE: 1.2}}), "tail"
 
     def no_second_worker(*_: object, **__: object) -> None:
@@ -52,6 +54,7 @@ def test_every_declared_dtype_is_gated_in_the_bench_and_a_pass_in_each_scores(
     assert seen["gated"] == ("bfloat16", "float16")
     assert seen["timeout_s"] == evaluator.bench_timeout_s + BENCH_SECONDS_PER_EXTRA_DTYPE
     assert seen["retire_ratio"] == ev.BASELINE_RETIRE_RATIO  # the fitness needs only the baselines that could be best
+    assert seen["reuse"] is True  # an evaluation runs on the device's bench server by default
     assert evaluation.status is CandidateStatus.PASSED and evaluation.fitness == pytest.approx(1.2)
 
 

@@ -150,3 +150,22 @@ def test_a_worker_started_ahead_serves_the_battery_or_is_ended_unused(tmp_path: 
     with pytest.raises(ValueError, match="cannot serve"):
         WorkerSession(ref("hangs_on_nan"), "cpu", TIMEOUT_S, started=wrong)
     wrong.abandon()
+
+
+def test_a_spare_started_before_its_kernel_was_known_serves_the_kernel_it_is_bound_to(tmp_path: Path) -> None:
+    # A bench server starts the next evaluation's verifier worker before it knows the kernel: the process learns its
+    # kernel at LOAD, so the spare is bound then, and only once.
+    from cake.verifier.worker import Worker
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype)\n")
+    k = KernelRef.parse(f"{kernel}:k")
+    spare = Worker(None, "cpu")
+    with pytest.raises(ValueError, match="bound to one"):
+        spare.load()
+    verdicts = verify_dtypes_in_worker("row_sum", k, device="cpu", dtypes=("float32",), seed=0, all_gates=False,
+                                       timeout_s=TIMEOUT_S, gates=("CMP-01",), cache=VerdictCache(tmp_path / "cache"),
+                                       started=spare.bind(k))
+    assert [(d, v.passed) for d, v in verdicts] == [("float32", True)]
+    with pytest.raises(ValueError, match="cannot serve"):
+        spare.bind(ref("hangs_on_nan"))
