@@ -23,6 +23,7 @@ from cake.ir.analysis import domain_values
 from cake.ir.transforms import apply
 from cake.ir.transforms.as_warpgroups import as_warpgroups
 from cake.ir.transforms.bind_params import bind_params
+from cake.ir.transforms.cluster_multicast import cluster_multicast
 from cake.ir.transforms.commit_wgmma import commit_wgmma
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
 from cake.ir.transforms.free_copy_regs import free_copy_regs
@@ -453,6 +454,20 @@ def mutate_sink(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return _at_a_named_site(kernel, rng, sinkable, sink_let, "sink let {name} toward its first use")
 
 
+def mutate_cluster(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Cluster the CTAs along a launch's first grid axis and multicast the TMA tiles they all load alike
+    (`cluster_multicast`): each CTA loads 1/CLUSTER of such a tile and L2 serves it once per cluster. Generic: any
+    launch with a TMA copy whose source does not depend on that axis; the size is a param the search moves."""
+    out = cluster_multicast(kernel)
+    if out is None:
+        return None
+    launch = next(lc for lc in out.launches if lc.cluster is not None)
+    assert launch.cluster is not None
+    shared = sorted({analysis.ref_name(s.dest) or "?" for r in launch.roles for s in walk(r.body)
+                     if isinstance(s, n.Copy) and s.multicast})
+    return Mutation(out, f"cluster launch {launch.name} along {launch.cluster.axis}; multicast {', '.join(shared)}")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -466,6 +481,7 @@ STRUCTURAL: dict[str, Operator] = {
     "fuse": mutate_fusion,
     "hold": mutate_hold,
     "sink": mutate_sink,
+    "cluster": mutate_cluster,
 }
 
 # Operators whose every child holds a construct only some backends lower (E06xx), offered by the offline agent
@@ -475,6 +491,7 @@ STRUCTURAL: dict[str, Operator] = {
 BACKENDS: dict[str, frozenset[str]] = {
     "fuse": frozenset({"cuda"}),
     "hold": frozenset({"cuda"}),  # registers are an A memory of wgmma only; Triton takes no wgmma form (E0605)
+    "cluster": frozenset({"cuda"}),  # Triton expresses no clusters (E0607)
 }
 
 

@@ -39,6 +39,9 @@ class Feature(enum.Enum):
     SETMAXNREG = "setmaxnreg"  # per-warpgroup register reallocation, sm_90a only
     TCGEN05 = "tcgen05"  # 5th-gen tensor cores with TMEM accumulators, sm_100a only
     TMEM = "tmem"
+    # thread-block clusters: CTAs co-scheduled on one GPC, each able to reach the others' shared memory and
+    # mbarriers (mapa, remote arrive), and TMA multicast of one box into every CTA of the cluster, sm_90+ [ptx]
+    CLUSTER = "cluster"
 
 
 # Facts common to every target CAKE knows.
@@ -158,6 +161,9 @@ class ArchSpec:
     # SM sub-partitions, each with one warp scheduler issuing one warp instruction per clock (sm_80, sm_90 and
     # sm_100 alike) [ccg: the compute-capability tables, and the architecture whitepapers' SM diagrams]
     warp_schedulers_per_sm: int = 4
+    # CTAs one cluster may hold without opting in to non-portable sizes (cudaFuncAttributeNonPortableClusterSize
+    # allows 16 on H100) [ccg: thread block clusters]; 1 where the target has no clusters
+    cluster_ctas_max: int = 1
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features
@@ -212,7 +218,7 @@ class DeviceSpec:
 
 
 _AMPERE = frozenset({Feature.MMA_SYNC, Feature.LDMATRIX, Feature.CP_ASYNC, Feature.MBARRIER})
-_HOPPER = _AMPERE | {Feature.MBARRIER_TX, Feature.TMA}
+_HOPPER = _AMPERE | {Feature.MBARRIER_TX, Feature.TMA, Feature.CLUSTER}
 _HOPPER_A = _HOPPER | {Feature.WGMMA, Feature.SETMAXNREG}
 _BLACKWELL_A = _HOPPER | {Feature.TCGEN05, Feature.TMEM, Feature.SETMAXNREG}
 
@@ -231,7 +237,7 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_HOPPER, mma_forms=MMA_SYNC_FORMS,
+        features=_HOPPER, mma_forms=MMA_SYNC_FORMS, cluster_ctas_max=8,
         source="[ccg] CC 9.0; [ptx] (no arch-specific wgmma/setmaxnreg without the 'a')",
     ),
     "sm_90a": ArchSpec(
@@ -240,7 +246,8 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_HOPPER_A, mma_forms=MMA_SYNC_FORMS + WGMMA_FORMS, source="[ccg] CC 9.0; [ptx] sm_90a",
+        features=_HOPPER_A, mma_forms=MMA_SYNC_FORMS + WGMMA_FORMS, cluster_ctas_max=8,
+        source="[ccg] CC 9.0; [ptx] sm_90a",
     ),
     "sm_100a": ArchSpec(
         name="sm_100a", compute_capability=(10, 0),
@@ -248,7 +255,7 @@ ARCHS: dict[str, ArchSpec] = {
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=512, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
-        features=_BLACKWELL_A, mma_forms=MMA_SYNC_FORMS + TCGEN05_FORMS,
+        features=_BLACKWELL_A, mma_forms=MMA_SYNC_FORMS + TCGEN05_FORMS, cluster_ctas_max=8,
         source="[ccg] CC 10.0; [ptx] sm_100a tcgen05, TMEM 512 columns",
     ),
 }

@@ -538,9 +538,22 @@ def copy_box_bytes(copy: Copy, launch: Launch, env: Env) -> int:
     return tile_bytes(decl.type, env)
 
 
+def cluster_ctas(launch: Launch, env: Env) -> int:
+    """CTAs in one of the launch's clusters (`cluster AXIS SIZE`); 1 without one."""
+    return 1 if launch.cluster is None else value(launch.cluster.size, env)
+
+
+def arrivals_of(site: BarrierSite, ctas: int) -> int:
+    """Arrivals one `arrive` site makes on each CTA's barrier: one, or one from each of the cluster's `ctas` CTAs
+    (`arrive ... cluster`: every CTA runs the same statement and arrives on every CTA's barrier)."""
+    stmt = site.site.stmt
+    return ctas if isinstance(stmt, Arrive) and stmt.cluster else 1
+
+
 def barrier_accounting(launch: Launch, env: Env, sites: tuple[BarrierSite, ...] | None = None,
                        ) -> dict[str, BarrierUse]:
     sites = barrier_sites(launch, env) if sites is None else sites
+    ctas = cluster_ctas(launch, env)
     uses: dict[str, BarrierUse] = {}
     for decl in launch.barriers:
         count = 1 if decl.count is None else value(decl.count, env)
@@ -554,7 +567,7 @@ def barrier_accounting(launch: Launch, env: Env, sites: tuple[BarrierSite, ...] 
             for j, seq_sites in enumerate(seqs):
                 for e in range(count):
                     hits = [s for s in seq_sites if compatible(s.element, e)]
-                    arrives = sum(1 for s in hits if s.kind == SiteKind.ARRIVE)
+                    arrives = sum(arrivals_of(s, ctas) for s in hits if s.kind == SiteKind.ARRIVE)
                     # All async completions an instance issues on one phase share one arrive.expect_tx.
                     signals = [s for s in hits if s.kind == SiteKind.SIGNAL]
                     arrivals[j][e] += arrives + (1 if signals else 0)

@@ -522,9 +522,11 @@ class _Counter:
             shape, eb = self.index(s.source, mult, read=False)
             nbytes = mult * math.prod(shape) * eb
             name = an.ref_name(s.source) or "?"
-            self.global_bytes += nbytes
-            self.reads[name] = self.reads.get(name, 0.0) + nbytes
-            self.smem_bytes += nbytes  # the write into shared memory
+            # a multicast tile is requested from L2 once per cluster: each CTA asks for its slice of it
+            requested = nbytes / an.cluster_ctas(self.launch, self.env) if s.multicast else nbytes
+            self.global_bytes += requested
+            self.reads[name] = self.reads.get(name, 0.0) + requested
+            self.smem_bytes += nbytes  # the write into shared memory (every CTA receives the whole tile)
             if s.signals is not None:
                 self.syncs += mult
         elif isinstance(s, n.Store):

@@ -303,6 +303,9 @@ class Copy:
     kind: CopyKind
     masked: bool = False
     signals: Index | Name | None = None
+    # `via tma multicast`: the same tile lands in every CTA of the launch's cluster, each CTA issuing a slice of it
+    # (its source may not depend on the clustered grid axis); each CTA's `signals` barrier counts the whole tile
+    multicast: bool = False
     span: Span | None = _span()
 
 
@@ -379,9 +382,11 @@ class Wait:
 
 @dataclass(frozen=True, slots=True)
 class Arrive:
-    """`arrive c_empty[s]` — one arrival on an mbarrier."""
+    """`arrive c_empty[s]` — one arrival on an mbarrier; `arrive c_empty[s] cluster`: one on that barrier in every
+    CTA of the launch's cluster (how the readers of a multicast stage release it to every CTA that refills it)."""
 
     barrier: Index | Name
+    cluster: bool = False
     span: Span | None = _span()
 
 
@@ -502,6 +507,18 @@ class Grid:
     span: Span | None = _span()
 
 
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """`cluster tile 2` — CTAs whose `axis` index differs only modulo `size` (tiles 2q and 2q + 1) run as one
+    thread-block cluster: co-scheduled, each able to arrive on the others' barriers and to receive multicast
+    copies. The grid along `axis` is rounded up to a multiple of `size`, so a CTA may hold an index past the extent
+    (its accesses indexed by it are masked)."""
+
+    axis: str
+    size: Expr
+    span: Span | None = _span()
+
+
 class Swizzle(enum.Enum):
     NONE = "none"
     B32 = "32B"
@@ -607,6 +624,7 @@ class Launch:
     barriers: tuple[MbarrierDecl, ...]
     roles: tuple[Role, ...]
     pingpongs: tuple[Pingpong, ...] = ()
+    cluster: Cluster | None = None
     span: Span | None = _span()
 
     def role(self, name: str) -> Role | None:

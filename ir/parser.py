@@ -201,13 +201,17 @@ class KernelBuilder(Transformer):
     def launch(self, meta: Meta, children: list[Any]) -> n.Launch:
         name, body = children
         return n.Launch(str(name), body.grid, body.smem, body.tmem, body.barriers, body.roles, body.pingpongs,
-                        span=_span(meta))
+                        body.cluster, span=_span(meta))
 
     def fuse_decl(self, meta: Meta, children: list[Token]) -> n.Fusion:
         return n.Fusion(str(children[0]), str(children[1]), span=_span(meta))
 
     def launch_body(self, meta: Meta, children: list[Any]) -> n.Launch:
         grid, *items = children
+        clusters = [i for i in items if isinstance(i, n.Cluster)]
+        for extra in clusters[1:]:
+            self._invalid(extra.span or _span(meta), "a launch declares `cluster` once", "second `cluster`",  # type: ignore[arg-type]
+                          help="keep one `cluster AXIS SIZE` line")
         return n.Launch(
             n.MAIN_LAUNCH, grid,
             smem=tuple(i for i in items if isinstance(i, n.SmemDecl)),
@@ -215,6 +219,7 @@ class KernelBuilder(Transformer):
             barriers=tuple(i for i in items if isinstance(i, n.MbarrierDecl)),
             roles=tuple(i for i in items if isinstance(i, n.Role)),
             pingpongs=tuple(i for i in items if isinstance(i, n.Pingpong)),
+            cluster=clusters[0] if clusters else None,
             span=_span(meta))
 
     def grid(self, meta: Meta, children: list[Any]) -> n.Grid:
@@ -268,6 +273,10 @@ class KernelBuilder(Transformer):
     def pingpong(self, meta: Meta, children: list[Token]) -> n.Pingpong:
         return n.Pingpong(str(children[0]), str(children[1]), span=_span(meta))
 
+    def cluster_decl(self, meta: Meta, children: list[Any]) -> n.Cluster:
+        _keyword, axis, size = children
+        return n.Cluster(str(axis), size, span=_span(meta))
+
     # -------------------------------------------------------------------------------------- statements
 
     def body(self, meta: Meta, children: list[n.Stmt]) -> tuple[n.Stmt, ...]:
@@ -281,8 +290,9 @@ class KernelBuilder(Transformer):
         return n.Assign(str(children[0]), children[1], span=_span(meta))
 
     def copy_stmt(self, meta: Meta, children: list[Any]) -> n.Copy:
-        source, dest, kind, masked, signals = children
-        return n.Copy(source, dest, kind, masked is not None, signals, span=_span(meta))
+        source, dest, kind, multicast, masked, signals = children
+        return n.Copy(source, dest, kind, masked is not None, signals, multicast=multicast is not None,
+                      span=_span(meta))
 
     def copy_load(self, meta: Meta, children: list[Any]) -> n.CopyKind:
         return n.CopyKind.LOAD
@@ -328,7 +338,7 @@ class KernelBuilder(Transformer):
         return n.Wait(children[0], children[1], span=_span(meta))
 
     def arrive_stmt(self, meta: Meta, children: list[Any]) -> n.Arrive:
-        return n.Arrive(children[0], span=_span(meta))
+        return n.Arrive(children[0], cluster=children[1] is not None, span=_span(meta))
 
     def expect_tx_stmt(self, meta: Meta, children: list[Any]) -> n.ExpectTx:
         return n.ExpectTx(children[0], children[1], span=_span(meta))

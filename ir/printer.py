@@ -147,7 +147,8 @@ def _simple_stmt(s: n.Stmt) -> str:
     if isinstance(s, n.Assign):
         return f"{s.name} = {expr(s.value)}"
     if isinstance(s, n.Copy):
-        return (f"copy {ref(s.source)} -> {ref(s.dest)} via {s.kind.value}" + (" masked" if s.masked else "")
+        return (f"copy {ref(s.source)} -> {ref(s.dest)} via {s.kind.value}" + (" multicast" if s.multicast else "")
+                + (" masked" if s.masked else "")
                 + (f" signals {ref(s.signals)}" if s.signals is not None else ""))
     if isinstance(s, n.Store):
         return f"store {expr(s.value)} -> {ref(s.dest)}" + (" masked" if s.masked else "")
@@ -160,7 +161,7 @@ def _simple_stmt(s: n.Stmt) -> str:
     if isinstance(s, n.Wait):
         return f"wait {ref(s.barrier)}" + (f" phase {expr(s.phase)}" if s.phase is not None else "")
     if isinstance(s, n.Arrive):
-        return f"arrive {ref(s.barrier)}"
+        return f"arrive {ref(s.barrier)}" + (" cluster" if s.cluster else "")
     if isinstance(s, n.ExpectTx):
         return f"expect_tx {ref(s.barrier)} {expr(s.bytes)}"
     if isinstance(s, n.Sync):
@@ -188,6 +189,8 @@ def _launch_body(launch: n.Launch, depth: int) -> Iterator[Line]:
     axes = ", ".join(f"{a.var} in {expr(a.extent)}" for a in grid.axes)
     persistent = "persistent " if grid.kind is n.GridKind.PERSISTENT else ""
     yield Line(depth, f"grid {persistent}{axes}", _anchor(grid))
+    if launch.cluster is not None:
+        yield Line(depth, f"cluster {launch.cluster.axis} {expr(launch.cluster.size)}", _anchor(launch.cluster))
     for s in launch.smem:
         swizzle = f" swizzle {s.swizzle.value}" if s.swizzle is not n.Swizzle.NONE else ""
         yield Line(depth, f"smem {s.name}{_stages(s.stages)}: {tile_type(s.type)}{swizzle}", _anchor(s))

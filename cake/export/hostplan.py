@@ -106,8 +106,9 @@ def launch_codes(program: Any) -> list[dict[str, Any]]:
                 entry["tma"] = {"field": f.tma.field, "tensor": f.tma.tensor, "dtype": f.tma.dtype.value,
                                 "rank": f.tma.rank, "box": list(f.tma.box), "swizzle_bytes": f.tma.swizzle_bytes}
             args.append(entry)
-        # `cooperative`: launched so that the whole grid is resident at once (grid-wide barriers in the kernel)
+        # `cooperative`: launched so that the whole grid is resident at once (grid-wide barriers in the kernel);
+        # `cluster`: CTAs per thread-block cluster (fixed in the kernel; the grid is rounded to whole clusters)
         codes.append({"launch": code.launch, "kname": code.kname, "threads": code.threads,
                       "smem_bytes": code.smem_bytes, "args_size": code.args_size, "args": args,
-                      "cooperative": code.cooperative})
+                      "cooperative": code.cooperative, "cluster": code.cluster})
     return codes

@@ -93,6 +93,11 @@ def _fusions(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]
         yield fusion, f"the grid-wide barrier of `fuse {fusion.launch} into {fusion.into}`"
 
 
+def _clusters(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    if launch.cluster is not None:
+        yield launch.cluster, f"a cluster of CTAs along `{launch.cluster.axis}`"
+
+
 TRITON_RULES: tuple[Capability, ...] = (
     Capability("E0601", "warp specialization", "Triton cannot express warp specialization in launch `{launch}` ({what})",
                _specialized, "use one role per launch (Triton programs are SPMD); lower to CUDA for roles",
@@ -125,6 +130,10 @@ TRITON_RULES: tuple[Capability, ...] = (
                         ("  store besti -> ids[b, tile*BN : +BN] masked\n}\n",
                          "  store besti -> ids[b, tile*BN : +BN] masked\n}\n}\nfuse norms into assign\n"),
                         backend=Backend.TRITON),)),
+    Capability("E0607", "thread-block clusters", "Triton cannot express {what} in launch `{launch}`", _clusters,
+               "drop the `cluster` line (and any multicast); lower to CUDA for clusters",
+               (derive(PLAIN, ("grid tile in cdiv(N, BN), b in B\n", "grid tile in cdiv(N, BN), b in B\ncluster tile 2\n"),
+                       backend=Backend.TRITON),)),
     Capability("E0605", "instruction commitments", "Triton chooses the mma instruction itself; {what} in launch `{launch}`",
                _forms, "write `via dot`",
                (derive(PLAIN, ("via dot", "via mma_sync.m16n8k16"), backend=Backend.TRITON),)),

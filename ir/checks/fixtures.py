@@ -115,6 +115,17 @@ class FixtureEditError(ValueError):
     pass
 
 
+# The ping-pong with its centroid stages multicast across a cluster of two CTAs along the tile axis: each producer
+# loads half of every stage into both CTAs, and a stage is refilled once both CTAs' consumers released it.
+MULTICAST = _edited(
+    PINGPONG,
+    ("grid persistent tile in cdiv(N, 2*BN), b in B\n", "grid persistent tile in cdiv(N, 2*BN), b in B\ncluster tile 2\n"),
+    ("mbarrier c_empty[STAGES] arrivals 2 free", "mbarrier c_empty[STAGES] arrivals 4 free"),
+    ("copy c[b, k*BK : +BK, :] -> cs[s] via tma masked", "copy c[b, k*BK : +BK, :] -> cs[s] via tma multicast masked"),
+    ("copy csq_g[b, k*BK : +BK] -> csq[s] via tma masked", "copy csq_g[b, k*BK : +BK] -> csq[s] via tma multicast masked"),
+    ("    arrive c_empty[s]\n", "    arrive c_empty[s] cluster\n"),
+)
+
 PRODUCER_NORMS = _edited(
     PINGPONG,
     ("schedule pingpong implements", "schedule producer_norms implements"),
@@ -207,7 +218,7 @@ role main: warps 4 {
 }
 """
 
-BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "producer_norms": PRODUCER_NORMS, "norm_warpgroup": NORM_WARPGROUP, "fused": FUSED, "tcgen05": TCGEN05,
+BASES: dict[str, str] = {"plain": PLAIN, "pingpong": PINGPONG, "multicast": MULTICAST, "producer_norms": PRODUCER_NORMS, "norm_warpgroup": NORM_WARPGROUP, "fused": FUSED, "tcgen05": TCGEN05,
                          "cp_async": CP_ASYNC}
 
 

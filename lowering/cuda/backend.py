@@ -235,7 +235,7 @@ class CudaKernel:
 
     def __call__(self, *inputs: Any) -> Any:
         import torch
-        from cake.lowering.cuda.launch import pack_args
+        from cake.lowering.cuda.launch import grid_dims, pack_args
 
         dims, dtypes = self.bind(inputs)
         device = inputs[0].device
@@ -276,13 +276,7 @@ class CudaKernel:
             extents = [an.value(a.extent, env) for a in launch.grid.axes]
             if any(e <= 0 for e in extents):
                 continue
-            if launch.grid.kind is GridKind.PERSISTENT:
-                total = 1
-                for e in extents:
-                    total *= e
-                grid = (min(total, sms), 1, 1)
-            else:
-                grid = (*extents, 1, 1, 1)[:3]  # type: ignore[assignment]
+            grid = grid_dims(extents, launch.grid.kind is GridKind.PERSISTENT, sms, code.cluster)
             args = pack_args(code.args, code.args_size, tensors, dims, self.tmaps, tma_views)
             spec.module.launch(code, grid, args, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)

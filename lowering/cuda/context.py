@@ -54,6 +54,7 @@ class LaunchCtx:
     # barrier over all of them is a named barrier, never __syncthreads (the other threads never reach it).
     fused: bool = False
     block_bar: int | None = None
+    cluster_ctas: int = 1  # CTAs in one of the launch's clusters (`cluster AXIS SIZE`); 1 without one
 
     # ---- declarations -----------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from cake.ir.dot_forms import is_dot
 from cake.ir.nodes import Copy, DType, Expr, Index, Let, Load, Mma, MmaAsync, Name, NewAxis, Slice, Transpose
 from cake.ir.stage_reads import read_only_as_wgmma_a
 from cake.lowering.cuda.cnames import ident
-from cake.lowering.cuda.errors import Code, Unlowerable
+from cake.lowering.cuda.errors import CheckerGap, Code, Unlowerable
 from cake.lowering.cuda.layouts import MMA_K_STEP, FragLayout, MmaFragLayout, RowPerThreadLayout, round_up
 from cake.lowering.cuda.mma_wrappers import UnknownForm, lookup, wrapper
 from cake.lowering.cuda.values import Frag, HeldA, SmemTile, SmemVec, Value
@@ -290,6 +290,12 @@ class Sm80:
     def init_fence(self) -> str:
         return ""
 
+    def wait_cluster(self, ptr: str, parity: str) -> str:
+        raise Unlowerable(Code.UNSUPPORTED, f"thread-block clusters need sm_90 or later (target is {self.name})")
+
+    def arrive_cluster(self, ptr: str, ctas: int) -> str:
+        raise Unlowerable(Code.UNSUPPORTED, f"thread-block clusters need sm_90 or later (target is {self.name})")
+
     # ------------------------------------------------------------------------------------------ TMA
 
     def tma_bytes(self, gen, copy: Copy) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -307,6 +313,12 @@ class Sm90a(Sm80):
 
     def wait(self, ptr: str, parity: str) -> str:
         return f"cake_mbar_wait({ptr}, {parity});"
+
+    def wait_cluster(self, ptr: str, parity: str) -> str:
+        return f"cake_mbar_wait_cluster({ptr}, {parity});"
+
+    def arrive_cluster(self, ptr: str, ctas: int) -> str:
+        return f"for (uint32_t cake_c = 0; cake_c < {ctas}u; ++cake_c) cake_mbar_arrive_cluster({ptr}, cake_c);"
 
     def init_fence(self) -> str:
         return "cake_mbar_init_fence();"
@@ -417,8 +429,11 @@ class Sm90a(Sm80):
     # ------------------------------------------------------------------------------------------ TMA
 
     def tma_plan(self, gen, copy: Copy):  # type: ignore[no-untyped-def]
-        """The boxes one TMA copy issues: [(coords innermost first, smem byte offset in the stage, bytes)],
-        and the tensor map they use."""
+        """The boxes one TMA copy issues: [(coords innermost first, smem byte offset in the stage (a C expression),
+        bytes)], and the tensor map they use. A multicast copy in a cluster of C CTAs issues, from each CTA, the
+        slice `cake_crank` of C of every box (rows, or the elements of a 1-D stage), which lands at the same offset
+        in every CTA of the cluster (E0207 keeps each slice on whole swizzle atoms)."""
+        ranks = gen.lc.cluster_ctas if copy.multicast else 1
         src = copy.source
         tensor = an.ref_name(src) or ""
         decl = gen.lc.tensor(tensor)
@@ -468,41 +483,52 @@ class Sm90a(Sm80):
                               help=f"make the innermost extent a multiple of {align} bytes")
         row_axis = len(tile_axes) >= 2
         row_box = min(rows, box_max) if row_axis else 1
-        box_inner_first = [inner_box] + [row_box if (row_axis and d == tile_axes[-2]) else box[d]
-                                         for d in reversed(range(len(dims) - 1))]
+        if (row_box if row_axis else inner_box) % ranks:  # E0207 refuses this before codegen
+            raise CheckerGap(f"a multicast box of {row_box if row_axis else inner_box} "
+                             f"{'rows' if row_axis else 'elements'} does not split over {ranks} CTAs", copy.span)
+        slice_rows = row_box // ranks if row_axis else 1
+        slice_inner = inner_box if row_axis else inner_box // ranks
+        box_inner_first = [slice_inner] + [slice_rows if (row_axis and d == tile_axes[-2]) else box[d]
+                                           for d in reversed(range(len(dims) - 1))]
         if any(b > box_max for b in box_inner_first):
             raise Unlowerable(Code.TMA_BOX, f"TMA box {box_inner_first} exceeds {box_max} along an axis")
         tmap = gen.lc.tmap(tensor, dtype, len(dims), tuple(box_inner_first), sw)
         issues = []
         col_blocks = -(-inner // inner_box)
         row_chunks = -(-rows // row_box) if row_axis else 1
+        row_step = sw if sw else pitch  # bytes from one row of a column block to the next
         for cb in range(col_blocks):
             for rc in range(row_chunks):
                 c = list(reversed(coords))  # innermost first
                 c[0] = c[0] if cb == 0 else f"{c[0]} + {cb * inner_box}"
+                ri = len(dims) - 1 - tile_axes[-2] if row_axis else 0
                 if row_axis and rc:
-                    ri = len(dims) - 1 - tile_axes[-2]
                     c[ri] = f"{c[ri]} + {rc * row_box}"
                 if sw:
                     off = cb * rows * sw + rc * row_box * sw
                 else:
                     off = cb * inner_box * esize + rc * row_box * pitch
+                where = str(off)
+                if ranks > 1:  # this CTA's slice of the box
+                    step = slice_rows if row_axis else slice_inner
+                    c[ri] = f"{c[ri]} + static_cast<int>(cake_crank) * {step}"
+                    where = f"{off} + cake_crank * {slice_rows * row_step if row_axis else slice_inner * esize}u"
                 nbytes = 1
                 for bdim in box_inner_first:
                     nbytes *= bdim
-                issues.append((c, off, nbytes * esize))
-        return tmap, issues, dest
+                issues.append((c, where, nbytes * esize))
+        return tmap, issues, dest, ranks
 
     def tma_bytes(self, gen, copy: Copy) -> tuple[int, int]:  # type: ignore[no-untyped-def]
         """(bytes the boxes deliver, bytes of the logical tile): they differ when a box zero-fills padding."""
-        _, issues, dest = self.tma_plan(gen, copy)
+        _, issues, dest, ranks = self.tma_plan(gen, copy)
         logical = dest.dtype.bytes
         for extent in dest.shape:
             logical *= extent
-        return sum(i[2] for i in issues), logical
+        return sum(i[2] for i in issues) * ranks, logical  # a multicast stage receives every CTA's slices
 
     def tma_copy(self, gen, copy: Copy, group_bytes: int | None) -> None:  # type: ignore[no-untyped-def]
-        tmap, issues, dest = self.tma_plan(gen, copy)
+        tmap, issues, dest, ranks = self.tma_plan(gen, copy)
         if copy.signals is None:
             raise Unlowerable(Code.TMA_BOX, "a TMA copy completes on an mbarrier: add `signals bar[...]`")
         bar = gen.bar_ptr(copy.signals)
@@ -512,7 +538,12 @@ class Sm90a(Sm80):
         if group_bytes is not None:
             lines.append(f"cake_mbar_arrive_expect_tx({bar}, {group_bytes}u);  // bytes of every box signalling it")
         for coords, off, nbytes in issues:
-            where = f"{base} + {off}" if off else base
+            where = f"{base} + {off}" if off != "0" else base
+            if ranks > 1:
+                lines.append(f"cake_tma_load_{tmap.rank}d_multicast({where}, &args.{tmap.field}, {bar}, "
+                             f"static_cast<uint16_t>({(1 << ranks) - 1}), {', '.join(coords)});"
+                             f"  // {nbytes} B into each of {ranks} CTAs")
+                continue
             lines.append(f"cake_tma_load_{tmap.rank}d({where}, &args.{tmap.field}, {bar}, {', '.join(coords)});"
                          f"  // {nbytes} B")
         if gen.slot.issuer:

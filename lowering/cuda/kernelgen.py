@@ -11,7 +11,7 @@ from cake.ir.typing import type_kernel
 from cake.lowering.cuda.cnames import CTYPE, ident
 from cake.lowering.cuda.context import LaunchCtx, TmaMap
 from cake.lowering.cuda.dialects import dialect_for
-from cake.lowering.cuda.errors import Code, Unlowerable, diag
+from cake.lowering.cuda.errors import CheckerGap, Code, Unlowerable, diag
 from cake.lowering.cuda.mma_wrappers import Wrapper
 from cake.lowering.cuda.plan import (
     NamedBarriers,
@@ -22,7 +22,7 @@ from cake.lowering.cuda.plan import (
 from cake.lowering.cuda.stmts import RoleGen
 from cake.lowering.cuda.writer import Writer
 
-from cake.arch import ArchSpec
+from cake.arch import ArchSpec, Feature
 from cake.diagnostics import Diagnostic
 
 SMEM_BASE_ALIGN = an.SMEM_BASE_ALIGN_BYTES  # swizzle patterns repeat on 1024-byte boundaries
@@ -61,6 +61,9 @@ class LaunchCode:
     # a fused kernel's grid-wide barrier: launched cooperatively (cuLaunchKernelEx + CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
     # a co-resident grid), by `launch.CudaModule.launch` and the exported package's host paths
     cooperative: bool = False
+    # CTAs per thread-block cluster along the grid's x (`cluster AXIS SIZE`): fixed in the kernel by
+    # __cluster_dims__, so a plain cuLaunchKernel launches clusters; the host rounds the grid (`launch.grid_dims`)
+    cluster: int = 1
 
 
 def _align(x: int, a: int) -> int:
@@ -112,7 +115,10 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     kname = f"{ident(kernel.name)}_{ident(launch.name)}"
     typing = type_kernel(kernel)
     lc = LaunchCtx(kernel, launch, plan, arch, env, file, kname,
-                   SmemAllocator(plan.smem.end), NamedBarriers(_first_free_barrier_id(launch, env)), typing)
+                   SmemAllocator(plan.smem.end), NamedBarriers(_first_free_barrier_id(launch, env)), typing,
+                   cluster_ctas=an.cluster_ctas(launch, env))
+    if lc.cluster_ctas > 1 and not arch.has(Feature.CLUSTER):  # E0512 refuses this before codegen
+        raise CheckerGap(f"launch `{launch.name}` is clustered on {arch.name}, which has no clusters", launch.span)
     tmem = an.tmem_usage(launch, env)
     col = 0
     for t in launch.tmem:
@@ -160,7 +166,7 @@ def generate_launch(kernel: Kernel, launch: Launch, env: an.Env, arch: ArchSpec,
     text = _assemble(lc, fields, size, body, cap)
     return LaunchCode(launch.name, kname, plan.threads, smem_bytes, fields, size,
                       launch.grid.kind is GridKind.PERSISTENT, lc.tmem_cols, text, cap,
-                      tuple(lc.mma_wrappers.values()), cooperative=bool(fused))
+                      tuple(lc.mma_wrappers.values()), cooperative=bool(fused), cluster=lc.cluster_ctas)
 
 
 def _fused_prelude(lc: LaunchCtx, prelude: Launch, w: Writer, dialect: object) -> LaunchCtx:
@@ -222,6 +228,11 @@ def _prologue(lc: LaunchCtx, w: Writer, dialect: object) -> None:
             w.line("cake_tmem_relinquish();")
         w.line("cake_tcgen05_fence_before();")
     w.line("__syncthreads();")
+    if lc.cluster_ctas > 1:
+        w.comment(f"a cluster of {lc.cluster_ctas} CTAs: every CTA's barriers are initialised before any CTA arrives "
+                  "on a peer's or multicasts into it")
+        w.line("const uint32_t cake_crank = cake_cluster_ctarank(); (void)cake_crank;")
+        w.line("cake_cluster_sync();")
     if lc.tmem_cols:
         w.line("cake_tcgen05_fence_after();")
         w.line("const uint32_t cake_tmem_base = *cake_tmem_slot;")
@@ -276,6 +287,9 @@ def _epilogue(lc: LaunchCtx, w: Writer) -> None:
         w.line("__syncthreads();")
         w.line("cake_tcgen05_fence_after();")
         w.line(f"if (threadIdx.x < 32) cake_tmem_dealloc(cake_tmem_base, {lc.tmem_cols});")
+    if lc.cluster_ctas > 1:
+        w.comment("no CTA leaves while a peer may still arrive on its barriers or multicast into its shared memory")
+        w.line("cake_cluster_sync();")
 
 
 def _assemble(lc: LaunchCtx, fields: tuple[ArgField, ...], size: int, body: Writer, cap: int | None) -> str:
@@ -303,7 +317,8 @@ def _assemble(lc: LaunchCtx, fields: tuple[ArgField, ...], size: int, body: Writ
     out.line()
     bounds = f"{lc.plan.threads}, 1" if cap is not None or lc.launch.grid.kind is GridKind.PERSISTENT else \
         f"{lc.plan.threads}"
-    out.line(f"extern \"C\" __global__ void __launch_bounds__({bounds}) {lc.kname}(const __grid_constant__ {args} args) {{")
+    cluster = f"__cluster_dims__({lc.cluster_ctas}, 1, 1) " if lc.cluster_ctas > 1 else ""
+    out.line(f"extern \"C\" __global__ void {cluster}__launch_bounds__({bounds}) {lc.kname}(const __grid_constant__ {args} args) {{")
     out.lines.extend(body.lines)
     out.line("}")
     return out.text()

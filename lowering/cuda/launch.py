@@ -18,6 +18,7 @@ Nothing here imports at module load: `cake lower` and the CPU test suite never n
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,19 @@ def ensure_context(device_index: int) -> None:
         dev = _check(driver.cuDeviceGet(device_index), "cuDeviceGet")
         primary = _check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         _check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+
+
+def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1) -> tuple[int, int, int]:
+    """The grid one launch runs on: one CTA per tile (the first axis rounded up to whole clusters), or persistent:
+    as many whole clusters as the SMs hold one CTA each of, at most one per work unit (`cluster` tiles of the first
+    axis times the other axes), each looping over units (`stmts.RoleGen.with_tiles`). The exported runtime
+    (`cake.export.runtime._kernels`) computes the same; a test keeps them equal."""
+    first = -(-extents[0] // cluster) * cluster
+    if persistent:
+        units = first // cluster * math.prod(extents[1:])
+        return (min(units, max(1, sms // cluster)) * cluster, 1, 1)
+    padded = (first, *extents[1:], 1, 1)
+    return (padded[0], padded[1], padded[2])
 
 
 class CudaModule:

@@ -79,6 +79,8 @@ class BarrierSlot:
     init_counts: tuple[int, ...]  # thread-level arrivals per phase, per element
     declared_arrivals: int
     declared_tx: int | None
+    # arrivals come from other CTAs of the cluster too (`arrive ... cluster`): its waits acquire at cluster scope
+    cluster_arrivals: bool = False
 
     @property
     def name(self) -> str:
@@ -264,6 +266,7 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
     sites = an.barrier_sites(launch, env)
     accounting = an.barrier_accounting(launch, env, sites)
     slot_of = {r.name: r for r in roles}
+    ctas = an.cluster_ctas(launch, env)
     out: list[BarrierSlot] = []
     offset = smem.barrier_offset
     for decl in launch.barriers:
@@ -278,7 +281,7 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
             per_arrive = 1 if slot.issuer else slot.warps
             for e in range(count):
                 hits = [s for s in inst_sites if an.compatible(s.element, e)]
-                arrives = sum(1 for s in hits if s.kind == an.SiteKind.ARRIVE)
+                arrives = sum(an.arrivals_of(s, ctas) for s in hits if s.kind == an.SiteKind.ARRIVE)
                 signals = [s for s in hits if s.kind == an.SiteKind.SIGNAL]
                 init[e] += arrives * per_arrive + _signal_arrivals(signals, slot)
         use = accounting[decl.name]
@@ -287,8 +290,10 @@ def _plan_barriers(launch: Launch, env: an.Env, roles: list[RoleSlot], smem: Sme
             if got and got != declared:  # E0402 refuses this before codegen (same accounting)
                 raise CheckerGap(f"mbarrier `{decl.name}[{e}]` declaring {declared} arrival(s) per phase while the "
                                  f"roles make {got}", decl.span)
+        remote = ctas > 1 and any(isinstance(s.site.stmt, Arrive) and s.site.stmt.cluster and s.barrier == decl.name
+                                  for s in sites)
         out.append(BarrierSlot(decl, count, offset, tuple(max(1, c) for c in init), declared,
-                               an.try_value(decl.tx, env)))
+                               an.try_value(decl.tx, env), remote))
         offset += count * an.MBARRIER_BYTES
     return tuple(out)
 

@@ -31,7 +31,7 @@ from cake.diagnostics import Diagnostic
 CODEGEN_VERSION = "4"
 DEFAULT_STATIC_DIM = 128  # a static dim nobody bound (e.g. `cake lower` without --dims) is specialized to this
 HELPER_ORDER = ("cake_common.cuh", "cake_sm80.cuh", "cake_mbarrier.cuh", "cake_warpgroup.cuh", "cake_tma.cuh",
-                "cake_wgmma.cuh", "cake_tcgen05.cuh", "cake_grid.cuh")
+                "cake_cluster.cuh", "cake_wgmma.cuh", "cake_tcgen05.cuh", "cake_grid.cuh")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,8 @@ def generate(kernel: Kernel, arch: str, *, dtypes: dict[str, DType] | None = Non
                                    for c in codes),
         "",
     ]
-    helpers = (*dialect.helpers, *(("cake_grid.cuh",) if any(c.cooperative for c in codes) else ()))
+    helpers = (*dialect.helpers, *(("cake_grid.cuh",) if any(c.cooperative for c in codes) else ()),
+               *(("cake_cluster.cuh",) if any(c.cluster > 1 for c in codes) else ()))
     if inline:
         body = inline_helpers(helpers)
     else:

@@ -123,7 +123,10 @@ class RoleGen(ExprGen):
 
     def with_tiles(self, body) -> None:  # type: ignore[no-untyped-def]
         grid = self.lc.launch.grid
-        if grid.kind is GridKind.PERSISTENT:
+        ctas = self.lc.cluster_ctas
+        if grid.kind is GridKind.PERSISTENT and ctas > 1:
+            self.cluster_tiles(body)
+        elif grid.kind is GridKind.PERSISTENT:
             extents = [self.int_c(a.extent) for a in grid.axes]
             total = " * ".join(f"({e})" for e in extents)
             with self.w.block(f"for (int cake_t = blockIdx.x; cake_t < {total}; cake_t += gridDim.x)"):
@@ -138,6 +141,28 @@ class RoleGen(ExprGen):
         else:
             for axis in grid.axes:
                 self.scalars[axis.var] = ident(axis.var)
+            body()
+
+    def cluster_tiles(self, body) -> None:  # type: ignore[no-untyped-def]
+        """A persistent grid of clusters: each cluster takes one work unit at a time (the first axis in groups of
+        `ctas` tiles, times the other axes), and its CTA of rank r takes tile `group * ctas + r`, so the CTAs of a
+        cluster always run the same number of units in step (their loops and multicast stages agree, E0414).
+        The host launches whole clusters (`launch.grid_dims`); a rank past the extent runs masked (E0206)."""
+        grid, ctas = self.lc.launch.grid, self.lc.cluster_ctas
+        extents = [self.int_c(a.extent) for a in grid.axes]
+        extents[0] = f"cake_cdiv({extents[0]}, {ctas})"
+        total = " * ".join(f"({e})" for e in extents)
+        with self.w.block(f"for (int cake_t = blockIdx.x / {ctas}; cake_t < {total}; cake_t += gridDim.x / {ctas})"):
+            rest = "cake_t"
+            for i, axis in enumerate(grid.axes):
+                var = ident(axis.var)
+                last = i == len(grid.axes) - 1
+                value = rest + ("" if last else f" % ({extents[i]})")
+                if i == 0:
+                    value = f"({value}) * {ctas} + static_cast<int>(cake_crank)"
+                self.w.line(f"const int {var} = {value};")
+                rest = f"(cake_t / ({' * '.join(f'({e})' for e in extents[:i + 1])}))"
+                self.scalars[axis.var] = var
             body()
 
     def declare_phases(self) -> None:
@@ -555,12 +580,15 @@ class RoleGen(ExprGen):
         self.w.marker(st.span, f"wait {an.ref_name(st.barrier)}")
         ptr = self.bar_ptr(st.barrier)
         name = an.ref_name(st.barrier) or ""
+        slot = self.lc.plan.barrier(name)
+        remote = slot is not None and slot.cluster_arrivals
+        wait = self.dialect.wait_cluster if remote else self.dialect.wait  # type: ignore[attr-defined]
         if st.phase is not None:
-            self.w.line(self.dialect.wait(ptr, f"{self.int_c(st.phase)}u"))  # type: ignore[attr-defined]
+            self.w.line(wait(ptr, f"{self.int_c(st.phase)}u"))
         else:
             var = self.phase_vars[name]
             idx = self.bar_index(st.barrier)
-            self.w.line(self.dialect.wait(ptr, f"({var} >> {idx}) & 1u"))  # type: ignore[attr-defined]
+            self.w.line(wait(ptr, f"({var} >> {idx}) & 1u"))
             self.w.line(f"{var} ^= 1u << {idx};")
         self.w.lines_of(self.dialect.after_wait())  # type: ignore[attr-defined]
 
@@ -568,10 +596,18 @@ class RoleGen(ExprGen):
         self.w.marker(st.span, f"arrive {an.ref_name(st.barrier)}")
         ptr = self.bar_ptr(st.barrier)
         self.w.lines_of(self.dialect.before_arrive())  # type: ignore[attr-defined]
-        if self.slot.issuer:
-            self.w.line(f"cake_mbar_arrive({ptr});")
+        ctas = self.lc.cluster_ctas if st.cluster else 1
+        if ctas == 1:
+            arrive = f"cake_mbar_arrive({ptr});"
         else:
-            self.w.line(f"__syncwarp(); if (cake_lane == 0) cake_mbar_arrive({ptr});  // one arrival per warp")
+            arrive = self.dialect.arrive_cluster(ptr, ctas)  # type: ignore[attr-defined]
+        if self.slot.issuer:
+            self.w.line(arrive)
+        elif ctas == 1:
+            self.w.line(f"__syncwarp(); if (cake_lane == 0) {arrive}  // one arrival per warp")
+        else:
+            self.w.line(f"__syncwarp(); if (cake_lane == 0) {{ {arrive} }}  // one arrival per warp, in each of "
+                        f"the cluster's {ctas} CTAs")
 
     def s_expecttx(self, st: ExpectTx) -> None:
         self.w.marker(st.span, f"expect_tx {an.ref_name(st.barrier)}")

@@ -51,6 +51,18 @@ def device_archs(capability: tuple[int, int]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1) -> tuple[int, int, int]:
+    """One launch's grid, as CAKE's CUDA backend computes it (`cake.lowering.cuda.launch.grid_dims`; a test keeps
+    the two equal): a CTA per tile, the first axis rounded up to whole thread-block clusters; or persistent, as many
+    whole clusters as the SMs hold one CTA each of, at most one per work unit."""
+    first = -(-extents[0] // cluster) * cluster
+    if persistent:
+        units = first // cluster * math.prod(extents[1:])
+        return (min(units, max(1, sms // cluster)) * cluster, 1, 1)
+    padded = (first, *extents[1:], 1, 1)
+    return (padded[0], padded[1], padded[2])
+
+
 def compile_expr(text: str, names: Sequence[str]) -> Callable[..., int]:
     """A generated host expression (printed from the schedule's IR by `cake export`) as a function of dims."""
     code = compile(f"lambda {', '.join(names)}: ({text})", "<cake-export-expr>", "eval")
@@ -232,8 +244,7 @@ class CudaCall:
             extents = [f(*values) for f in axes]
             if any(e <= 0 for e in extents):
                 continue
-            padded = (*extents, 1, 1)
-            grid = (min(math.prod(extents), sms), 1, 1) if persistent else (padded[0], padded[1], padded[2])
+            grid = grid_dims(extents, persistent, sms, int(code.get("cluster", 1)))
             self.launches.append(LaunchPlan(module.functions[code["kname"]], grid, int(code["threads"]),
                                             int(code["smem_bytes"]), code, self.source))
         self.dims = dict(dims)

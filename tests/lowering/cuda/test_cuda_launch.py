@@ -74,10 +74,10 @@ def module_with(driver: FakeDriver, monkeypatch: pytest.MonkeyPatch, *codes: Lau
     return launch.CudaModule(b"cubin", codes, 0)
 
 
-def test_cooperative_is_the_last_field_and_off_by_default() -> None:
+def test_cooperative_and_cluster_are_the_last_fields_and_off_by_default() -> None:
     fields = dataclasses.fields(LaunchCode)
-    assert fields[-1].name == "cooperative" and fields[-1].default is False
-    assert CODE.cooperative is False
+    assert [(f.name, f.default) for f in fields[-2:]] == [("cooperative", False), ("cluster", 1)]
+    assert CODE.cooperative is False and CODE.cluster == 1
 
 
 @pytest.mark.parametrize(("cooperative", "entry"), [(False, "cuLaunchKernel"), (True, "cuLaunchKernelEx")])
