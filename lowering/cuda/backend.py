@@ -276,7 +276,9 @@ class CudaKernel:
             extents = [an.value(a.extent, env) for a in launch.grid.axes]
             if any(e <= 0 for e in extents):
                 continue
-            grid = grid_dims(extents, launch.grid.kind is GridKind.PERSISTENT, sms, code.cluster)
+            persistent = launch.grid.kind is GridKind.PERSISTENT
+            resident = spec.module.resident_clusters(code) if persistent and code.cluster > 1 else None
+            grid = grid_dims(extents, persistent, sms, code.cluster, resident)
             args = pack_args(code.args, code.args_size, tensors, dims, self.tmaps, tma_views)
             spec.module.launch(code, grid, args, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -66,15 +66,23 @@ def ensure_context(device_index: int) -> None:
         _check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
 
 
-def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1) -> tuple[int, int, int]:
+def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1,
+              resident_clusters: int | None = None) -> tuple[int, int, int]:
     """The grid one launch runs on: one CTA per tile (the first axis rounded up to whole clusters), or persistent:
-    as many whole clusters as the SMs hold one CTA each of, at most one per work unit (`cluster` tiles of the first
-    axis times the other axes), each looping over units (`stmts.RoleGen.with_tiles`). The exported runtime
-    (`cake.export.runtime._kernels`) computes the same; a test keeps them equal."""
+    one CTA per SM, at most one per work unit, each looping over units (`stmts.RoleGen.with_tiles`). Clustered and
+    persistent, it is as many clusters as the device holds at once (`resident_clusters`, the driver's
+    cuOccupancyMaxActiveClusters: a GPC's SMs may not all pair up), each taking units of `cluster` tiles of the first
+    axis times the other axes; a cluster that could not start with the others would run its units after them. The
+    exported runtime (`cake.export.runtime._kernels`) computes the same; a test keeps them equal."""
     first = -(-extents[0] // cluster) * cluster
     if persistent:
         units = first // cluster * math.prod(extents[1:])
-        return (min(units, max(1, sms // cluster)) * cluster, 1, 1)
+        if cluster == 1:
+            return (min(units, sms), 1, 1)
+        if resident_clusters is None:
+            raise ValueError("a persistent clustered grid is sized by the clusters the device holds at once: pass "
+                             "resident_clusters (CudaModule.resident_clusters)")
+        return (min(units, max(1, resident_clusters)) * cluster, 1, 1)
     padded = (first, *extents[1:], 1, 1)
     return (padded[0], padded[1], padded[2])
 
@@ -96,6 +104,7 @@ class CudaModule:
             self.functions[code.kname] = fn
         # cooperative launch configurations by (kernel, grid, stream), built once: per call only the launch
         self.configs: dict[tuple[str, tuple[int, int, int], int], Any] = {}
+        self.clusters: dict[str, int] = {}  # resident clusters per clustered kernel
 
     def launch(self, code: LaunchCode, grid: tuple[int, int, int], args: bytes, stream: int) -> None:
         driver = _driver()
@@ -111,6 +120,25 @@ class CudaModule:
         _check(driver.cuLaunchKernel(self.functions[code.kname], grid[0], grid[1], grid[2], code.threads, 1, 1,
                                      code.smem_bytes, driver.CUstream(stream), ctypes.addressof(params), 0),
                f"cuLaunchKernel {shape}")
+
+    def resident_clusters(self, code: LaunchCode) -> int:
+        """How many of `code`'s clusters (its __cluster_dims__) this device runs at once (cached per kernel)."""
+        held = self.clusters.get(code.kname)
+        if held is None:
+            driver = _driver()
+            config = driver.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = code.cluster, 1, 1
+            config.blockDimX, config.blockDimY, config.blockDimZ = code.threads, 1, 1
+            config.sharedMemBytes = code.smem_bytes
+            config.hStream = driver.CUstream(0)
+            config.numAttrs = 0  # the kernel's compile-time cluster dims apply
+            held = int(_check(driver.cuOccupancyMaxActiveClusters(self.functions[code.kname], config),
+                              f"cuOccupancyMaxActiveClusters {code.kname} cluster={code.cluster}"))
+            if held < 1:
+                raise LaunchError(f"no cluster of {code.cluster} CTAs of {code.kname} ({code.threads} threads, "
+                                  f"{code.smem_bytes} B of shared memory each) fits on this device")
+            self.clusters[code.kname] = held
+        return held
 
     def cooperative_config(self, code: LaunchCode, grid: tuple[int, int, int], stream: int) -> Any:
         """The `CUlaunchConfig` of `code`'s cooperative launch on `grid` and `stream` (cached)."""

@@ -65,6 +65,9 @@ def libcuda() -> Any:
             lib.cuLaunchKernel.restype = i32
             lib.cuLaunchKernelEx.argtypes = [vp, vp, vp, vp]  # const CUlaunchConfig*, CUfunction, void**, void**
             lib.cuLaunchKernelEx.restype = i32
+            # int* numClusters, CUfunction, const CUlaunchConfig*
+            lib.cuOccupancyMaxActiveClusters.argtypes = [ctypes.POINTER(i32), vp, vp]
+            lib.cuOccupancyMaxActiveClusters.restype = i32
             lib.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
             lib.cuTensorMapEncodeTiled.restype = i32
             lib.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
@@ -262,6 +265,19 @@ class CooperativeConfig:
     def at(self, stream: int) -> int:
         self.config.hStream = stream
         return self.address
+
+
+def max_active_clusters(function: int, cluster: int, threads: int, smem: int) -> int:
+    """How many clusters of a kernel compiled with __cluster_dims__(cluster, 1, 1) the device runs at once
+    (cuOccupancyMaxActiveClusters, the kernel's own cluster dims); a RuntimeError when the driver refuses or none fits."""
+    config = LaunchConfig(cluster, 1, 1, threads, 1, 1, smem, None, None, 0)
+    count = ctypes.c_int(0)
+    result = int((_lib or libcuda()).cuOccupancyMaxActiveClusters(ctypes.byref(count), function,
+                                                                  ctypes.addressof(config)))
+    if result != 0 or count.value < 1:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters gave {count.value} clusters of {cluster} CTAs "
+                           f"({threads} threads, {smem} B of shared memory each), CUresult {result}")
+    return count.value
 
 
 def launch(function: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: Any) -> int:

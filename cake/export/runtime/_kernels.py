@@ -51,14 +51,20 @@ def device_archs(capability: tuple[int, int]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1) -> tuple[int, int, int]:
+def grid_dims(extents: Sequence[int], persistent: bool, sms: int, cluster: int = 1,
+              resident_clusters: int | None = None) -> tuple[int, int, int]:
     """One launch's grid, as CAKE's CUDA backend computes it (`cake.lowering.cuda.launch.grid_dims`; a test keeps
-    the two equal): a CTA per tile, the first axis rounded up to whole thread-block clusters; or persistent, as many
-    whole clusters as the SMs hold one CTA each of, at most one per work unit."""
+    the two equal): a CTA per tile, the first axis rounded up to whole thread-block clusters; or persistent, one CTA
+    per SM, or clustered, as many clusters as the device holds at once (`resident_clusters`), at most one per work
+    unit."""
     first = -(-extents[0] // cluster) * cluster
     if persistent:
         units = first // cluster * math.prod(extents[1:])
-        return (min(units, max(1, sms // cluster)) * cluster, 1, 1)
+        if cluster == 1:
+            return (min(units, sms), 1, 1)
+        if resident_clusters is None:
+            raise ValueError("a persistent clustered grid needs the clusters the device holds at once")
+        return (min(units, max(1, resident_clusters)) * cluster, 1, 1)
     padded = (first, *extents[1:], 1, 1)
     return (padded[0], padded[1], padded[2])
 
@@ -244,7 +250,11 @@ class CudaCall:
             extents = [f(*values) for f in axes]
             if any(e <= 0 for e in extents):
                 continue
-            grid = grid_dims(extents, persistent, sms, int(code.get("cluster", 1)))
+            cluster = int(code.get("cluster", 1))
+            function = module.functions[code["kname"]]
+            resident = _cuda.max_active_clusters(function, cluster, int(code["threads"]), int(code["smem_bytes"])) \
+                if persistent and cluster > 1 else None
+            grid = grid_dims(extents, persistent, sms, cluster, resident)
             self.launches.append(LaunchPlan(module.functions[code["kname"]], grid, int(code["threads"]),
                                             int(code["smem_bytes"]), code, self.source))
         self.dims = dict(dims)

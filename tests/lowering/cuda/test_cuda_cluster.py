@@ -77,19 +77,26 @@ def test_a_cluster_of_four_compiles_without_spills() -> None:
     assert assign.spill_bytes == 0 and assign.registers <= 168
 
 
-@pytest.mark.parametrize(("extents", "persistent", "cluster", "grid"), [
-    ((256, 32), True, 1, (132, 1, 1)),  # one CTA per SM
-    ((256, 32), True, 2, (132, 1, 1)),  # 66 clusters of 2
-    ((256, 32), True, 4, (132, 1, 1)),
-    ((3, 1), True, 2, (4, 1, 1)),  # two units of two tiles: the fourth CTA runs past the extent, masked
-    ((5, 1), True, 8, (8, 1, 1)),  # one unit: never fewer CTAs than a cluster
-    ((7, 4), False, 2, (8, 4, 1)),  # a tile grid rounded up along x only
-    ((7, 4), False, 1, (7, 4, 1)),
+@pytest.mark.parametrize(("extents", "persistent", "cluster", "resident", "grid"), [
+    ((256, 32), True, 1, None, (132, 1, 1)),  # one CTA per SM
+    ((256, 32), True, 2, 66, (132, 1, 1)),  # every SM pairs up
+    ((256, 32), True, 4, 30, (120, 1, 1)),  # 12 SMs cannot join a cluster of 4: no cluster waits for a second wave
+    ((3, 1), True, 2, 66, (4, 1, 1)),  # two units of two tiles: the fourth CTA runs past the extent, masked
+    ((5, 1), True, 8, 16, (8, 1, 1)),  # one unit: never fewer CTAs than a cluster
+    ((7, 4), False, 2, None, (8, 4, 1)),  # a tile grid rounded up along x only
+    ((7, 4), False, 1, None, (7, 4, 1)),
 ])
 def test_the_host_launches_whole_clusters_in_the_backend_and_the_exported_runtime(
-        extents: tuple[int, ...], persistent: bool, cluster: int, grid: tuple[int, int, int]) -> None:
-    assert grid_dims(extents, persistent, 132, cluster) == grid
-    assert exported_grid_dims(extents, persistent, 132, cluster) == grid
+        extents: tuple[int, ...], persistent: bool, cluster: int, resident: int | None,
+        grid: tuple[int, int, int]) -> None:
+    assert grid_dims(extents, persistent, 132, cluster, resident) == grid
+    assert exported_grid_dims(extents, persistent, 132, cluster, resident) == grid
+
+
+def test_a_persistent_clustered_grid_is_never_sized_without_the_resident_clusters() -> None:
+    for dims in (grid_dims, exported_grid_dims):
+        with pytest.raises(ValueError, match="clusters the device holds at once"):
+            dims((256, 32), True, 132, 2)
 
 
 def _clustered_shipped() -> list[str]:

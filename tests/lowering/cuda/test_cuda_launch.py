@@ -58,6 +58,12 @@ class FakeDriver:
         self.calls.append(("cuLaunchKernelEx", (config, fn, params, extra)))
         return (self.result,)
 
+    def cuOccupancyMaxActiveClusters(self, fn: str, config: Any) -> tuple[int, int]:
+        self.calls.append(("cuOccupancyMaxActiveClusters", (fn, config)))
+        return self.result, self.clusters
+
+    clusters = 33
+
     def cuGetErrorName(self, err: int) -> tuple[int, bytes]:
         return 0, {COOPERATIVE_TOO_LARGE: b"CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"}.get(err, b"CUDA_ERROR_UNKNOWN")
 
@@ -116,3 +122,16 @@ def test_a_failed_launch_names_its_entry_point(monkeypatch: pytest.MonkeyPatch, 
     module = module_with(FakeDriver(result=COOPERATIVE_TOO_LARGE), monkeypatch, code)
     with pytest.raises(launch.LaunchError, match=message):
         module.launch(code, (132, 1, 1), bytes(64), 77)
+
+
+def test_the_resident_clusters_are_asked_of_the_driver_once_per_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = FakeDriver()
+    code = dataclasses.replace(CODE, cluster=4)
+    module = module_with(driver, monkeypatch, code)
+    assert module.resident_clusters(code) == module.resident_clusters(code) == 33
+    [(name, (fn, config))] = driver.calls
+    assert name == "cuOccupancyMaxActiveClusters" and fn == "k_fused"
+    assert (config.gridDimX, config.blockDimX, config.sharedMemBytes, config.numAttrs) == (4, 384, 200_000, 0)
+    driver.clusters = 0
+    with pytest.raises(launch.LaunchError, match="no cluster of 4 CTAs of k_fused"):
+        module_with(driver, monkeypatch, code).resident_clusters(code)
