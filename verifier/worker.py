@@ -38,6 +38,8 @@ from cake.verifier.worker_protocol import (
     resource_report_to_json,
 )
 
+from cake.process_groups import close_group, end_group, kill_group
+
 if TYPE_CHECKING:
     from cake.verifier.gates.base import ResourceReport
 
@@ -176,7 +178,7 @@ class Worker:
 
     def _died(self) -> Died:
         returncode = self._proc.wait()
-        self._kill_group()  # the worker is gone; its children may not be
+        kill_group(self._proc)  # the worker is gone; its children may not be
         return Died(returncode, self.stderr_tail())
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
@@ -184,25 +186,12 @@ class Worker:
         text = self._stderr.read().decode(errors="replace")
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
-    def _kill_group(self) -> None:
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the whole group has already exited
-
     def kill(self) -> None:
-        self._kill_group()
-        self._proc.wait()
+        end_group(self._proc)
 
     def close(self) -> None:
         """Ask the worker to exit (end of input), then make sure its group is gone."""
-        if self._proc.poll() is None and self._proc.stdin is not None:
-            try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass  # killed below either way
-        self.kill()
+        close_group(self._proc)
         self._stderr.close()
 
     def abandon(self) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cake.lowering.ahead import AheadReport
+from cake.process_groups import kill_group
 
 if TYPE_CHECKING:
     import torch
@@ -134,14 +134,7 @@ class AheadProcesses:
             self._closed = True
             live = list(self._live)
         for proc in live:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # it ended on its own meanwhile
-        pass
+            kill_group(proc)
 
 
 def compile_ahead_in_worker(request: AheadRequest, *, timeout_s: float, processes: AheadProcesses | None = None
@@ -161,7 +154,7 @@ def compile_ahead_in_worker(request: AheadRequest, *, timeout_s: float, processe
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             proc.communicate()
             return AheadOutcome(None, time.monotonic() - started, f"compile worker timed out after {timeout_s:g} s")
         finally:

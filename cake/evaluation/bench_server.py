@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cake.process_groups import close_group, end_group, kill_group
+
 DEFAULT_SERVICE = "cake.evaluation.bench_worker:BenchService"
 LOG_TAIL_LINES = 15
-CLOSE_WAIT_S = 5.0
 PARENT_POLL_S = 1.0
 
 
@@ -184,28 +185,15 @@ class BenchServer:
 
     def _ended(self, *, timed_out: bool) -> Ended:
         returncode = self._proc.wait()
-        self._kill_group()  # the server is gone; its children (a verifier worker) may not be
+        kill_group(self._proc)  # the server is gone; its children (a verifier worker) may not be
         return Ended(returncode, timed_out)
 
-    def _kill_group(self) -> None:
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the whole group has already exited
-
     def kill(self) -> None:
-        self._kill_group()
-        self._proc.wait()
+        end_group(self._proc)
 
     def close(self) -> None:
         """End of input: the server finishes (closing its spare verifier worker), then its group is gone for sure."""
-        if self.alive() and self._proc.stdin is not None:
-            try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=CLOSE_WAIT_S)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass  # killed below either way
-        self.kill()
+        close_group(self._proc)
         os.close(self._replies)
         self.log.unlink(missing_ok=True)
 

@@ -123,42 +123,32 @@ class RoleGen(ExprGen):
 
     def with_tiles(self, body) -> None:  # type: ignore[no-untyped-def]
         grid = self.lc.launch.grid
-        ctas = self.lc.cluster_ctas
-        if grid.kind is GridKind.PERSISTENT and ctas > 1:
-            self.cluster_tiles(body)
-        elif grid.kind is GridKind.PERSISTENT:
-            extents = [self.int_c(a.extent) for a in grid.axes]
-            total = " * ".join(f"({e})" for e in extents)
-            with self.w.block(f"for (int cake_t = blockIdx.x; cake_t < {total}; cake_t += gridDim.x)"):
-                rest = "cake_t"
-                for i, axis in enumerate(grid.axes):
-                    var = ident(axis.var)
-                    last = i == len(grid.axes) - 1
-                    self.w.line(f"const int {var} = {rest}" + ("" if last else f" % ({extents[i]})") + ";")
-                    rest = f"(cake_t / ({' * '.join(f'({e})' for e in extents[:i + 1])}))"
-                    self.scalars[axis.var] = var
-                body()
+        if grid.kind is GridKind.PERSISTENT:
+            self.persistent_tiles(body)
         else:
             for axis in grid.axes:
                 self.scalars[axis.var] = ident(axis.var)
             body()
 
-    def cluster_tiles(self, body) -> None:  # type: ignore[no-untyped-def]
-        """A persistent grid of clusters: each cluster takes one work unit at a time (the first axis in groups of
-        `ctas` tiles, times the other axes), and its CTA of rank r takes tile `group * ctas + r`, so the CTAs of a
-        cluster always run the same number of units in step (their loops and multicast stages agree, E0414).
-        The host launches whole clusters (`launch.grid_dims`); a rank past the extent runs masked (E0206)."""
+    def persistent_tiles(self, body) -> None:  # type: ignore[no-untyped-def]
+        """The grid's tiles as a loop over work units, the first axis fastest, each CTA taking every gridDim-th unit.
+        Clustered (`ctas` > 1), a unit is `ctas` tiles of the first axis and the CTA of rank r takes tile
+        `unit_tile * ctas + r`: the CTAs of a cluster run the same units in step, so their loops and multicast stages
+        agree (E0414). The host launches whole clusters (`launch.grid_dims`); a rank past the extent runs masked
+        (E0206)."""
         grid, ctas = self.lc.launch.grid, self.lc.cluster_ctas
         extents = [self.int_c(a.extent) for a in grid.axes]
-        extents[0] = f"cake_cdiv({extents[0]}, {ctas})"
+        if ctas > 1:
+            extents[0] = f"cake_cdiv({extents[0]}, {ctas})"
         total = " * ".join(f"({e})" for e in extents)
-        with self.w.block(f"for (int cake_t = blockIdx.x / {ctas}; cake_t < {total}; cake_t += gridDim.x / {ctas})"):
+        first, step = ("blockIdx.x", "gridDim.x") if ctas == 1 else (f"blockIdx.x / {ctas}", f"gridDim.x / {ctas}")
+        with self.w.block(f"for (int cake_t = {first}; cake_t < {total}; cake_t += {step})"):
             rest = "cake_t"
             for i, axis in enumerate(grid.axes):
                 var = ident(axis.var)
                 last = i == len(grid.axes) - 1
                 value = rest + ("" if last else f" % ({extents[i]})")
-                if i == 0:
+                if i == 0 and ctas > 1:
                     value = f"({value}) * {ctas} + static_cast<int>(cake_crank)"
                 self.w.line(f"const int {var} = {value};")
                 rest = f"(cake_t / ({' * '.join(f'({e})' for e in extents[:i + 1])}))"
