@@ -33,7 +33,7 @@ from typing import Protocol
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import features_of
 from cake.agents.population import Archive, Member
-from cake.agents.ranking import descriptor, model_order, operator_of
+from cake.agents.ranking import descriptor, model_order, operator_of, with_exploration
 from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
@@ -71,13 +71,17 @@ class LoopSettings:
     # (seeded) from the legal proposals instead of the best predicted.
     static_checks: bool = True
     cost_model: bool = True
+    # Under measured fitness, this many of a turn's `evals_per_turn` places go to operators the run has not timed
+    # (`ranking.with_exploration`); 0 (what runs stored before it existed replay and resume with): the model's order.
+    explore_slots: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {"turns": self.turns, "proposals_per_turn": self.proposals_per_turn,
                 "evals_per_turn": self.evals_per_turn, "seed": self.seed, "parents_per_turn": self.parents_per_turn,
                 "budget_evals": self.budget_evals, "budget_tokens": self.budget_tokens,
                 "budget_wall_s": self.budget_wall_s, "plateau_turns": self.plateau_turns,
-                "static_checks": self.static_checks, "cost_model": self.cost_model}
+                "static_checks": self.static_checks, "cost_model": self.cost_model,
+                "explore_slots": self.explore_slots}
 
     @staticmethod
     def from_json(data: dict[str, object]) -> LoopSettings:
@@ -293,19 +297,24 @@ class EvolutionLoop:
         return [Proposal(path.read_text(), (), SEED_AGENT, f"seed: {path.name}") for path in self.seeds]
 
     def _rank(self, candidates: list[NewCandidate], *, seeds: bool, turn: int) -> list[NewCandidate]:
-        """Queue the best-ranked legal candidates (`cake.agents.ranking`; all seeds at turn 0); keep proposal
-        order. Without the cost model (the ablation) the order is a seeded shuffle."""
+        """Queue the best-ranked legal candidates (`cake.agents.ranking`; all seeds at turn 0), `explore_slots` of
+        them from operators the run has not timed when fitness is measured; keep proposal order. Without the cost
+        model (the ablation) the order is a seeded shuffle."""
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
+        slots = len(legal) if seeds else self.settings.evals_per_turn
+        if self.settings.budget_evals is not None:
+            slots = min(slots, max(0, self.settings.budget_evals - self.store.evaluation_count()))
         if self.settings.cost_model:
             evaluated = [c for c in self.store.candidates() if c.evaluation]
             model = self.toolchain.fitness_kind is FitnessKind.MODEL
-            order = [legal[k] for k in model_order([candidates[i] for i in legal], evaluated, model_fitness=model)]
+            ranked = [candidates[i] for i in legal]
+            picks = model_order(ranked, evaluated, model_fitness=model)
+            if not model and not seeds:
+                picks = with_exploration(picks, ranked, evaluated, slots=slots, explore=self.settings.explore_slots)
+            order = [legal[k] for k in picks]
         else:  # the ablation: a seeded random order, the model's prediction unused
             order = list(legal)
             random.Random(f"cake-rank:{self.settings.seed}:{turn}").shuffle(order)
-        slots = len(order) if seeds else self.settings.evals_per_turn
-        if self.settings.budget_evals is not None:
-            slots = min(slots, max(0, self.settings.budget_evals - self.store.evaluation_count()))
         queued = set(order[:slots])
         ranks = {i: r for r, i in enumerate(order)}
         out = []

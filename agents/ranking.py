@@ -10,6 +10,12 @@ predictions that remain go least-evaluated operator first, counting the ones alr
 where the model cannot tell moves apart, the one the run has measured least says the most, and two children of
 one operator do not take two slots from an untried one.
 
+A turn may also reserve *exploration* places in its queue (`with_exploration`): the best-ranked candidate of an
+operator the run has never timed takes the last of them, so a move the model ranks below its parent — often a
+construct absent from the timings its calibration was fitted on, which it can only extrapolate to — is measured
+once instead of never (session 21's seeds never timed `hold`; the correction's linear terms priced every multicast
+child slower for fewer L2 bytes).
+
 Pure: the loop ranks a turn with it, and `scripts/replay_ranking.py` replays a stored run's turns with it.
 """
 
@@ -68,3 +74,23 @@ def model_order(candidates: Sequence[Rankable], evaluated: Sequence[Rankable], *
         rest.remove(pick)
         timed_by_operator[operator_of(candidates[pick].mutation)] += 1
     return order
+
+
+def with_exploration(order: Sequence[int], candidates: Sequence[Rankable], evaluated: Sequence[Rankable], *,
+                     slots: int, explore: int) -> list[int]:
+    """`order` (from `model_order`) with the last `explore` of its first `slots` places given to the best-ranked
+    candidates of operators the run has not timed (one per operator; at least one place stays the model's). The
+    places stay the model's where every operator in the turn has been timed; the rest follow in `order`."""
+    explore = min(explore, slots - 1)
+    if explore <= 0:
+        return list(order)
+    timed = Counter(operator_of(c.mutation) for c in evaluated)
+    chosen = list(order[:slots - explore])
+    timed.update(operator_of(candidates[i].mutation) for i in chosen)
+    for _ in range(explore):
+        pick = next((i for i in order if i not in chosen and timed[operator_of(candidates[i].mutation)] == 0), None)
+        if pick is None:
+            break
+        chosen.append(pick)
+        timed[operator_of(candidates[pick].mutation)] += 1
+    return chosen + [i for i in order if i not in chosen]

@@ -74,7 +74,7 @@ class Work:
 
     tensor_flops: float = 0.0  # at full rate (already divided by the form's rate fraction)
     cuda_ops: float = 0.0
-    global_bytes: float = 0.0  # requested from global memory, through L2
+    global_bytes: float = 0.0  # requested from global memory, through L2 (by this CTA or, multicast, its peers)
     store_bytes: float = 0.0
     smem_bytes: float = 0.0
     syncs: float = 0.0
@@ -87,6 +87,9 @@ class Work:
     row_sum_ops: float = 0.0  # the part of cuda_ops issued by row sums one row per lane (not spread over the CTA)
     row_sum_lane_ops: float = 0.0  # what the busiest lane issues of those row sums, one row after another
     tf32_flops: float = 0.0  # fp32 operands' products on the tensor cores, at the TF32 rate (already per form)
+    # of global_bytes, what a cluster peer fetched from L2 for this tile (a multicast copy's other CTAs' slices): it
+    # lands in this CTA's shared memory, so it counts in flight and against latency, but not against L2
+    peer_bytes: float = 0.0
 
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
@@ -119,6 +122,7 @@ class _Counter:
     tf32_flops: float = 0.0
     cuda_ops: float = 0.0
     global_bytes: float = 0.0
+    peer_bytes: float = 0.0  # of global_bytes, a multicast's slices its cluster peers request
     store_bytes: float = 0.0
     smem_bytes: float = 0.0
     syncs: float = 0.0
@@ -522,9 +526,11 @@ class _Counter:
             shape, eb = self.index(s.source, mult, read=False)
             nbytes = mult * math.prod(shape) * eb
             name = an.ref_name(s.source) or "?"
-            # a multicast tile is requested from L2 once per cluster: each CTA asks for its slice of it
+            # a multicast tile is requested from L2 once per cluster: each CTA asks for its slice of it, and the
+            # rest arrives from its peers' requests (still bytes this CTA waits for)
             requested = nbytes / an.cluster_ctas(self.launch, self.env) if s.multicast else nbytes
-            self.global_bytes += requested
+            self.global_bytes += nbytes
+            self.peer_bytes += nbytes - requested
             self.reads[name] = self.reads.get(name, 0.0) + requested
             self.smem_bytes += nbytes  # the write into shared memory (every CTA receives the whole tile)
             if s.signals is not None:
@@ -616,7 +622,8 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
     sizes = {name: math.prod(t.shape) * t.elem_bytes for name, t in base_scope.items() if t.space == "global"}
     reads = tuple(sorted((name, b, float(sizes.get(name, b))) for name, b in c.reads.items()))
     work = Work(c.tensor_flops, c.cuda_ops, c.global_bytes, c.store_bytes, c.smem_bytes, c.syncs, stage_bytes,
-                stages, reads, c.iterations, c.acc_touches, c.serial_loads, c.row_sum_ops, lane_sums, c.tf32_flops)
+                stages, reads, c.iterations, c.acc_touches, c.serial_loads, c.row_sum_ops, lane_sums, c.tf32_flops,
+                c.peer_bytes)
     return LaunchWork(work, tiles, int(c.staged_smem) if not launch.smem else 0, c.acc_bytes, vectors)
 
 
@@ -726,7 +733,7 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
     smem_rate = consts.smem_bytes_per_clock_per_sm * clock_hz
     hbm_rate = device.bandwidth_ceiling_bytes_per_s
     l2_rate = hbm_rate * consts.l2_to_hbm_bandwidth_ratio
-    total_global = work.global_bytes * occ.tiles
+    total_global = (work.global_bytes - work.peer_bytes) * occ.tiles  # what L2 serves
     hbm_bytes = _hbm_bytes(work, occ.tiles, device.l2_bytes) + work.store_bytes * occ.tiles
     in_flight = occ.resident_ctas * work.stages * work.stage_bytes
     latency_rate = in_flight / (consts.memory_latency_ns * 1e-9) if in_flight else float("inf")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cake.agents.features import features_of
-from cake.agents.ranking import model_order, operator_of
+from cake.agents.ranking import model_order, operator_of, with_exploration
 from cake.ir import nodes as n
 from cake.ir.parser import parse
 
@@ -68,6 +68,7 @@ def replay_run(run: Path, repredict: str | None = None) -> list[dict[str, object
     store = RunStore.open(run)
     config = json.loads((run / "config.json").read_text())
     slots = int(config["loop"]["evals_per_turn"])
+    explore = int(config["loop"].get("explore_slots", 0))
     rows = store.candidates()
     predicted: dict[int, float | None] | None = None
     if repredict is not None:
@@ -82,6 +83,8 @@ def replay_run(run: Path, repredict: str | None = None) -> list[dict[str, object
         stored = [replayed(r) for r in sorted(legal, key=lambda r: r.rank or 0)][:slots]
         candidates = [replayed(r, predicted) for r in legal]
         order = model_order(candidates, evaluated, model_fitness=model)
+        if not model:  # what the loop queues under measured fitness (0 places: runs stored before exploration)
+            order = with_exploration(order, candidates, evaluated, slots=slots, explore=explore)
         now = [candidates[i] for i in order[:slots]]
         out.append({"run": str(run), "turn": turn, "stored_queue": [c.label() for c in stored],
                     "replayed_queue": [c.label() for c in now],

@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
                    help="join this Ray cluster (ray start --head ...); default: start Ray here")
     p.add_argument("--eval-timeout", type=float, default=DEFAULT_EVAL_TIMEOUT_S,
                    help="Ray only: cancel an evaluation still running after this many seconds (+ a grace period)")
+    p.add_argument("--explore-slots", type=int, default=1, metavar="N",
+                   help="GPU: of each turn's evaluations, N go to the best-ranked candidates of operators the run has "
+                        "not timed yet (at least one stays the cost model's best)")
     p.add_argument("--reuse-bench-process", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU: evaluate on one bench server per device instead of a fresh bench process each "
                         "(a re-timing of a new best always takes a fresh one)")
@@ -162,6 +165,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     backend = args.backend or default_backend(device)
     if backend == "cuda" and device != "cuda":
         raise UsageError("--backend cuda needs --device cuda (a GPU)")
+    if args.explore_slots < 0:
+        raise UsageError(f"--explore-slots must be >= 0 (0: the cost model's order only), got {args.explore_slots}")
     defaults = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
     turns = args.turns if args.turns is not None else defaults["turns"]
     evals = args.evals_per_turn if args.evals_per_turn is not None else defaults["evals_per_turn"]
@@ -172,6 +177,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "budget_evals": args.budget, "budget_tokens": args.token_budget if args.agent == "openai" else None,
         "budget_wall_s": args.wall_time, "plateau_turns": args.plateau,
         "static_checks": args.static_checks, "cost_model": args.cost_model,
+        "explore_slots": args.explore_slots if device == "cuda" else 0,
     }
     from cake.ir.parser import parse
 

@@ -158,3 +158,32 @@ def test_under_measured_fitness_near_equal_predictions_tie_and_one_operator_does
     queued = [c.mutation for c in ranked if c.status is CandidateStatus.QUEUED]
     order = [c.mutation for c in sorted((c for c in ranked if c.rank is not None), key=lambda c: c.rank or 0)]
     assert order == ["param: d", "grid: a", "hold: c", "grid: b"] and queued == ["grid: a", "param: d"]
+
+
+def test_under_measured_fitness_an_exploration_place_goes_to_an_operator_never_timed(tmp_path: Path) -> None:
+    # The cost model ranks the cluster child last (its correction extrapolates); with one exploration place of two the
+    # loop still times it, and without one (what runs stored before it replay with) it does not.
+    from cake.runs.store import FitnessKind
+
+    class Measured(FakeToolchain):
+        fitness_kind = FitnessKind.MEASURED
+
+    text = SEED.read_text()
+
+    def candidate(mutation: str, predicted: float, suffix: str) -> NewCandidate:
+        return NewCandidate(ir_hash=f"h{suffix}", ir_text=text + f"\n# {suffix}\n", name="assign_plain", parents=(1,),
+                            agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
+                            predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
+                                                              "pingpong": False, "stages": 2, "tile_log2": 13,
+                                                              "warps": 4, "held": False})
+
+    def queued(explore: int) -> list[str]:
+        store = RunStore.create(tmp_path / f"run{explore}", {})
+        settings = LoopSettings(turns=1, proposals_per_turn=4, evals_per_turn=2, seed=0, explore_slots=explore)
+        loop = EvolutionLoop(store, OfflineAgent(), Measured(SEED), settings, [SEED])
+        ranked = loop._rank([candidate("param: a", 1.0, "a"), candidate("param: b", 1.1, "b"),
+                             candidate("cluster: c", 1.3, "c")], seeds=False, turn=1)
+        return [c.mutation for c in ranked if c.status is CandidateStatus.QUEUED]
+
+    assert queued(0) == ["param: a", "param: b"]
+    assert queued(1) == ["param: a", "cluster: c"]
