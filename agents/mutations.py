@@ -25,6 +25,7 @@ from cake.ir.transforms.as_warpgroups import as_warpgroups
 from cake.ir.transforms.bind_params import bind_params
 from cake.ir.transforms.cluster_multicast import cluster_multicast
 from cake.ir.transforms.commit_wgmma import commit_wgmma
+from cake.ir.transforms.defer_merge import defer_merge
 from cake.ir.transforms.fit_consumer_regs import consumer_budget, fit_consumer_regs
 from cake.ir.transforms.free_copy_regs import free_copy_regs
 from cake.ir.transforms.fuse_launches import fusable, fuse_launches
@@ -468,6 +469,18 @@ def mutate_cluster(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
     return Mutation(out, f"cluster launch {launch.name} along {launch.cluster.axis}; multicast {', '.join(shared)}")
 
 
+def mutate_defer(kernel: n.Kernel, rng: random.Random) -> Mutation | None:
+    """Merge each running row minimum (and its position) across the threads sharing a row once, after its loop,
+    instead of every iteration (`defer_merge`): the same values, no shuffles in the loop. Generic: any running
+    min/argmin or max/argmax a role carries through a loop."""
+    out = defer_merge(kernel)
+    if out is None:
+        return None
+    added = [f"{d.role} {', '.join(d.names)}" for lc in out.launches for d in lc.defers
+             if d not in next(k for k in kernel.launches if k.name == lc.name).defers]
+    return Mutation(out, f"defer the merge of {'; '.join(added)} past its loop")
+
+
 STRUCTURAL: dict[str, Operator] = {
     "stages": mutate_stages,
     "copy": mutate_copy_kind,
@@ -482,6 +495,7 @@ STRUCTURAL: dict[str, Operator] = {
     "hold": mutate_hold,
     "sink": mutate_sink,
     "cluster": mutate_cluster,
+    "defer": mutate_defer,
 }
 
 # Operators whose every child holds a construct only some backends lower (E06xx), offered by the offline agent
@@ -492,6 +506,7 @@ BACKENDS: dict[str, frozenset[str]] = {
     "fuse": frozenset({"cuda"}),
     "hold": frozenset({"cuda"}),  # registers are an A memory of wgmma only; Triton takes no wgmma form (E0605)
     "cluster": frozenset({"cuda"}),  # Triton expresses no clusters (E0607)
+    "defer": frozenset({"cuda"}),  # Triton places its own reductions (E0608)
 }
 
 

@@ -42,7 +42,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "param": 3.0, "param2": 1.5, "widen": 0.5, "stages": 1.0, "copy": 0.6, "swizzle": 0.4, "grid": 0.6, "regs": 0.5,
     "units": 1.0, "pingpong": 0.4, "crossover": 1.2, "specialize": 0.5, "split_consumer": 0.5, "mma_form": 0.4,
     "unit_kind": 0.3, "warp_specialize": 0.6, "precompute": 0.5, "fuse": 0.5, "hold": 0.5, "sink": 0.3,
-    "cluster": 0.4,
+    "cluster": 0.4, "defer": 0.3,
 }
 RESOURCE_FAMILY = "E03"  # resource-budget diagnostics: repairable by shrinking tiles or stages
 ATTEMPTS_PER_SLOT = 6

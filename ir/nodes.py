@@ -602,6 +602,19 @@ class Pingpong:
 
 
 @dataclass(frozen=True, slots=True)
+class Defer:
+    """`defer consumer best, besti` — role `consumer` keeps the running min/argmin (or max/argmax) it carries
+    through a loop in `best` (and its position in `besti`) as each thread's partial while the loop runs, and merges
+    the partials across the threads that share a row once, after the loop, instead of every iteration. The values
+    after the loop are the same (ties still go to the first position); a schedule choice about where the merge of
+    the epilogue happens (`running_reduction` says which loops qualify)."""
+
+    role: str
+    names: tuple[str, ...]
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class ScratchDecl:
     """`scratch csq: f32[B, K] = 0` — a global buffer the runtime allocates, fills with `init` before the
     first launch, and frees after the last; launches communicate through it."""
@@ -625,6 +638,7 @@ class Launch:
     roles: tuple[Role, ...]
     pingpongs: tuple[Pingpong, ...] = ()
     cluster: Cluster | None = None
+    defers: tuple[Defer, ...] = ()
     span: Span | None = _span()
 
     def role(self, name: str) -> Role | None:

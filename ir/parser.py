@@ -201,7 +201,7 @@ class KernelBuilder(Transformer):
     def launch(self, meta: Meta, children: list[Any]) -> n.Launch:
         name, body = children
         return n.Launch(str(name), body.grid, body.smem, body.tmem, body.barriers, body.roles, body.pingpongs,
-                        body.cluster, span=_span(meta))
+                        body.cluster, body.defers, span=_span(meta))
 
     def fuse_decl(self, meta: Meta, children: list[Token]) -> n.Fusion:
         return n.Fusion(str(children[0]), str(children[1]), span=_span(meta))
@@ -220,6 +220,7 @@ class KernelBuilder(Transformer):
             roles=tuple(i for i in items if isinstance(i, n.Role)),
             pingpongs=tuple(i for i in items if isinstance(i, n.Pingpong)),
             cluster=clusters[0] if clusters else None,
+            defers=tuple(i for i in items if isinstance(i, n.Defer)),
             span=_span(meta))
 
     def grid(self, meta: Meta, children: list[Any]) -> n.Grid:
@@ -272,6 +273,10 @@ class KernelBuilder(Transformer):
 
     def pingpong(self, meta: Meta, children: list[Token]) -> n.Pingpong:
         return n.Pingpong(str(children[0]), str(children[1]), span=_span(meta))
+
+    def defer_decl(self, meta: Meta, children: list[Token]) -> n.Defer:
+        role, *names = children
+        return n.Defer(str(role), tuple(str(x) for x in names), span=_span(meta))
 
     def cluster_decl(self, meta: Meta, children: list[Any]) -> n.Cluster:
         _keyword, axis, size = children

@@ -209,10 +209,12 @@ def _launch_body(launch: n.Launch, depth: int) -> Iterator[Line]:
         for s in role.body:
             yield from _stmt(s, depth + 1)
         yield Line(depth, "}")
-    if launch.pingpongs:
+    if launch.pingpongs or launch.defers:
         yield Line(depth, "")
     for p in launch.pingpongs:
         yield Line(depth, f"pingpong {p.role} around {p.around}", _anchor(p))
+    for d in launch.defers:
+        yield Line(depth, f"defer {d.role} {', '.join(d.names)}", _anchor(d))
 
 
 def kernel_lines(k: n.Kernel) -> Iterator[Line]:

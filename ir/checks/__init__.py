@@ -11,4 +11,4 @@
 Run them through `cake.ir.check.check`.
 """
 
-from cake.ir.checks import backend, cluster, fusion, legality, names, resources, shapes, sync  # noqa: F401  (registration)
+from cake.ir.checks import backend, cluster, defer, fusion, legality, names, resources, shapes, sync  # noqa: F401  (registration)

@@ -98,6 +98,11 @@ def _clusters(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str
         yield launch.cluster, f"a cluster of CTAs along `{launch.cluster.axis}`"
 
 
+def _defers(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
+    for defer in launch.defers:
+        yield defer, f"the deferred merge of `{', '.join(defer.names)}`"
+
+
 TRITON_RULES: tuple[Capability, ...] = (
     Capability("E0601", "warp specialization", "Triton cannot express warp specialization in launch `{launch}` ({what})",
                _specialized, "use one role per launch (Triton programs are SPMD); lower to CUDA for roles",
@@ -133,6 +138,11 @@ TRITON_RULES: tuple[Capability, ...] = (
     Capability("E0607", "thread-block clusters", "Triton cannot express {what} in launch `{launch}`", _clusters,
                "drop the `cluster` line (and any multicast); lower to CUDA for clusters",
                (derive(PLAIN, ("grid tile in cdiv(N, BN), b in B\n", "grid tile in cdiv(N, BN), b in B\ncluster tile 2\n"),
+                       backend=Backend.TRITON),)),
+    Capability("E0608", "deferred merges", "Triton places its own reductions; {what} in launch `{launch}`", _defers,
+               "drop the `defer` line (Triton decides where a reduction's threads meet); lower to CUDA to choose",
+               (derive(PLAIN, ("  store besti -> ids[b, tile*BN : +BN] masked\n}\n",
+                               "  store besti -> ids[b, tile*BN : +BN] masked\n}\ndefer main best, besti\n"),
                        backend=Backend.TRITON),)),
     Capability("E0605", "instruction commitments", "Triton chooses the mma instruction itself; {what} in launch `{launch}`",
                _forms, "write `via dot`",

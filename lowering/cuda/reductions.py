@@ -92,6 +92,9 @@ class ReductionGen:
     inst: str
     loop_depth: int
     red_cache: dict[tuple[int, int, str], tuple[Value, Vec, Vec]]
+    # lowering the per-iteration reduction of a deferred running reduction (`defer`): a min/max and its position
+    # stay each thread's partial (no merge across the row's threads here)
+    partial_reduction: bool = False
 
     def value(self, expr: Expr, hint: str | None = None) -> Value:
         raise NotImplementedError  # exprs.ExprGen
@@ -119,7 +122,9 @@ class ReductionGen:
         return self.coop_reduce(src, rule, axis, hint)
 
     def frag_reduce(self, src: Value, rule: rules.ReduceRule, layout: FragLayout, hint: str | None) -> Value:
-        key = (id(src), 1, rule.better or "sum")
+        partial = bool(rule.better) and self.partial_reduction
+        # a partial (per-thread) min and a merged one of the same tile are different values: cached apart
+        key = (id(src), 1, (rule.better or "sum") + (" partial" if partial else ""))
         if rule.better and key in self.red_cache:
             _, val, arg = self.red_cache[key]
             return arg if rule.index else val
@@ -151,12 +156,15 @@ class ReductionGen:
                             f"{iname}[cake_q] = cake_p; }}")
             else:
                 self.w.line(f"if (cake_ok[cake_p]) {vname}[cake_q] += {v};" if guard else f"{vname}[cake_q] += {v};")
+        if partial:
+            self.w.comment("each thread's partial: its running reduction merges the row's threads after the loop "
+                           "(`defer`)")
         if rule.better:
             merge = "cake_argmin_merge" if rule.better == "<" else "cake_argmax_merge"
             self.w.line("#pragma unroll")
             with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
                 self.w.line(f"{iname}[cake_q] = {c}::col({iname}[cake_q], cake_wq, cake_lane);")
-                if layout.quad:
+                if layout.quad and not partial:
                     with self.w.block("for (int cake_o = 1; cake_o < 4; cake_o <<= 1)"):
                         self.w.line(f"const {CTYPE[out]} cake_ov = __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], cake_o);")
                         self.w.line(f"const int cake_oi = __shfl_xor_sync({FULL_MASK}, {iname}[cake_q], cake_o);")
@@ -167,7 +175,7 @@ class ReductionGen:
                 self.w.line(f"{vname}[cake_q] += __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], 1);")
                 self.w.line(f"{vname}[cake_q] += __shfl_xor_sync({FULL_MASK}, {vname}[cake_q], 2);")
         n = src.shape[0]
-        if isinstance(layout, MmaFragLayout) and layout.warps_n > 1:
+        if isinstance(layout, MmaFragLayout) and layout.warps_n > 1 and not partial:
             self.cross_warp_merge(rule, layout, vname, iname, out, n)
         val = Vec(out, (n,), vname, Fam.ROW, layout, layout.nrows)
         arg = Vec(DType.I32, (n,), iname, Fam.ROW, layout, layout.nrows)

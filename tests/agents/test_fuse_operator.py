@@ -67,7 +67,7 @@ def test_it_is_offered_to_cuda_runs_only() -> None:
     assert STRUCTURAL["fuse"] is mutate_fusion and "fuse" in BASE_WEIGHTS
     assert offered("fuse", "cuda") and not offered("fuse", "triton")
     assert offered("fuse", None)  # a context that does not say its backend excludes nothing
-    assert all(offered(name, backend) for name in BASE_WEIGHTS if name not in ("fuse", "hold", "cluster")
+    assert all(offered(name, backend) for name in BASE_WEIGHTS if name not in ("fuse", "hold", "cluster", "defer")
                for backend in ("cuda", "triton"))
 
 

@@ -128,7 +128,7 @@ PINNED = {
     "unexpected character": (
         HEAD + "grid i in cdiv(M, 4) $\n",
         "error[E0002]: unexpected character `$`, expected one of an operator, end of input, `,`, `.`, `;`, `[`, "
-        "`cluster`, `mbarrier`, `pingpong`, `role`, `smem`, or `tmem`\n"
+        "`cluster`, `defer`, `mbarrier`, `pingpong`, `role`, `smem`, or `tmem`\n"
         "  --> k.cake:3:22\n"
         "   |\n"
         " 3 | grid i in cdiv(M, 4) $\n"
