@@ -3,12 +3,14 @@ today's features, and say which candidates it would have queued instead. A count
 only: what a changed queue would have measured, and the turns after it, are not known.
 
     python3 scripts/replay_ranking.py RUN_DIR [RUN_DIR ...] [--json OUT.json] [--repredict static|compiled]
+        [--explore-slots N]
 
 Per turn >= 1: the stored queue (rank < evals_per_turn) and the replayed one, the candidates evaluated in earlier
 turns standing in for the run's history (features recomputed from each candidate's IR). Predictions are the stored
 ones, or with `--repredict` today's cost model and stored calibration's, through the loop's own toolchain
 (`CakeToolchain.predict_many`): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
-with the spills ptxas reports (nvcc compiles here; slow: every candidate is built).
+with the spills ptxas reports (nvcc compiles here; slow: every candidate is built). `--explore-slots` replays with
+that many exploration places a turn (`ranking.with_exploration`) instead of the run's own.
 """
 
 from __future__ import annotations
@@ -64,11 +66,12 @@ def toolchain_predictor(config: Mapping[str, Any], how: str) -> Predictor:
     return toolchain.predict_many
 
 
-def replay_run(run: Path, repredict: str | None = None) -> list[dict[str, object]]:
+def replay_run(run: Path, repredict: str | None = None, explore_slots: int | None = None) -> list[dict[str, object]]:
     store = RunStore.open(run)
     config = json.loads((run / "config.json").read_text())
     slots = int(config["loop"]["evals_per_turn"])
-    explore = int(config["loop"].get("explore_slots", 0))
+    # the run's own exploration places (0 for runs stored before there were any), or the counterfactual's
+    explore = int(config["loop"].get("explore_slots", 0)) if explore_slots is None else explore_slots
     rows = store.candidates()
     predicted: dict[int, float | None] | None = None
     if repredict is not None:
@@ -98,8 +101,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--repredict", choices=("static", "compiled"),
                         help="rank with today's cost model and stored calibration instead of the stored predictions")
+    parser.add_argument("--explore-slots", type=int, default=None, metavar="N",
+                        help="exploration places a turn (default: the run's own; 0 for runs stored before them)")
     args = parser.parse_args()
-    turns = [t for run in args.runs for t in replay_run(run, args.repredict)]
+    turns = [t for run in args.runs for t in replay_run(run, args.repredict, args.explore_slots)]
     for t in turns:
         changed = "" if t["stored_queue"] == t["replayed_queue"] else "  <- changed"
         print(f"{t['run']} turn {t['turn']}: stored {' '.join(t['stored_queue'])} | "  # type: ignore[arg-type]
