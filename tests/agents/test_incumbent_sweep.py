@@ -144,14 +144,9 @@ def test_under_measured_fitness_near_equal_predictions_tie_and_one_operator_does
     store = RunStore.create(tmp_path / "run", {})
     loop = EvolutionLoop(store, OfflineAgent(), Measured(SEED), LoopSettings(turns=1, proposals_per_turn=4,
                                                                                evals_per_turn=2, seed=0), [SEED])
-    text = SEED.read_text()
 
     def candidate(mutation: str, predicted: float, suffix: str) -> NewCandidate:
-        return NewCandidate(ir_hash=f"h{suffix}", ir_text=text + f"\n# {suffix}\n", name="assign_plain", parents=(1,),
-                            agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
-                            predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
-                                                              "pingpong": False, "stages": 2, "tile_log2": 13,
-                                                              "warps": 4, "held": suffix == "c"})
+        return _plain_child(mutation, predicted, suffix, held=suffix == "c")
     # within PREDICTION_TIE of each other: the second grid child yields its slot to the untried hold
     ranked = loop._rank([candidate("grid: a", 2.0000, "a"), candidate("grid: b", 2.0001, "b"),
                          candidate("hold: c", 2.0002, "c"), candidate("param: d", 1.9, "d")], seeds=False, turn=1)
@@ -168,14 +163,7 @@ def test_under_measured_fitness_an_exploration_place_goes_to_an_operator_never_t
     class Measured(FakeToolchain):
         fitness_kind = FitnessKind.MEASURED
 
-    text = SEED.read_text()
-
-    def candidate(mutation: str, predicted: float, suffix: str) -> NewCandidate:
-        return NewCandidate(ir_hash=f"h{suffix}", ir_text=text + f"\n# {suffix}\n", name="assign_plain", parents=(1,),
-                            agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
-                            predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
-                                                              "pingpong": False, "stages": 2, "tile_log2": 13,
-                                                              "warps": 4, "held": False})
+    candidate = _plain_child
 
     def queued(explore: int) -> list[str]:
         store = RunStore.create(tmp_path / f"run{explore}", {})
@@ -187,3 +175,12 @@ def test_under_measured_fitness_an_exploration_place_goes_to_an_operator_never_t
 
     assert queued(0) == ["param: a", "param: b"]
     assert queued(1) == ["param: a", "cluster: c"]
+
+
+def _plain_child(mutation: str, predicted: float, suffix: str, held: bool = False) -> NewCandidate:
+    """A legal child of the plain seed, not yet ranked: `suffix` makes its text (and hash) its own."""
+    return NewCandidate(ir_hash=f"h{suffix}", ir_text=SEED.read_text() + f"\n# {suffix}\n", name="assign_plain",
+                        parents=(1,), agent="offline", mutation=mutation, status=CandidateStatus.NOT_SELECTED,
+                        predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
+                                                          "pingpong": False, "stages": 2, "tile_log2": 13,
+                                                          "warps": 4, "held": held})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from cake.experiments.schedules import shipped_schedule_paths
@@ -66,3 +67,25 @@ def edited(rel: str, old: str, new: str) -> tuple[Kernel, str]:
     assert text.count(old) == 1, f"edit {old!r} matches {text.count(old)} times in {rel}"
     changed = text.replace(old, new)
     return parse(changed, rel), changed
+
+
+def pass_children(transform: Callable[[Kernel], Kernel | None]) -> list[str]:
+    """The shipped schedules the CUDA backend lowers that `transform` (a search operator's pass) changes."""
+    return [rel for rel in SHIPPED if rel not in CUDA_REFUSED and "/bad/" not in rel
+            and transform(read(rel)[0]) is not None]
+
+
+def compiled_child(rel: str, transform: Callable[[Kernel], Kernel | None]) -> tuple[CudaProgram, CompiledModule]:
+    """`transform`'s child of shipped schedule `rel`, checked clean (what the checker accepts must compile), lowered
+    at D = 128 and compiled for its target."""
+    from cake.ir.check import check
+
+    from cake.diagnostics import Severity
+
+    kernel = transform(read(rel)[0])
+    assert kernel is not None
+    assert [d.code for d in check(kernel, dims={"D": 128}) if d.severity is Severity.ERROR] == []
+    prog = generate(kernel, kernel.target, static_dims={"D": 128}, file=rel)
+    module = compile_cubin(prog.source, prog.arch, smem_dynamic_bytes={c.kname: c.smem_bytes for c in prog.launches},
+                           tmem_columns={c.kname: c.tmem_columns for c in prog.launches}, file=rel)
+    return prog, module

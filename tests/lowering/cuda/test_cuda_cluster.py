@@ -15,10 +15,11 @@ import re
 
 import pytest
 from cake.ir.nodes import DType
+from cake.ir.transforms.cluster_multicast import cluster_multicast
 from cake.lowering.cuda.compile import compile_cubin
 from cake.lowering.cuda.launch import grid_dims
 from cake.lowering.cuda.program import generate
-from cuda_cases import HAVE_NVCC, NO_NVCC, edited
+from cuda_cases import HAVE_NVCC, NO_NVCC, compiled_child, edited, pass_children
 
 from cake.export.runtime._kernels import grid_dims as exported_grid_dims
 
@@ -99,29 +100,8 @@ def test_a_persistent_clustered_grid_is_never_sized_without_the_resident_cluster
             dims((256, 32), True, 132, 2)
 
 
-def _clustered_shipped() -> list[str]:
-    from cake.ir.transforms.cluster_multicast import cluster_multicast
-    from cuda_cases import CUDA_REFUSED, SHIPPED, read
-
-    return [rel for rel in SHIPPED if rel not in CUDA_REFUSED and "/bad/" not in rel
-            and cluster_multicast(read(rel)[0]) is not None]
-
-
 @pytest.mark.skipif(not HAVE_NVCC, reason=NO_NVCC)
-@pytest.mark.parametrize("rel", _clustered_shipped(), ids=lambda rel: rel.split("/")[-1])
+@pytest.mark.parametrize("rel", pass_children(cluster_multicast), ids=lambda rel: rel.split("/")[-1])
 def test_every_schedule_the_search_can_cluster_compiles(rel: str) -> None:
-    # What the checker accepts must compile: the cluster operator's child of each shipped schedule it applies to.
-    from cake.ir.check import check
-    from cake.ir.transforms.cluster_multicast import cluster_multicast
-    from cuda_cases import read
-
-    from cake.diagnostics import Severity
-
-    kernel = cluster_multicast(read(rel)[0])
-    assert kernel is not None
-    assert [d.code for d in check(kernel, dims={"D": 128}) if d.severity is Severity.ERROR] == []
-    program = generate(kernel, kernel.target, static_dims={"D": 128}, file=rel)
-    assert any(c.cluster == 2 for c in program.launches)
-    module = compile_cubin(program.source, program.arch, smem_dynamic_bytes={c.kname: c.smem_bytes for c in program.launches},
-                           tmem_columns={c.kname: c.tmem_columns for c in program.launches}, file=rel)
-    assert module.cubin[:4] == b"\x7fELF"
+    program, module = compiled_child(rel, cluster_multicast)
+    assert any(c.cluster == 2 for c in program.launches) and module.cubin[:4] == b"\x7fELF"

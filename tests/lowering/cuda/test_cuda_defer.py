@@ -10,9 +10,8 @@ import re
 import pytest
 from cake.ir.nodes import DType
 from cake.ir.transforms.defer_merge import defer_merge
-from cake.lowering.cuda.compile import compile_cubin
 from cake.lowering.cuda.program import generate
-from cuda_cases import CUDA_REFUSED, HAVE_NVCC, NO_NVCC, SHIPPED, edited, read
+from cuda_cases import HAVE_NVCC, NO_NVCC, compiled_child, edited, pass_children, read
 
 PINGPONG = "experiments/kmeans/assign_pingpong.cake"
 DEFER = ("  pingpong consumer around mma", "  pingpong consumer around mma\n  defer consumer best, besti")
@@ -59,23 +58,8 @@ def test_a_minimum_deferred_without_its_position_leaves_the_position_merged_in_t
     assert "cake_argmin_merge(best[cake_q], best_pos[cake_q]" in after
 
 
-def _deferrable() -> list[str]:
-    return [rel for rel in SHIPPED if rel not in CUDA_REFUSED and "/bad/" not in rel
-            and read(rel)[0].target.startswith("sm_9") and defer_merge(read(rel)[0]) is not None]
-
-
 @pytest.mark.skipif(not HAVE_NVCC, reason=NO_NVCC)
-@pytest.mark.parametrize("rel", _deferrable(), ids=lambda rel: rel.split("/")[-1])
+@pytest.mark.parametrize("rel", pass_children(defer_merge), ids=lambda rel: rel.split("/")[-1])
 def test_every_schedule_the_search_can_defer_compiles(rel: str) -> None:
-    from cake.ir.check import check
-
-    from cake.diagnostics import Severity
-
-    kernel = defer_merge(read(rel)[0])
-    assert kernel is not None
-    assert [d.code for d in check(kernel, dims={"D": 128}) if d.severity is Severity.ERROR] == []
-    program = generate(kernel, kernel.target, static_dims={"D": 128}, file=rel)
-    module = compile_cubin(program.source, program.arch,
-                           smem_dynamic_bytes={c.kname: c.smem_bytes for c in program.launches},
-                           tmem_columns={c.kname: c.tmem_columns for c in program.launches}, file=rel)
+    _, module = compiled_child(rel, defer_merge)
     assert module.cubin[:4] == b"\x7fELF" and all(k.spill_bytes == 0 for k in module.report.kernels)
