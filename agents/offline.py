@@ -61,10 +61,13 @@ class OfflineSettings:
     # predicted faster than the seed within its bound (the resource boost crowds out warp_specialize); untuned.
     feedback: bool = False
     sweep: bool = True  # the incumbent's structural neighbourhood first, every turn
+    # operators never drawn nor swept (`cake evolve --disable-operator`): an ablation, or a move whose children
+    # failed on the device the run is on
+    disabled: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, object]:
         return {"repair_rounds": self.repair_rounds, "attempts_per_slot": self.attempts_per_slot,
-                "feedback": self.feedback, "sweep": self.sweep}
+                "feedback": self.feedback, "sweep": self.sweep, "disabled": sorted(self.disabled)}
 
 
 def operator_weight(name: str, stats: dict[str, tuple[int, int]]) -> float:
@@ -131,14 +134,14 @@ class OfflineAgent:
         if incumbent is None:
             return
         for name in ctx.rng.sample(SWEPT, len(SWEPT)):
-            if mut.offered(name, ctx.backend):
+            if mut.offered(name, ctx.backend) and name not in self.settings.disabled:
                 result = OPERATORS[name](incumbent.kernel, ctx.rng)
                 if result is not None:
                     yield name, result, (incumbent,)
 
     def _child(self, ctx: TurnContext, rng: random.Random,
                multipliers: dict[str, float]) -> tuple[str, mut.Mutation, tuple[Parent, ...]] | None:
-        names = [name for name in BASE_WEIGHTS if mut.offered(name, ctx.backend)]
+        names = [name for name in BASE_WEIGHTS if mut.offered(name, ctx.backend) and name not in self.settings.disabled]
         weights = [operator_weight(name, ctx.operator_stats) * multipliers.get(name, 1.0) for name in names]
         operator = rng.choices(names, weights)[0]
         parent = ctx.parents[rng.randrange(len(ctx.parents))]

@@ -56,9 +56,10 @@ def open_session(store: RunStore) -> EvolveSession:
 
 def make_agent(config: dict[str, Any], root: Path) -> Agent:
     if config["agent"] == "offline":
-        from cake.agents.offline import OfflineAgent
+        from cake.agents.offline import OfflineAgent, OfflineSettings
 
-        return OfflineAgent()
+        disabled = frozenset(str(name) for name in (config.get("offline") or {}).get("disabled", ()))
+        return OfflineAgent(OfflineSettings(disabled=disabled))
     from cake.agents.llm import LLMAgent, LLMSettings
 
     settings = LLMSettings(**config["llm"])

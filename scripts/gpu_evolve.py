@@ -112,6 +112,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu_evolve_out")))
     parser.add_argument("--compile-workers", type=int, default=None,
                         help="cake evolve --compile-workers (default: cake's, the CPUs less 2 per GPU; 0: off)")
+    parser.add_argument("--disable-operator", action="append", default=[], metavar="NAME",
+                        help="cake evolve --disable-operator (repeatable)")
     parser.add_argument("--rate", type=Path, default=None, metavar="RUN_DIR",
                         help="print the evaluation rate of a finished run directory as JSON, and exit")
     args = parser.parse_args()
@@ -132,6 +134,8 @@ def main() -> int:
                "--wall-time", str(max(60.0, budget_s - TURN_SLACK_S - 30.0)), "--out", str(run_dir)]
     if args.compile_workers is not None:
         command += ["--compile-workers", str(args.compile_workers)]
+    for name in args.disable_operator:
+        command += ["--disable-operator", name]
     started = time.monotonic()
     log_path = args.out / "evolve.log"
     with log_path.open("w") as log:

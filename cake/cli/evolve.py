@@ -69,6 +69,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--explore-slots", type=int, default=1, metavar="N",
                    help="GPU: of each turn's evaluations, N go to the best-ranked candidates of operators the run has "
                         "not timed yet (at least one stays the cost model's best)")
+    p.add_argument("--disable-operator", action="append", default=[], metavar="NAME",
+                   help="offline agent: never draw or sweep this operator (repeatable; an ablation, or a move whose "
+                        "children fail on this device)")
     p.add_argument("--reuse-bench-process", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU: evaluate on one bench server per device instead of a fresh bench process each "
                         "(a re-timing of a new best always takes a fresh one)")
@@ -165,6 +168,13 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
     backend = args.backend or default_backend(device)
     if backend == "cuda" and device != "cuda":
         raise UsageError("--backend cuda needs --device cuda (a GPU)")
+    if args.disable_operator:
+        from cake.agents.offline import BASE_WEIGHTS
+
+        unknown = sorted(set(args.disable_operator) - set(BASE_WEIGHTS))
+        if args.agent != "offline" or unknown:
+            raise UsageError(f"--disable-operator: {'unknown operator(s) ' + ', '.join(unknown) if unknown else 'the offline agent only'}"
+                             f" (operators: {', '.join(sorted(BASE_WEIGHTS))})")
     if args.explore_slots < 0:
         raise UsageError(f"--explore-slots must be >= 0 (0: the cost model's order only), got {args.explore_slots}")
     defaults = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
@@ -190,6 +200,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
                  "reuse_bench_process": args.reuse_bench_process},
         "llm": None, "learned_rules": args.learned_rules,
     }
+    if args.agent == "offline":
+        config["offline"] = {"disabled": sorted(set(args.disable_operator))}
     if args.agent == "openai":
         from cake.agents.llm import LLMSettings
 

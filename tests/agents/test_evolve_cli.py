@@ -161,3 +161,21 @@ def test_a_gpu_run_records_what_timed_it_as_the_cost_fit_keys_it(monkeypatch: py
     assert recorded["codegen"] == str(get_backend("cuda").codegen_version)
     assert recorded["toolchain"].startswith("nvcc-") and "+torch-" in recorded["toolchain"]
     assert timed_toolchain(recorded["toolchain"], recorded["codegen"], recorded["clock"]).endswith("+events")
+
+
+def test_disabled_operators_and_exploration_places_are_checked_and_stored() -> None:
+    from cake.agents.session import make_agent
+
+    from cake.cli.common import UsageError
+    from cake.cli.evolve import new_config, parse_evolve_args
+
+    config = new_config(parse_evolve_args(["--device", "cpu", "--disable-operator", "cluster",
+                                           "--disable-operator", "defer"], where="test"))
+    assert config["offline"] == {"disabled": ["cluster", "defer"]}
+    assert config["loop"]["explore_slots"] == 0  # a model-fitness run: nothing to explore for
+    agent = make_agent(config, Path(tempfile.gettempdir()))
+    assert agent.settings.disabled == frozenset({"cluster", "defer"})  # type: ignore[attr-defined]
+    for argv, said in ((["--disable-operator", "nonsense"], r"unknown operator\(s\) nonsense"),
+                       (["--explore-slots", "-1"], "--explore-slots must be >= 0")):
+        with pytest.raises(UsageError, match=said):
+            new_config(parse_evolve_args(["--device", "cpu", *argv], where="test"))

@@ -184,3 +184,11 @@ def _plain_child(mutation: str, predicted: float, suffix: str, held: bool = Fals
                         predicted_ms=predicted, features={"grid": "tiles", "copy": "none", "roles": 1,
                                                           "pingpong": False, "stages": 2, "tile_log2": 13,
                                                           "warps": 4, "held": held})
+
+
+def test_a_disabled_operator_is_neither_swept_nor_drawn() -> None:
+    for seed in range(3):
+        turn = OfflineAgent(OfflineSettings(disabled=frozenset({"hold", "param"}))).propose(
+            _ctx(30, _incumbent(PINGPONG), seed))
+        used = {p.mutation.split(":", 1)[0] for p in turn.proposals}
+        assert not used & {"hold", "param"} and used, seed
