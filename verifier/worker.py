@@ -106,7 +106,7 @@ class Worker:
         self._loaded = False
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cake.verifier.worker_main"],
+            [sys.executable, "-m", "cake.verifier.worker_main", "--parent", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from cake.verifier.worker_protocol import KernelRef, MessageType, RefKind, ReplayOutcome, decode, encode
 
 from cake.diagnostics import DiagnosticError
+from cake.process_groups import exit_with_parent
 
 if TYPE_CHECKING:
     from cake.verifier.results import GateResult
@@ -68,7 +69,15 @@ def load_kernel(ref: KernelRef) -> Callable[..., Any] | str:
     return kernel
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """`python -m cake.verifier.worker_main [--parent PID]`: serve requests on stdin until end of input. With
+    `--parent` (what `Worker` passes), the worker's group also ends once that process is gone, even inside a request:
+    a hung gate whose bench or evaluator was killed does not keep the GPU."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--parent"] and len(args) == 2 and args[1].isdigit():
+        exit_with_parent(int(args[1]))
+    elif args:
+        raise SystemExit(f"usage: python -m cake.verifier.worker_main [--parent PID], not {' '.join(args)}")
     channel = _claim_protocol_channel()
     # Imported after the channel is claimed so that import-time prints cannot reach the protocol.
 

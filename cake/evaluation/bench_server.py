@@ -27,7 +27,6 @@ import importlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,11 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cake.process_groups import close_group, end_group, kill_group
+from cake.process_groups import close_group, end_group, exit_with_parent, kill_group
 
 DEFAULT_SERVICE = "cake.evaluation.bench_worker:BenchService"
 LOG_TAIL_LINES = 15
-PARENT_POLL_S = 1.0
 
 
 class Service(Protocol):
@@ -86,26 +84,13 @@ def _service(spec: str) -> Service:
     return factory()  # type: ignore[no-any-return]
 
 
-def _exit_with(parent: int) -> None:
-    """End this server (its whole group) once `parent` is gone, even in the middle of a request: the client's kill
-    of its own process group (a run's time limit) does not reach a server in a session of its own, and a hung
-    kernel would otherwise keep the GPU until the machine is reset."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="cake-bench-parent", daemon=True).start()
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m cake.evaluation.bench_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--reply-fd", type=int, required=True, help="the pipe answers are written to")
     ap.add_argument("--parent", type=int, required=True, help="the client's pid: the server ends when it is gone")
     ap.add_argument("--service", default=DEFAULT_SERVICE, help="module:factory of what serves each request")
     args = ap.parse_args(argv)
-    _exit_with(args.parent)
+    exit_with_parent(args.parent)  # a run killed at its time limit takes its bench server with it
     service = _service(args.service)
     with os.fdopen(args.reply_fd, "w", buffering=1) as replies:
         try:

@@ -169,3 +169,37 @@ def test_a_spare_started_before_its_kernel_was_known_serves_the_kernel_it_is_bou
     assert [(d, v.passed) for d, v in verdicts] == [("float32", True)]
     with pytest.raises(ValueError, match="cannot serve"):
         spare.bind(ref("hangs_on_nan"))
+
+
+def test_a_busy_worker_ends_with_the_process_that_started_it(tmp_path: Path) -> None:
+    # End of input reaches a worker only between requests: one stuck in a request (here, a kernel module that never
+    # finishes importing) ends because it watches its parent, so a killed bench or evaluator leaves no GPU holder.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    kernel = tmp_path / "stuck.py"
+    kernel.write_text("import time\ntime.sleep(3600)\ndef k(x):\n    return x\n")
+    client = tmp_path / "client.py"
+    client.write_text(
+        "import sys\n"
+        "from cake.verifier.worker import Worker\n"
+        "from cake.verifier.worker_protocol import KernelRef\n"
+        f"worker = Worker(KernelRef.parse({str(kernel) + ':k'!r}), 'cpu')\n"
+        "print(worker.pid, flush=True)\n"
+        "worker.load(timeout_s=3600)\n")
+    proc = subprocess.Popen([sys.executable, str(client)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pid = int(proc.stdout.readline())
+    time.sleep(2.0)  # the worker is inside LOAD by now
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"worker {pid} outlived the process that started it")
