@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 from cake.ir.nodes import Call, DType, Expr
+from cake.ir.running_reduction import RunningReduction
 from cake.lowering.cuda import rules
 from cake.lowering.cuda.cnames import CTYPE, float_literal
 from cake.lowering.cuda.context import LaunchCtx
@@ -91,6 +92,7 @@ class ReductionGen:
     w: Writer
     inst: str
     loop_depth: int
+    scope: dict[str, Value]
     red_cache: dict[tuple[int, int, str], tuple[Value, Vec, Vec]]
     # lowering the per-iteration reduction of a deferred running reduction (`defer`): a min/max and its position
     # stay each thread's partial (no merge across the row's threads here)
@@ -182,6 +184,37 @@ class ReductionGen:
         if rule.better:
             self.red_cache[key] = (src, val, arg)
         return arg if rule.index else val
+
+    def merge_partials(self, found: RunningReduction) -> None:
+        """After the loop of a deferred running reduction: merge each thread's partial minimum (and its position)
+        across the threads that share a row, as the per-iteration reduction would have (ties to the first
+        position). Nothing to merge where a thread holds whole rows."""
+        value = self.scope.get(found.value)
+        index = self.scope.get(found.index) if found.index is not None else None
+        if not isinstance(value, Vec) or value.layout is None or (index is not None and not isinstance(index, Vec)):
+            raise Unlowerable(Code.LAYOUT, f"`defer {self.slot.name} {found.value}`: the running value is not held "
+                              "in the rows of an mma result")
+        layout = value.layout
+        split = isinstance(layout, MmaFragLayout) and layout.warps_n > 1
+        if not layout.quad and not split:
+            return
+        c, out = layout.cname, value.dtype
+        rule = rules.REDUCTIONS["argmin" if found.better == "<" else "argmax"]
+        merge = "cake_argmin_merge" if found.better == "<" else "cake_argmax_merge"
+        iname = index.name if isinstance(index, Vec) else f"{value.name}_pos"
+        self.w.comment(f"deferred: `{found.value}` held each thread's partial through the loop; merged once here")
+        if index is None:
+            self.w.line(f"int {iname}[{c}::kRows] = {{}};  // positions only break ties here")
+        if layout.quad:
+            self.w.line("#pragma unroll")
+            with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
+                with self.w.block("for (int cake_o = 1; cake_o < 4; cake_o <<= 1)"):
+                    self.w.line(f"const {CTYPE[out]} cake_ov = __shfl_xor_sync({FULL_MASK}, {value.name}[cake_q], cake_o);")
+                    self.w.line(f"const int cake_oi = __shfl_xor_sync({FULL_MASK}, {iname}[cake_q], cake_o);")
+                    self.w.line(f"{merge}({value.name}[cake_q], {iname}[cake_q], cake_ov, cake_oi);")
+        if split:
+            assert isinstance(layout, MmaFragLayout)
+            self.cross_warp_merge(rule, layout, value.name, iname, out, value.shape[0])
 
     def cross_warp_merge(self, rule: rules.ReduceRule, layout: MmaFragLayout, vname: str, iname: str, out: DType,
                          rows: int) -> None:

@@ -57,7 +57,6 @@ from cake.lowering.cuda.exprs import ExprGen
 from cake.lowering.cuda.infer import RoleInference
 from cake.lowering.cuda.layouts import MmaFragLayout
 from cake.lowering.cuda.plan import RoleSlot
-from cake.lowering.cuda.reductions import FULL_MASK
 from cake.lowering.cuda.values import Elem, Fam, Frag, Lazy, Scalar, SmemTile, SmemVec, Value, Vec
 from cake.lowering.cuda.writer import Writer
 
@@ -391,37 +390,6 @@ class RoleGen(ExprGen):
         self.scope = saved
         for found in self.deferred.get(id(st), ()):
             self.merge_partials(found)
-
-    def merge_partials(self, found: RunningReduction) -> None:
-        """After the loop of a deferred running reduction: merge each thread's partial minimum (and its position)
-        across the threads that share a row, as the per-iteration reduction would have (ties to the first
-        position). Nothing to merge where a thread holds whole rows."""
-        value = self.scope.get(found.value)
-        index = self.scope.get(found.index) if found.index is not None else None
-        if not isinstance(value, Vec) or value.layout is None or (index is not None and not isinstance(index, Vec)):
-            raise Unlowerable(Code.LAYOUT, f"`defer {self.slot.name} {found.value}`: the running value is not held "
-                              "in the rows of an mma result")
-        layout = value.layout
-        split = isinstance(layout, MmaFragLayout) and layout.warps_n > 1
-        if not layout.quad and not split:
-            return
-        c, out = layout.cname, value.dtype
-        rule = rules.REDUCTIONS["argmin" if found.better == "<" else "argmax"]
-        merge = "cake_argmin_merge" if found.better == "<" else "cake_argmax_merge"
-        iname = index.name if isinstance(index, Vec) else f"{value.name}_pos"
-        self.w.comment(f"deferred: `{found.value}` held each thread's partial through the loop; merged once here")
-        if index is None:
-            self.w.line(f"int {iname}[{c}::kRows] = {{}};  // positions only break ties here")
-        if layout.quad:
-            self.w.line("#pragma unroll")
-            with self.w.block(f"for (int cake_q = 0; cake_q < {c}::kRows; ++cake_q)"):
-                with self.w.block("for (int cake_o = 1; cake_o < 4; cake_o <<= 1)"):
-                    self.w.line(f"const {CTYPE[out]} cake_ov = __shfl_xor_sync({FULL_MASK}, {value.name}[cake_q], cake_o);")
-                    self.w.line(f"const int cake_oi = __shfl_xor_sync({FULL_MASK}, {iname}[cake_q], cake_o);")
-                    self.w.line(f"{merge}({value.name}[cake_q], {iname}[cake_q], cake_ov, cake_oi);")
-        if split:
-            assert isinstance(layout, MmaFragLayout)
-            self.cross_warp_merge(rule, layout, value.name, iname, out, value.shape[0])
 
     def bind_stage(self, st: For, var: str) -> None:
         if st.pipeline is None:
