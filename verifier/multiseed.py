@@ -20,6 +20,7 @@ from cake.verifier.results import Verdict
 
 if TYPE_CHECKING:
     from cake.verifier.verdict_cache import VerdictCache
+    from cake.verifier.worker import SpareWorkers
     from cake.verifier.worker_protocol import KernelRef
 
 # How many seeds a promoted, reported or exported kernel is verified under (seeds 0 .. MULTI_SEED_COUNT-1).
@@ -103,26 +104,29 @@ def verify_seeds_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[in
 def verify_seeds_per_dtype_in_worker(op: str, kernel_ref: KernelRef, *, seeds: Sequence[int] = MULTI_SEEDS,
                                      device: str, dtypes: Sequence[str], all_gates: bool, timeout_s: float,
                                      gates: Sequence[str] | None = None, cache: VerdictCache | None = None,
-                                     use_cache: bool = True) -> dict[str, SeededVerdicts]:
+                                     use_cache: bool = True, spares: SpareWorkers | None = None
+                                     ) -> dict[str, SeededVerdicts]:
     """`verify_seeds_in_worker` at each dtype alone, all in one worker session: every (seed, dtype) verdict is
     cached under the key a single-seed, single-dtype `verify_in_worker` uses. The GPU evaluation's bench fills
     those keys for the run's seed in every dtype (`verify_dtypes_in_worker`), so confirming a new best runs only
     the other seeds; one battery over all dtypes at once has a key of its own and found none of them."""
     groups = [(dtype,) for dtype in dict.fromkeys(dtypes)]
     results = _verify_grid(op, kernel_ref, seeds, groups, device=device, all_gates=all_gates, timeout_s=timeout_s,
-                           resource_report=None, gates=gates, cache=cache, use_cache=use_cache)
+                           resource_report=None, gates=gates, cache=cache, use_cache=use_cache, spares=spares)
     return {group[0]: result for group, result in zip(groups, results, strict=True)}
 
 
 def _verify_grid(op: str, kernel_ref: KernelRef, seeds: Sequence[int], dtype_groups: Sequence[tuple[str, ...]], *,
                  device: str, all_gates: bool, timeout_s: float, resource_report: ResourceReport | None,
-                 gates: Sequence[str] | None, cache: VerdictCache | None, use_cache: bool) -> list[SeededVerdicts]:
+                 gates: Sequence[str] | None, cache: VerdictCache | None, use_cache: bool,
+                 spares: SpareWorkers | None = None) -> list[SeededVerdicts]:
     """A battery per (dtype group, seed), each cached on its own key, in one worker session
-    (`verify_cells_in_worker`): one `SeededVerdicts` per group."""
+    (`verify_cells_in_worker`, its worker from `spares` when given): one `SeededVerdicts` per group."""
     from cake.verifier.worker import verify_cells_in_worker
 
     verdicts = verify_cells_in_worker(op, kernel_ref, [(seed, group) for group in dtype_groups for seed in seeds],
                                       device=device, all_gates=all_gates, timeout_s=timeout_s,
-                                      resource_report=resource_report, gates=gates, cache=cache, use_cache=use_cache)
+                                      resource_report=resource_report, gates=gates, cache=cache, use_cache=use_cache,
+                                      spares=spares)
     n = len(seeds)
     return [SeededVerdicts(op, tuple(seeds), tuple(verdicts[g * n:(g + 1) * n])) for g in range(len(dtype_groups))]

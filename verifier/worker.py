@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -201,6 +202,32 @@ class Worker:
         self._stderr.close()
 
 
+class SpareWorkers:
+    """Verifier workers started before their kernels are known, one kept ready per device: `take` hands the ready one
+    over, bound to its kernel, and starts the next, so a caller verifying one kernel after another (an evolve run's
+    evaluator) pays a process start (Python and torch: seconds) only for its first. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._ready: dict[str, Worker] = {}
+        self._lock = threading.Lock()
+
+    def take(self, kernel_ref: KernelRef, device: str) -> Worker:
+        with self._lock:
+            ready = self._ready.pop(device, None)
+            self._ready[device] = Worker(None, device)
+        if ready is None or not ready.alive():
+            if ready is not None:
+                ready.abandon()
+            ready = Worker(None, device)
+        return ready.bind(kernel_ref)
+
+    def close(self) -> None:
+        with self._lock:
+            ready, self._ready = list(self._ready.values()), {}
+        for worker in ready:
+            worker.abandon()
+
+
 @dataclass(frozen=True, slots=True)
 class StandardOutcome:
     passed: bool
@@ -352,11 +379,13 @@ def verify_in_worker(
     gates: Sequence[str] | None = None,
     cache: VerdictCache | None = None,
     use_cache: bool = True,
+    spares: SpareWorkers | None = None,
 ) -> Verdict:
     """Run the contract battery for `op` on the kernel named by `kernel_ref`, isolated.
 
     Raises UnknownOpError (a KeyError) for an unknown op or gate, and KernelLoadError when the kernel
-    cannot be loaded; every other outcome, crashes and hangs included, is a Verdict.
+    cannot be loaded; every other outcome, crashes and hangs included, is a Verdict. `spares`: where a worker
+    started ahead is taken from when the cache does not answer (else one is started here).
     """
     gate_ids = _gate_ids(gates)
     lookup = _lookup(op, kernel_ref, device=device, dtypes=dtypes, seed=seed, all_gates=all_gates, gate_ids=gate_ids,
@@ -364,7 +393,8 @@ def verify_in_worker(
     cached = lookup.get()
     if cached is not None:
         return cached
-    with WorkerSession(kernel_ref, device, timeout_s) as session:
+    started = spares.take(kernel_ref, device) if spares is not None else None
+    with WorkerSession(kernel_ref, device, timeout_s, started) as session:
         verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed, all_gates=all_gates,
                                          resource_report=resource_report)
     lookup.put(verdict)
@@ -391,12 +421,14 @@ def verify_cells_in_worker(op: str, kernel_ref: KernelRef, cells: Sequence[tuple
                            device: str, all_gates: bool, timeout_s: float,
                            resource_report: ResourceReport | None = None, gates: Sequence[str] | None = None,
                            cache: VerdictCache | None = None, use_cache: bool = True,
-                           stop_at_failure: bool = False, started: Worker | None = None) -> list[Verdict]:
+                           stop_at_failure: bool = False, started: Worker | None = None,
+                           spares: SpareWorkers | None = None) -> list[Verdict]:
     """One battery per (seed, dtypes) cell, in order, each cached under the key a `verify_in_worker` of that seed
     and those dtypes uses; one worker session, started at the first cell the cache does not answer, serves the
     rest. With `stop_at_failure` the cells after the first failing one are not run and are absent from the result.
     `started`: a worker already spawned for this kernel (its start overlapped the caller's own setup); this call
-    owns it: the session's first worker, or closed unused when the cache answers every cell."""
+    owns it: the session's first worker, or closed unused when the cache answers every cell. Without one, `spares`
+    is where the session's first worker is taken from (else it is started here)."""
     gate_ids = _gate_ids(gates)
     out: list[Verdict] = []
     with ExitStack() as stack:
@@ -408,6 +440,8 @@ def verify_cells_in_worker(op: str, kernel_ref: KernelRef, cells: Sequence[tuple
                              gate_ids=gate_ids, resource_report=resource_report, cache=cache, use_cache=use_cache)
             verdict = lookup.get()
             if verdict is None:
+                if session is None and started is None and spares is not None:
+                    started = spares.take(kernel_ref, device)
                 session = session or stack.enter_context(WorkerSession(kernel_ref, device, timeout_s, started))
                 verdict = run_battery_in_session(session, op, gate_ids, dtypes=dtypes, seed=seed,
                                                  all_gates=all_gates, resource_report=resource_report)

@@ -28,12 +28,14 @@ executor may pickle it to another process or host.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from cake.evaluation.ahead import AheadOutcome, AheadProcesses
     from cake.stats import Speedup
     from cake.verifier.results import Verdict
+    from cake.verifier.worker import SpareWorkers
     from cake.verifier.worker_protocol import KernelRef
 
 # CPU verification under the interpreter: fp32 only. bf16 is garbage there (DESIGN.md) and fp16 dots are slow;
@@ -154,9 +157,9 @@ class ScheduleEvaluator:
         from cake.verifier.worker import verify_in_worker
 
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
-        return verify_in_worker(self.op, self.kernel(path).ref(), device=device, dtypes=dtypes,
-                                seed=self.settings.seed, all_gates=False, timeout_s=self.settings.gate_timeout_s,
-                                cache=cache)
+        ref = self.kernel(path).ref()
+        return verify_in_worker(self.op, ref, device=device, dtypes=dtypes, seed=self.settings.seed, all_gates=False,
+                                timeout_s=self.settings.gate_timeout_s, cache=cache, spares=spare_workers())
 
     def _verify_cpu(self, job: EvalJob, started: float) -> Evaluation:
         from cake.verifier.worker import KernelLoadError
@@ -266,10 +269,12 @@ class ScheduleEvaluator:
 
 
     def close(self) -> None:
-        """End this process's bench servers (`reuse_bench_process`); the next GPU evaluation starts a fresh one."""
+        """End this process's bench servers (`reuse_bench_process`) and its spare verifier workers; the next
+        evaluation starts fresh ones."""
         from cake.evaluation.bench_server import bench_servers
 
         bench_servers().close_all()
+        spare_workers().close()
 
     # ------------------------------------------------------------------------------------ ahead
 
@@ -320,10 +325,11 @@ class ScheduleEvaluator:
         dtypes = CPU_DTYPES if device == "cpu" else self.declared_dtypes(job.path)
         cache = VerdictCache(Path(self.settings.verdict_cache)) if self.settings.verdict_cache else None
         seeds = tuple(dict.fromkeys((self.settings.seed, *MULTI_SEEDS)))
+        ref = self.kernel(job.path).ref()
         try:
-            results = verify_seeds_per_dtype_in_worker(self.op, self.kernel(job.path).ref(), seeds=seeds,
-                                                       device=device, dtypes=dtypes, all_gates=False,
-                                                       timeout_s=self.settings.gate_timeout_s, cache=cache)
+            results = verify_seeds_per_dtype_in_worker(self.op, ref, seeds=seeds, device=device, dtypes=dtypes,
+                                                       all_gates=False, timeout_s=self.settings.gate_timeout_s,
+                                                       cache=cache, spares=spare_workers())
         except KernelLoadError as error:
             return replace(evaluation, status=_load_failure(str(error)), fitness=None,
                            error=f"confirm: {error}"[:ERROR_CHARS])
@@ -336,6 +342,23 @@ class ScheduleEvaluator:
                        verdict={**json.loads(failing.to_json()), "confirmed": confirmed},
                        replay_tokens=tuple(t for r in results.values() for t in r.replay_tokens()),
                        error=f"not confirmed as best: {summary}"[:ERROR_CHARS])
+
+
+_SPARES: SpareWorkers | None = None
+_SPARES_LOCK = threading.Lock()
+
+
+def spare_workers() -> SpareWorkers:
+    """This process's verifier workers started ahead (`cake.verifier.worker.SpareWorkers`): the CPU verification and
+    the confirmation of a new best take one each instead of starting a process (ended at exit, or by `close`)."""
+    global _SPARES
+    with _SPARES_LOCK:  # the executor's slots evaluate in threads
+        if _SPARES is None:
+            from cake.verifier.worker import SpareWorkers
+
+            _SPARES = SpareWorkers()
+            atexit.register(_SPARES.close)
+        return _SPARES
 
 
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,

@@ -203,3 +203,28 @@ def test_a_busy_worker_ends_with_the_process_that_started_it(tmp_path: Path) -> 
             return
         time.sleep(0.1)
     pytest.fail(f"worker {pid} outlived the process that started it")
+
+
+def test_spare_workers_hand_over_the_one_started_ahead_and_start_the_next(tmp_path: Path) -> None:
+    from cake.verifier.worker import SpareWorkers
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype)\n")
+    k = KernelRef.parse(f"{kernel}:k")
+    spares = SpareWorkers()
+    args = dict(device="cpu", dtypes=("float32",), seed=0, all_gates=False, timeout_s=TIMEOUT_S, gates=("CMP-01",),
+                cache=VerdictCache(tmp_path / "cache"), spares=spares)
+    try:
+        verdict = verify_in_worker("row_sum", k, **args)  # type: ignore[arg-type]
+        assert verdict.passed
+        ready = spares._ready["cpu"]  # taking one started the next
+        assert ready.alive() and ready.kernel_ref is None
+        again = verify_in_worker("row_sum", k, **args)  # type: ignore[arg-type]
+        assert again == verdict and spares._ready["cpu"] is ready  # the cache answered: nothing taken
+        other = tmp_path / "other.py"
+        other.write_text("def k(x):\n    return x.float().sum(-1).to(x.dtype) + 0\n")
+        third = verify_in_worker("row_sum", KernelRef.parse(f"{other}:k"), **args)  # type: ignore[arg-type]
+        assert third.passed and not ready.alive() and spares._ready["cpu"] is not ready  # the ready one served
+    finally:
+        spares.close()
+    assert spares._ready == {}
