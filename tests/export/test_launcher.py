@@ -232,3 +232,29 @@ def test_launcher_builds_attaches_and_reads_the_python_plan(tmp_path: Path) -> N
     built = list((tmp_path / "cache").glob("cake_launcher_*.so"))
     assert len(built) == 1
     assert _launcher.build(tmp_path / "cache") == built[0]  # cached: no second build
+
+
+def test_the_resident_clusters_come_from_the_driver_with_the_kernels_own_cluster_dims(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # An exported persistent clustered launch is sized by cuOccupancyMaxActiveClusters (as the backend's own), asked
+    # with no cluster attribute (the kernel's __cluster_dims__ apply); a refusal or no cluster fitting is an error.
+    from cake.export.runtime import _cuda
+
+    asked: list[tuple[int, int, int, int, int]] = []
+
+    class Driver:
+        clusters, result = 30, 0
+
+        def cuOccupancyMaxActiveClusters(self, count: object, function: int, config: int) -> int:
+            c = _cuda.LaunchConfig.from_address(config)
+            asked.append((function, c.gridDimX, c.blockDimX, c.sharedMemBytes, c.numAttrs))
+            count._obj.value = self.clusters  # type: ignore[attr-defined]  # ctypes.byref's object
+            return self.result
+
+    driver = Driver()
+    monkeypatch.setattr(_cuda, "_lib", driver)
+    assert _cuda.max_active_clusters(0xBEEF, 4, 384, 200_000) == 30
+    assert asked == [(0xBEEF, 4, 384, 200_000, 0)]
+    driver.clusters = 0
+    with pytest.raises(RuntimeError, match="0 clusters of 4 CTAs"):
+        _cuda.max_active_clusters(0xBEEF, 4, 384, 200_000)
