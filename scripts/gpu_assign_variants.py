@@ -48,11 +48,14 @@ VARIANTS: tuple[tuple[str, dict[str, int]], ...] = (
 VARIANT_TIMEOUT_S = 120.0
 
 
-def bench_variant(path: Path, max_seconds: float, also: tuple[str, ...] = ()) -> dict[str, object]:
+def bench_variant(path: Path, max_seconds: float, also: tuple[str, ...] = (), *, reuse: bool = False,
+                  keep: Path | None = None) -> dict[str, object]:
+    """One variant gated then timed in a bench process of its own (`reuse`: on this process's bench server, as an
+    evolve run's evaluations are), every sample written to `keep` when given."""
     request = BenchRequest("kmeans_assign", KernelSpec(path, "cuda").ref(), (ASSIGN.shape(SHAPE),), (BASELINE, *also),
                            max_seconds=max_seconds)
     started = time.perf_counter()
-    outcome, tail = run_bench_worker(request, "cuda", timeout_s=VARIANT_TIMEOUT_S)
+    outcome, tail = run_bench_worker(request, "cuda", timeout_s=VARIANT_TIMEOUT_S, reuse=reuse, keep=keep)
     times = outcome if isinstance(outcome, BenchTimes) else BenchTimes()
     mine = times.candidate.get(SHAPE)
     theirs = {name: times.baselines.get(name, {}).get(SHAPE) for name in (BASELINE, *also)}
@@ -92,7 +95,7 @@ def summarize(rows: list[dict[str, object]], baseline: str = BASELINE) -> dict[s
     by_variant: dict[str, list[float]] = {}
     for row in rows:
         by_variant.setdefault(str(row["variant"]), [])
-        speedup = (row.get("speedups") or {}).get(baseline, row.get("speedup") if baseline == BASELINE else None)  # type: ignore[union-attr]
+        speedup = (row.get("speedups") or {}).get(baseline, row.get("speedup") if baseline == BASELINE else None)  # type: ignore[attr-defined]
         if isinstance(speedup, float):
             by_variant[str(row["variant"])].append(speedup)
     return {name: {"rounds_timed": len(s), "median": statistics.median(s) if s else None,

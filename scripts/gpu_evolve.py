@@ -114,6 +114,8 @@ def main() -> int:
                         help="cake evolve --compile-workers (default: cake's, the CPUs less 2 per GPU; 0: off)")
     parser.add_argument("--disable-operator", action="append", default=[], metavar="NAME",
                         help="cake evolve --disable-operator (repeatable)")
+    parser.add_argument("--no-reuse-bench-process", action="store_true",
+                        help="cake evolve --no-reuse-bench-process: a one-shot bench process per evaluation")
     parser.add_argument("--rate", type=Path, default=None, metavar="RUN_DIR",
                         help="print the evaluation rate of a finished run directory as JSON, and exit")
     args = parser.parse_args()
@@ -136,6 +138,8 @@ def main() -> int:
         command += ["--compile-workers", str(args.compile_workers)]
     for name in args.disable_operator:
         command += ["--disable-operator", name]
+    if args.no_reuse_bench_process:
+        command += ["--no-reuse-bench-process"]
     started = time.monotonic()
     log_path = args.out / "evolve.log"
     with log_path.open("w") as log:

@@ -1,7 +1,9 @@
 # H200, session 23 (issue 17): first session 23's new schedule space on a GPU — the ping-pong with its centroid
 # stages multicast across clusters of 2 and 4 CTAs (assign_pingpong_mc.cake), and with its running argmin merged
 # across the quad after the k loop (`defer`, made by the pass), each gated then timed beside the plain ping-pong and
-# triton_assign in one list of processes — then clean-start kmeans evolve seeds with what sessions 22
+# triton_assign in one list of processes — then the bench server smoke-tested (one one-shot request and two on one
+# server: the wall a warm server saves; the seeds fall back to one-shot processes if it fails) — then clean-start
+# kmeans evolve seeds with what sessions 22
 # and 23 added and no GPU has run: the cost model's correction, baseline retirement, the overlapped and then
 # persistent bench process (one bench server per device: look at each evaluation's `seconds` against its
 # `stages_s` and at `verifier_ahead` in the bench JSONs), `hold` with sink_past_mma, the `cluster` and `defer`
@@ -25,9 +27,14 @@ for name in ('assign_pingpong', 'assign_pingpong_mc'):
 budgeted multicast 360 150 python3 scripts/gpu_assign_variants.py --out "$RES/mc" --rounds 1 --also triton_assign \
   --variants assign_pingpong.cake assign_pingpong_mc.cake assign_pingpong_mc.cake:CLUSTER=4 \
   "$RES/assign_pingpong_defer.cake" "$RES/assign_pingpong_mc_defer.cake"
+# The bench server before the seeds rely on it: one one-shot request and two on one server (what each saves); if any
+# is not timed, the seeds run with one-shot bench processes as before.
+budgeted server_smoke 180 90 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
+EVOLVE_ARGS=()
+python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
+  2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }
 # A move whose hand-written variant failed its gates above is kept out of the seeds (a hung child would cost a seed
 # its bench time limit each time the search tried it).
-EVOLVE_ARGS=()
 for pair in "cluster:assign_pingpong_mc.cake" "defer:$RES/assign_pingpong_defer.cake"; do
   python3 -c "
 import json, sys

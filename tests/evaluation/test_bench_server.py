@@ -177,3 +177,18 @@ def test_closing_an_executor_ends_the_processes_its_evaluator_keeps() -> None:
     InProcessExecutor(inline, "cuda").close()  # type: ignore[arg-type]
     LocalPoolExecutor(pooled, ["cuda:0"]).close()  # type: ignore[arg-type]
     assert (inline.closed, pooled.closed) == (1, 1)
+
+
+def test_the_gpu_smoke_script_says_the_server_is_not_fit_here(tmp_path: Path) -> None:
+    # scripts/gpu_bench_server_smoke.py, which the s23 GPU script runs before the seeds: on this GPU-less machine no
+    # request is timed, so it reports not ok (exit 3) and the seeds would run with one-shot bench processes.
+    import subprocess
+    import sys
+
+    script = HERE.parents[1] / "scripts" / "gpu_bench_server_smoke.py"
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]
+    report = json.loads((tmp_path / "bench_server_smoke.json").read_text())
+    assert report["ok"] is False and [r["reuse"] for r in report["requests"]] == [False, True, True]
+    assert all("no CUDA device here" in r["status"] for r in report["requests"])
