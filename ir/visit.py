@@ -142,6 +142,13 @@ def walk_body(body: tuple[n.Stmt, ...], prefix: Path = (), loops: tuple[n.For, .
             yield from walk_body(stmt.body, path, (*loops, stmt))
 
 
+def launch_sites(launch: n.Launch) -> Iterator[tuple[n.Role, StmtSite]]:
+    """Every statement of every role of `launch`, with its role, in program order role by role."""
+    for role in launch.roles:
+        for site in walk_body(role.body):
+            yield role, site
+
+
 def walk_stmts(body: tuple[n.Stmt, ...]) -> Iterator[n.Stmt]:
     """Every statement of `body`, loops before their bodies (`walk_body`'s order)."""
     return (site.stmt for site in walk_body(body))

@@ -122,7 +122,6 @@ class BenchServer:
         os.close(write_end)
         self._replies = read_end
         self._buffer = b""
-        self.served = 0
 
     @property
     def pid(self) -> int:
@@ -165,7 +164,6 @@ class BenchServer:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         answer = json.loads(line)
-        self.served += 1
         return Served(int(answer["status"]), bool(answer["reusable"]))
 
     def _ended(self, *, timed_out: bool) -> Ended:

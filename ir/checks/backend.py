@@ -23,6 +23,7 @@ from cake.ir.checks.fixtures import PINGPONG, PLAIN, derive
 from cake.ir.checks.registry import Backend, BadExample, CheckSpec, Family, Finding, check, finding, register
 from cake.ir.dot_forms import is_dot
 from cake.ir.stage_reads import freeing_barrier, read_only_as_wgmma_a, reads, stage_buffer
+from cake.ir.visit import launch_sites
 
 from cake.arch import MmaFamily
 from cake.diagnostics import Severity
@@ -40,12 +41,6 @@ class Capability:
     examples: tuple[BadExample, ...]
 
 
-def _stmts(launch: n.Launch) -> Iterator[tuple[n.Role, an.StmtSite]]:
-    for role in launch.roles:
-        for site in an.walk_body(role.body):
-            yield role, site
-
-
 def _specialized(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
     if len(launch.roles) > 1:
         yield launch.roles[1], f"{len(launch.roles)} roles"
@@ -57,12 +52,12 @@ def _specialized(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, 
 
 
 def _barriers(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
-    tma_fed = {an.ref_name(site.stmt.signals) for _r, site in _stmts(launch)
+    tma_fed = {an.ref_name(site.stmt.signals) for _r, site in launch_sites(launch)
                if isinstance(site.stmt, n.Copy) and site.stmt.kind is n.CopyKind.TMA}
     for decl in launch.barriers:
         if decl.name not in tma_fed:  # a TMA-fed barrier goes with its copy (E0604), reported once there
             yield decl, f"mbarrier `{decl.name}`"
-    for _role, site in _stmts(launch):
+    for _role, site in launch_sites(launch):
         if isinstance(site.stmt, n.NamedBarrierSync):
             yield site.stmt, "named barrier"
 
@@ -70,13 +65,13 @@ def _barriers(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str
 def _tmem(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
     for decl in launch.tmem:
         yield decl, f"tensor memory `{decl.name}`"
-    for _role, site in _stmts(launch):
+    for _role, site in launch_sites(launch):
         if isinstance(site.stmt, n.MmaAsync):
             yield site.stmt, "asynchronous mma into tensor memory"
 
 
 def _tma(ctx: CheckContext, launch: n.Launch) -> Iterator[tuple[object, str]]:
-    for _role, site in _stmts(launch):
+    for _role, site in launch_sites(launch):
         if isinstance(site.stmt, n.Copy) and site.stmt.kind is n.CopyKind.TMA:
             yield site.stmt, "TMA copy"
 
@@ -241,7 +236,7 @@ def cuda_dot_dtype(ctx: CheckContext) -> Iterable[Finding]:
 
 def _role_exprs(launch: n.Launch) -> Iterator[tuple[n.Role, n.Expr]]:
     """Every expression a role of `launch` evaluates, with the role."""
-    for role, site in _stmts(launch):
+    for role, site in launch_sites(launch):
         for top in an.stmt_exprs(site.stmt):
             for expr in an.walk_expr(top):
                 yield role, expr

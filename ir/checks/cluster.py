@@ -28,6 +28,7 @@ from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import MULTICAST, PINGPONG, PLAIN, derive
 from cake.ir.checks.registry import Finding, check, finding
 from cake.ir.clusters import copy_guards, first_varying, varying_names
+from cake.ir.visit import launch_sites
 
 from cake.arch import Feature
 
@@ -50,12 +51,6 @@ def _well_formed(ctx: CheckContext) -> Iterator[tuple[n.Launch, n.Cluster]]:
     for launch, cluster in _clustered(ctx):
         if not _shape_problems(ctx, launch, cluster) and ctx.arch is not None and ctx.arch.has(Feature.CLUSTER):
             yield launch, cluster
-
-
-def _sites(launch: n.Launch) -> Iterator[tuple[n.Role, an.StmtSite]]:
-    for role in launch.roles:
-        for site in an.walk_body(role.body):
-            yield role, site
 
 
 @check("E0512", "clusters unavailable on the target", "launch `{launch}` is clustered; {arch} has no thread-block clusters",
@@ -108,7 +103,7 @@ def _shape_problems(ctx: CheckContext, launch: n.Launch, cluster: n.Cluster) -> 
                  derive(PINGPONG, ("    arrive c_empty[s]\n", "    arrive c_empty[s] cluster\n"))])
 def needs_cluster(ctx: CheckContext) -> Iterable[Finding]:
     for launch in ctx.kernel.launches:
-        for _role, site in _sites(launch):
+        for _role, site in launch_sites(launch):
             stmt = site.stmt
             if isinstance(stmt, n.Copy) and stmt.multicast and stmt.kind is not n.CopyKind.TMA:
                 yield finding(stmt, f"launch `{launch.name}`", "not a TMA copy", launch=launch.name,
@@ -129,7 +124,7 @@ def needs_cluster(ctx: CheckContext) -> Iterable[Finding]:
 def multicast_release(ctx: CheckContext) -> Iterable[Finding]:
     for launch, _cluster in _well_formed(ctx):
         guards = dict(_multicast_guards(launch))
-        for _role, site in _sites(launch):
+        for _role, site in launch_sites(launch):
             stmt = site.stmt
             name = an.ref_name(stmt.barrier) if isinstance(stmt, n.Arrive) else None
             if isinstance(stmt, n.Arrive) and not stmt.cluster and name in guards:
@@ -212,7 +207,7 @@ def _global_accesses(stmt: n.Stmt) -> Iterator[tuple[object, n.Expr, bool]]:
 def multicast_slices(ctx: CheckContext) -> Iterable[Finding]:
     for launch, cluster in _well_formed(ctx):
         smem = {s.name: s for s in launch.smem}
-        for _role, site in _sites(launch):
+        for _role, site in launch_sites(launch):
             stmt = site.stmt
             if not (isinstance(stmt, n.Copy) and stmt.multicast):
                 continue
