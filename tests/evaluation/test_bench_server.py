@@ -192,3 +192,25 @@ def test_the_gpu_smoke_script_says_the_server_is_not_fit_here(tmp_path: Path) ->
     report = json.loads((tmp_path / "bench_server_smoke.json").read_text())
     assert report["ok"] is False and [r["reuse"] for r in report["requests"]] == [False, True, True]
     assert all("no CUDA device here" in r["status"] for r in report["requests"])
+
+
+def test_the_gpu_smoke_script_asks_only_for_schedules_the_cuda_backend_takes_at_the_cell(tmp_path: Path) -> None:
+    # A variant the CUDA backend refuses (session 24: STAGES=5 over sm_90a's shared memory) fails its request, and the
+    # smoke then blames the server. Each request's schedule must check clean against the backend at the cell's D.
+    import importlib.util
+
+    from cake.experiments.schedules import write_specialized
+    from cake.ir.check import check_text
+    from cake.ir.checks.registry import Backend
+
+    from cake.diagnostics import render_all
+
+    script = HERE.parents[1] / "scripts" / "gpu_bench_server_smoke.py"
+    spec = importlib.util.spec_from_file_location("gpu_bench_server_smoke", script)
+    assert spec is not None and spec.loader is not None
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    for label, params, _reuse in smoke.REQUESTS:
+        path = write_specialized(smoke.schedule_path("assign_pingpong.cake"), params, tmp_path)
+        found = check_text(path.read_text(), path.name, arch="sm_90a", backend=Backend.CUDA, dims={"D": 128})
+        assert not found, f"{label} {params}:\n{render_all(found)}"
