@@ -80,7 +80,7 @@ from cake.lowering.cuda.compile import nvcc_version
 from cake.arch import DEVICES
 from cake.diagnostics import DiagnosticError
 from cake.errors import ShapeNotSupported
-from cake.runs.store import CandidateStatus, RunStore
+from cake.runs.store import CandidateStatus, NotARunError, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -403,7 +403,11 @@ def load_sources(sources: Sequence[Path], device: str | None = None,
         if source.is_file() and source.suffix == ".json":
             load_bench_report(source, loaded)
         else:
-            load_run(source, loaded, device, toolchains, codegens)
+            try:
+                load_run(source, loaded, device, toolchains, codegens)
+            except NotARunError as error:  # a committed run that lost its evaluations: said, never silently fitted
+                print(f"skipped {_short(source)}: {error}", file=sys.stderr)
+                loaded.skip("empty run store (its evaluations were left in a write-ahead log)")
     return loaded
 
 

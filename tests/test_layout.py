@@ -3,6 +3,7 @@ and reading a committed run writes nothing into the tree."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import zipfile
@@ -79,3 +80,22 @@ def test_a_committed_run_opened_read_only_refuses_writes() -> None:
 
     with RunStore.open_read_only(COMMITTED_RUN) as store, pytest.raises(sqlite3.OperationalError):
         store.set_meta("touched", "yes")
+
+
+def test_every_committed_run_store_holds_its_run() -> None:
+    # a run copied while its evaluations sat in its write-ahead log (`run.sqlite-wal`, ignored by git) is committed as
+    # an empty database; checkpoint a run (or let its process exit) before copying it into results/
+    listed = subprocess.run(["git", "ls-files", "-z", "results"], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    stores = [REPO / name for name in listed if name.endswith("/run.sqlite")]
+    assert stores, "the committed results hold run stores"
+    empty = []
+    for db in stores:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+                empty.append(str(db.relative_to(REPO)))
+        finally:
+            conn.close()
+    assert empty == []
+

@@ -81,3 +81,11 @@ def test_create_refuses_an_existing_run_and_open_refuses_a_plain_dir(tmp_path) -
         RunStore.create(tmp_path / "run", {})
     with pytest.raises(NotARunError):
         RunStore.open(tmp_path)
+
+
+def test_reading_a_run_whose_evaluations_never_left_its_log_says_so(tmp_path) -> None:
+    # a run database copied without its `-wal` holds no tables: reading it is refused with why, not a SQL error
+    (tmp_path / "run").mkdir()
+    sqlite3.connect(tmp_path / "run" / "run.sqlite").execute("PRAGMA user_version = 0").connection.close()
+    with pytest.raises(NotARunError, match="write-ahead log"):
+        RunStore.open_read_only(tmp_path / "run")

@@ -302,7 +302,12 @@ class RunStore:
             raise NotARunError(f"{root} is not a run directory (no {DB_NAME})")
         live = db.with_name(db.name + "-wal").exists()
         uri = f"{db.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
-        return RunStore(root, sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0))
+        store = RunStore(root, sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0))
+        if store._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+            store.close()
+            raise NotARunError(f"{db} holds no run tables: an empty database (a run copied or committed while its "
+                               f"evaluations were still in its write-ahead log, {DB_NAME}-wal, keeps none of them)")
+        return store
 
     def close(self) -> None:
         self._conn.close()
