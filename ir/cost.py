@@ -7,7 +7,8 @@ It exists to rank candidates, so every term is monotone in the work it models. P
    and the unique bytes that must come from HBM, shared-memory traffic (wgmma operands once per instruction),
    barrier operations, and the software-pipeline depth with the bytes each stage carries. What a backend's
    generated code does differently is data (`constants_for(arch, backend, codegen=)`): e.g. CUDA codegen 4 issues
-   a row sum of a 16-bit shared tile one row per lane, priced per element as a whole (`_Counter.row_sum`).
+   a row sum of a 16-bit shared tile one row per lane, priced per element as a whole (`_Counter.row_sum`), and
+   what a deferred merge of a running reduction saves each iteration (`lane_merge_ops_per_row`, `deferred_merges`).
 2. **Occupancy** (`occupancy`): shared memory (declared buffers via `cake.ir.analysis.smem_layout`, plus
    the staging a backend adds for tiles loaded in a pipelined loop when the schedule declares none),
    registers (declared budgets via `analysis.register_budget`, else an estimate from live tiles), threads,
@@ -41,6 +42,7 @@ from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.dot_forms import TF32_PRODUCTS, dot_precision, is_dot
 from cake.ir.printer import expr as expr_text
+from cake.ir.running_reduction import running_reductions
 from cake.ir.stage_reads import WGMMA_PREFIX, held_operands
 from cake.ir.typing import Typing, type_kernel
 
@@ -149,6 +151,12 @@ class _Counter:
     # Register tiles that only a wgmma reads, as its A operand: the backend loads such a `let t = xs[w]` with
     # ldmatrix (8 elements a lane an instruction), not element by element through swizzled addresses.
     held_a: frozenset[str] = frozenset()
+    # The lets of this role's running reductions whose cross-lane merge the role defers (`defer`), each with the loop
+    # the merge moves out of; `merge_mult` is the multiplicity the let being counted merges at (None: its own, every
+    # time it runs).
+    deferred_lets: dict[str, n.For] = field(default_factory=dict)
+    loop_entry_mult: dict[int, float] = field(default_factory=dict)  # id(loop) -> multiplicity outside it
+    merge_mult: float | None = None
 
     def val(self, expr: n.Expr) -> int:
         try:
@@ -242,7 +250,14 @@ class _Counter:
             source = self.shape(e.args[0])
             axis = self.val(next(k for k in e.kwargs if k.name == "axis").value)
             split = cp.warp_split(source, self.threads // an.THREADS_PER_WARP, self.consts)
-            self.cuda_ops += mult * math.prod(source) * row.ops * split.replication
+            ops = mult * math.prod(source) * row.ops * split.replication
+            if self.merge_mult is not None and len(source) >= 2 and axis % len(source) == len(source) - 1:
+                # A deferred merge (`defer`): the per-element price above includes the merge across a row's lanes,
+                # as the priors were calibrated on code that merges every iteration; the deferral moves it out of
+                # the loop and saves what its SASS issued there, never more than the reduction's own price.
+                saved = (mult - self.merge_mult) * math.prod(source[:-1]) * self.consts.lane_merge_ops_per_row
+                ops -= min(saved, ops)
+            self.cuda_ops += ops
             if len(source) >= 2 and (split.crosses_columns if axis % len(source) == len(source) - 1
                                      else split.crosses_rows):
                 self.syncs += mult  # partial results exchanged through shared memory, behind a barrier
@@ -485,10 +500,13 @@ class _Counter:
             ops_before, smem_before = self.cuda_ops, self.smem_bytes
             held = s.name in self.held_a  # a let of a bare stage read only as a wgmma's A (`held_operands`)
             outer, self.in_mma_operand = self.in_mma_operand, self.in_mma_operand or held
+            deferred = self.deferred_lets.get(s.name)
+            self.merge_mult = None if deferred is None else self.loop_entry_mult.get(id(deferred), mult)
             try:
                 _, eb = self.expr(s.value, mult)
             finally:
                 self.in_mma_operand = outer
+                self.merge_mult = None
             self.elementwise_lets.pop(s.name, None)
             if self.consts.row_sum_ops_per_element > 0 and not isinstance(s.value, (n.Name, n.Index)) and \
                     self._elementwise_leaves(s.value, [], []):
@@ -560,6 +578,7 @@ class _Counter:
             before, before_reg = self.global_bytes, self.register_load_bytes
             if not any(isinstance(inner, n.For) for inner in s.body):
                 self.iterations += mult * trips
+            self.loop_entry_mult[id(s)] = mult
             self.body(s.body, mult * trips, max(pipelined, stages) if s.pipeline is not None else pipelined)
             moved = self.global_bytes - before
             if not self.consts.register_loads_pipelined and 2 * (self.register_load_bytes - before_reg) >= moved:
@@ -577,6 +596,19 @@ class LaunchWork:
     staged_smem_bytes: int
     acc_bytes: float  # the largest mma result of one CTA, live in registers
     vector_bytes: float  # 1-D register tiles of one CTA
+
+
+def deferred_merges(launch: n.Launch, role: n.Role) -> dict[str, n.For]:
+    """The lets of `role`'s running reductions (this iteration's row minimum and its position) whose merge across
+    lanes `launch` defers to after their loop (`defer ROLE best, besti`), each with that loop."""
+    deferred = {d.names[0] for d in launch.defers if d.role == role.name}
+    out: dict[str, n.For] = {}
+    for found in running_reductions(role):
+        if found.value in deferred:
+            for name in (found.reduced, found.position):
+                if name is not None:
+                    out[name] = found.loop
+    return out
 
 
 def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostConstants,
@@ -606,6 +638,7 @@ def count_work(kernel: n.Kernel, launch: n.Launch, env: an.Env, consts: CostCons
             c.iterations = c.serial_loads = c.row_sum_lane_ops = 0.0
             c.elementwise_lets = {}
             c.role_threads = an.role_threads_per_instance(role, env)
+            c.deferred_lets = deferred_merges(launch, role)
             c.body(role.body, 1.0, 1)
             chain = max(chain, c.iterations)  # roles run concurrently: their chains overlap
             serial = max(serial, c.serial_loads)

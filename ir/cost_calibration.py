@@ -77,6 +77,12 @@ class CostConstants:
     # the butterfly, the store); 0: no such lowering, the sum is priced from its parts.
     warp_row_sum_ops_per_element: float
     warp_row_sum_ops_per_row: float
+    # Issue slots per output row of a row reduction (`min`/`argmin` along the last axis of a register tile) that
+    # merging its partial results across the lanes sharing the row (an mma fragment's quad) costs each time it runs.
+    # The per-element price of a reduction includes it (the priors were calibrated on code that merges every
+    # iteration); a role that defers the merge of a running reduction (`defer`) saves it in every iteration but one.
+    # 0: a deferral saves nothing the model can see.
+    lane_merge_ops_per_row: float
     mma_form_rate: tuple[tuple[str, float], ...]  # instruction family -> fraction of the tensor peak
     dot_lowers_to: str  # what a backend-chosen `dot` becomes on this target
     source: str
