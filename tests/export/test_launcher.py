@@ -36,6 +36,9 @@ def test_choice_is_validated_and_explicit(monkeypatch: pytest.MonkeyPatch) -> No
 def test_auto_without_a_compiler_warns_and_records_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(_launcher.HOST_PATH_ENV, raising=False)
     monkeypatch.setattr(_launcher, "compiler", lambda: None)
+    # as a process that has not loaded the launcher yet (another test in this worker may have: then it needs no
+    # compiler, rightly)
+    monkeypatch.setattr(_launcher, "NAMESPACE", "cake_launcher_never_loaded")
     monkeypatch.setattr(torch.version, "cuda", "12.8")  # as a CUDA torch: the C++ path would be wanted
     with pytest.warns(_launcher.HostPathWarning, match=r"pkg: CUDA ops take the ctypes host path .*no C\+\+ compiler"):
         ops, record = _launcher.select("pkg")
