@@ -1,7 +1,7 @@
 # H200, session 25 (issue 17): clean-start kmeans evolve seeds with the cost model that prices a deferred merge
 # (session 24), in one-shot bench processes (the bench server is not yet smoke-tested on a GPU), then every seed's
 # best beside the fastest hand-made kernels (the held ping-pong, and it with its merge deferred by the `defer_merge`
-# pass: results/h200-2026-12-05/assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
+# pass: assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
 # `gpu_evolve.py --minutes 10` (about 7.5 minutes of turns); two seeds and the comparison fit a 30-minute budget.
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s25_evolve.sh 14 15 > /tmp/s25.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
@@ -10,7 +10,7 @@ budget "${S25_BUDGET:-1380}"
 EVOLVE_ARGS=(--no-reuse-bench-process)
 kmeans_evolve_seeds "$@"
 budgeted bests_vs_hand 300 60 python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 --also triton_assign \
-  --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake results/h200-2026-12-05/assign_pingpong_rs_defer.cake
+  --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake
 touch $RES/DONE
 pack
 cat $RES/stages.txt
