@@ -1,8 +1,9 @@
 # H200, session 25 (issue 17): clean-start kmeans evolve seeds with the cost model that prices a deferred merge
 # (session 24), in one-shot bench processes (the bench server is not yet smoke-tested on a GPU), then every seed's
 # best beside the fastest hand-made kernels (the held ping-pong, and it with its merge deferred by the `defer_merge`
-# pass: assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
-# `gpu_evolve.py --minutes 10` (about 7.5 minutes of turns); two seeds and the comparison fit a 30-minute budget.
+# pass: experiments/kmeans/assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
+# `gpu_evolve.py --minutes 10` (about 7.5 minutes of turns); two seeds and the comparison fit a 30-minute budget. Last,
+# the shipped deferred kernel's gates in bf16 and fp16 under three seeds (so far gated in bf16 only, in the bench).
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s25_evolve.sh 14 15 > /tmp/s25.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
 source scripts/gpu/lib.sh
@@ -11,6 +12,8 @@ EVOLVE_ARGS=(--no-reuse-bench-process)
 kmeans_evolve_seeds "$@"
 budgeted bests_vs_hand 300 60 python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 --also triton_assign \
   --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake
+budgeted verify_rs_defer 90 30 cake verify --schedule experiments/kmeans/assign_pingpong_rs_defer.cake --backend cuda \
+  --device cuda --dtypes bf16 fp16 --seeds 0 1 2 --no-cache
 touch $RES/DONE
 pack
 cat $RES/stages.txt
