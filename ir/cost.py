@@ -42,7 +42,7 @@ from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.dot_forms import TF32_PRODUCTS, dot_precision, is_dot
 from cake.ir.printer import expr as expr_text
-from cake.ir.running_reduction import running_reductions
+from cake.ir.running_reduction import running_reduction
 from cake.ir.stage_reads import WGMMA_PREFIX, held_operands
 from cake.ir.typing import Typing, type_kernel
 
@@ -600,14 +600,14 @@ class LaunchWork:
 
 def deferred_merges(launch: n.Launch, role: n.Role) -> dict[str, n.For]:
     """The lets of `role`'s running reductions (this iteration's row minimum and its position) whose merge across
-    lanes `launch` defers to after their loop (`defer ROLE best, besti`), each with that loop."""
-    deferred = {d.names[0] for d in launch.defers if d.role == role.name}
+    lanes `launch` defers to after their loop (`defer ROLE best, besti`), each with that loop; read as the CUDA
+    backend reads them (`running_reduction` per `defer` line)."""
     out: dict[str, n.For] = {}
-    for found in running_reductions(role):
-        if found.value in deferred:
-            for name in (found.reduced, found.position):
-                if name is not None:
-                    out[name] = found.loop
+    for defer in (d for d in launch.defers if d.role == role.name):
+        found = running_reduction(role, defer.names)
+        if isinstance(found, str):  # E0415 refuses this before any schedule is priced
+            raise CostError(f"`defer {defer.role} {', '.join(defer.names)}`: {found}")
+        out.update({name: found.loop for name in (found.reduced, found.position) if name is not None})
     return out
 
 
