@@ -142,6 +142,9 @@ class ArchSpec:
     smem_per_block_max_bytes: int  # opt-in maximum dynamic shared memory per block [ccg]
     smem_per_sm_bytes: int  # [ccg]
     smem_reserved_per_block_bytes: int  # system use per block [ccg]
+    # The SM's unified data cache: shared memory and L1 are carved from it, so what shared memory leaves is the L1
+    # that holds local memory (register spills) [ccg: the unified data cache size per compute capability]
+    l1_smem_per_sm_bytes: int
     registers_per_sm: int  # 32-bit registers [ccg]
     registers_per_thread_max: int  # [ccg]
     register_allocation_granularity: int  # registers per thread allocated in multiples of this (setmaxnreg: 8)
@@ -226,6 +229,7 @@ ARCHS: dict[str, ArchSpec] = {
     "sm_80": ArchSpec(
         name="sm_80", compute_capability=(8, 0),
         smem_per_block_max_bytes=163 * 1024, smem_per_sm_bytes=164 * 1024, smem_reserved_per_block_bytes=1024,
+        l1_smem_per_sm_bytes=192 * 1024,
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
@@ -234,6 +238,7 @@ ARCHS: dict[str, ArchSpec] = {
     "sm_90": ArchSpec(
         name="sm_90", compute_capability=(9, 0),
         smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        l1_smem_per_sm_bytes=256 * 1024,
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
@@ -243,6 +248,7 @@ ARCHS: dict[str, ArchSpec] = {
     "sm_90a": ArchSpec(
         name="sm_90a", compute_capability=(9, 0),
         smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        l1_smem_per_sm_bytes=256 * 1024,
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=0, tma_box_dim_max_elements=256, tma_alignment_bytes=16,
@@ -252,6 +258,7 @@ ARCHS: dict[str, ArchSpec] = {
     "sm_100a": ArchSpec(
         name="sm_100a", compute_capability=(10, 0),
         smem_per_block_max_bytes=227 * 1024, smem_per_sm_bytes=228 * 1024, smem_reserved_per_block_bytes=1024,
+        l1_smem_per_sm_bytes=256 * 1024,
         registers_per_sm=65536, registers_per_thread_max=255, register_allocation_granularity=8,
         threads_per_block_max=1024, warps_per_sm_max=64, blocks_per_sm_max=32,
         named_barriers_per_block=16, tmem_columns=512, tma_box_dim_max_elements=256, tma_alignment_bytes=16,

@@ -675,6 +675,7 @@ class Occupancy:
     resident_ctas: int  # CTAs sharing an SM while the busiest SM works
     # per thread: beyond the architecture's maximum, estimated (0 with declared budgets), or as compiled (`predict`)
     spilled_regs: float = 0.0
+    spills_compiled: bool = False  # `spilled_regs` is what the compiler reported, not the static estimate
 
     @property
     def resident_warps(self) -> int:
@@ -716,7 +717,7 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     persistent = launch.grid.kind is n.GridKind.PERSISTENT
     busiest, resident = quantize(lw.tiles, ctas_per_sm, device.sm_count, persistent)
     return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident,
-                     spilled)
+                     spilled, compiled_spills is not None and any(r.declared for r in budget))
 
 
 def quantize(tiles: int, ctas_per_sm: int, sms: int, persistent: bool) -> tuple[int, int]:
@@ -753,6 +754,7 @@ class Terms:
 def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants, dtype: str,
           pingpong: bool) -> Terms:
     sms = device.sm_count
+    spec = arch(consts.arch)
     clock_hz = device.boost_clock_mhz * 1e6
     busiest = occ.tiles_on_busiest_sm
     warps = occ.resident_warps
@@ -780,14 +782,25 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
         latency_s=busiest * work.global_bytes / latency_rate,
         sync_s=busiest * work.syncs * consts.sync_cycles / clock_hz / occ.resident_ctas,
         overhead_s=consts.launch_overhead_s,
-        spill_s=cp.spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.resident_ctas, clock_hz,
-                                 consts),
+        spill_s=_spill_seconds(occ, work, tile_iterations, clock_hz, consts, spec, smem_rate, l2_rate / sms),
         chain_s=cp.chain_seconds(tile_iterations, occ.resident_ctas, clock_hz, consts,
-                                 _issue_per_iteration(work, occ, peak_tensor / clock_hz, arch(consts.arch)))
+                                 _issue_per_iteration(work, occ, peak_tensor / clock_hz, spec))
         + cp.serial_load_seconds(busiest * work.serial_loads, occ.resident_ctas, consts),
         compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
         memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
     )
+
+
+def _spill_seconds(occ: Occupancy, work: Work, tile_iterations: float, clock_hz: float, consts: CostConstants,
+                   spec: ArchSpec, l1_bytes_per_s: float, l2_bytes_per_s: float) -> float:
+    """A compiled spill at its bytes through L1 and L2, an estimated one at its round trips (`cake.ir.cost_pressure`)."""
+    if not occ.spills_compiled:
+        return cp.spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.resident_ctas, clock_hz,
+                                consts)
+    hits = cp.local_hit_fraction(occ.spilled_regs, occ.threads_per_cta, occ.resident_ctas, occ.smem_bytes_per_cta,
+                                 spec.l1_smem_per_sm_bytes, spec.smem_reserved_per_block_bytes)
+    return cp.compiled_spill_seconds(occ.spilled_regs, work.acc_touches, tile_iterations, occ.threads_per_cta, hits,
+                                     l1_bytes_per_s, l2_bytes_per_s)
 
 
 def _issue_per_iteration(work: Work, occ: Occupancy, tensor_flops_per_clock: float, spec: ArchSpec) -> float:

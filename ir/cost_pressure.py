@@ -13,10 +13,20 @@ to dominate the worst schedules:
   and the elementwise tile derived from it replace each other element by element) plus every vector,
   divided over the CTA's threads, on top of a base for addresses and indices. Elementwise temporaries on
   loaded tiles stream and do not count.
-- **Spills** (`spill_seconds`): registers beyond the per-thread maximum live in local memory. Each spilled
-  register is stored and reloaded every time the accumulator is touched (once per k-step of an mma.sync
-  chain, once per wgmma), and each such access is a dependent round trip of `local_memory_latency_cycles`
-  that only the other resident CTAs hide.
+- **Spills**: registers beyond what a thread may hold live in local memory; each spilled register is stored and
+  reloaded every time the accumulator is touched (once per k-step of an mma.sync chain, once per wgmma). Two
+  prices, by what is known of the spill:
+  - *estimated* (`spill_seconds`): the static live state over the per-thread maximum, a lower bound of what a
+    compiler spills; each access is a dependent round trip of `local_memory_latency_cycles` that only the other
+    resident CTAs hide. (On the H200, session 1, Triton's 2-warp 128x128 tiles estimated at 37 registers over ran
+    40-75x slower than their 4-warp siblings: the compiler spilled far more than the estimate.)
+  - *compiled* (`compiled_spill_seconds`): the count ptxas reports, moved by every thread of the CTA through L1
+    as far as the resident CTAs' local memory fits what their shared memory leaves of the unified data cache
+    (`local_hit_fraction`), through L2 beyond it, at bandwidth. On the H200 (codegen-4 evolve runs)
+    warp-specialized kernels spilling 2-36 registers a thread, whose 5-55 KB of local memory fit beside 130-209
+    KB of stages, ran 1.29-1.94 ms among unspilled siblings; those spilling 297-435 (0.5-1.5 MB that L1 cannot
+    hold) ran 6.7-18.5 ms, in the order of their missed bytes (a latency price ranked the 384-thread ones
+    slowest; they were the fastest of the five).
 - **Iteration chain** (`chain_seconds`): one loop iteration is a dependent chain (wait for the stage, mma,
   reductions, exchanges); a CTA cannot run its iterations faster than that chain, and only the CTAs
   resident beside it overlap theirs. This is what makes many small tiles (small BN, small BK) slow.
@@ -82,13 +92,39 @@ def spilled_registers(need: float, max_per_thread: int) -> float:
 
 def spill_seconds(spilled: float, touches_per_iteration: float, tile_iterations: float, resident_ctas: int,
                   clock_hz: float, consts: CostConstants) -> float:
-    """Time the busiest SM spends on local-memory round trips (a store and a load per spilled register per
-    accumulator touch), hidden only by the other resident CTAs. `tile_iterations` is the loop iterations
-    of all tiles the busiest SM runs."""
+    """Time the busiest SM spends on the local-memory round trips of an estimated spill (a store and a load per
+    spilled register per accumulator touch), hidden only by the other resident CTAs. `tile_iterations` is the loop
+    iterations of all tiles the busiest SM runs."""
     if spilled <= 0:
         return 0.0
     trips = tile_iterations * spilled * touches_per_iteration * 2.0
     return trips * consts.local_memory_latency_cycles / clock_hz / max(1, resident_ctas)
+
+
+def local_hit_fraction(spilled: float, threads_per_cta: int, resident_ctas: int, smem_per_cta: int,
+                       l1_smem_per_sm: int, smem_reserved_per_cta: int) -> float:
+    """The share of spilled-register accesses L1 serves: all of them while the resident CTAs' local memory
+    (`spilled` 4-byte registers a thread) fits what their shared memory leaves of the unified data cache, else
+    the part that fits (an access pattern that cycles through every spill slot each iteration keeps hitting only
+    what stays resident)."""
+    footprint = spilled * 4.0 * threads_per_cta * resident_ctas
+    if footprint <= 0:
+        return 1.0
+    l1_left = max(0, l1_smem_per_sm - resident_ctas * (smem_per_cta + smem_reserved_per_cta))
+    return min(1.0, l1_left / footprint)
+
+
+def compiled_spill_seconds(spilled: float, touches_per_iteration: float, tile_iterations: float,
+                           threads_per_cta: int, hit_fraction: float, l1_bytes_per_s: float,
+                           l2_bytes_per_s: float) -> float:
+    """Time the busiest SM spends moving the registers its compiled code spills (a store and a load per spilled
+    register per accumulator touch, by every thread of the tile's CTA) through L1 (`hit_fraction` of the bytes,
+    `local_hit_fraction`) and L2 (the rest, at the SM's share `l2_bytes_per_s`). `tile_iterations` is the loop
+    iterations of all tiles the busiest SM runs."""
+    if spilled <= 0:
+        return 0.0
+    spill_bytes = tile_iterations * threads_per_cta * spilled * touches_per_iteration * 2.0 * 4.0
+    return spill_bytes * (hit_fraction / l1_bytes_per_s + (1.0 - hit_fraction) / l2_bytes_per_s)
 
 
 def warp_issue_cycles(cuda_ops: float, tensor_flops: float, threads: int, tensor_flops_per_clock_per_sm: float,
