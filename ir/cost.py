@@ -910,7 +910,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
             params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
             arch_name: str | None = None, factors: Factors | None = None, backend: str | None = None,
             toolchain: str | None = None, codegen: str | None = None,
-            spilled_regs: Mapping[str, float] | None = None) -> Prediction:
+            spilled_regs: Mapping[str, float] | None = None, clock: str | None = None) -> Prediction:
     """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
     as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
 
@@ -922,7 +922,8 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`) and
     those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
     is re-predicted with its own).
-    Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain) — its factors,
+    Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain) (with no
+    toolchain, the newest of the current codegen, one fitted to timings of `clock` first) — its factors,
     and its learned correction (`cake.ir.cost_correction`) where it has one; with no stored key, prior factors,
     and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.
@@ -932,7 +933,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     dev = DEVICES[device] if isinstance(device, str) else (device or device_for(target))
     consts = constants_for(spec.name, backend, codegen=codegen)
     if factors is None:
-        state = calibration_for(backend, dev.name, toolchain)
+        state = calibration_for(backend, dev.name, toolchain, clock=clock)
         factors = state.factors
     else:
         state = CalibrationState.explicit()

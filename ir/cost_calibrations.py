@@ -36,6 +36,10 @@ def toolchain_key(versions: Mapping[str, str]) -> str:
     return "+".join(f"{tool}-{str(version).split('+')[0]}" for tool, version in versions.items())
 
 
+# The clock `cake bench` and every evolve evaluation time with: CUDA events around the eager host call.
+BENCH_CLOCK = "events"
+
+
 def timed_toolchain(toolchain: str, codegen: str, clock: str) -> str:
     """The toolchain part of a calibration key for timings of generated code: the compilers' `toolchain_key`,
     the backend's codegen version (one IR lowers to different code across versions, so timings of version 1
@@ -161,12 +165,13 @@ def calibrations(directory: Path = CALIBRATION_DIR) -> tuple[Calibration, ...]:
 
 
 def calibration_for(backend: str | None, device: str, toolchain: str | None = None,
-                    directory: Path = CALIBRATION_DIR) -> CalibrationState:
+                    directory: Path = CALIBRATION_DIR, clock: str | None = None) -> CalibrationState:
     """The calibration for (backend, device, toolchain). With `toolchain` None (a caller that does not know
     which toolchain will run the schedule, e.g. a CPU-only search predicting for a GPU), the newest
     calibration for (backend, device) of the backend's current codegen version (`current_codegen`; of any
-    version when none is on file), and the label says so. Anything else without an exact file is
-    uncalibrated, with the reason: never another backend's or toolchain's factors."""
+    version when none is on file) — of those, one fitted to timings of `clock` when there is one (an evolve run
+    ranks for its bench, which times with `BENCH_CLOCK`) — and the label says so. Anything else without an exact
+    file is uncalibrated, with the reason: never another backend's or toolchain's factors."""
     if backend is None:
         return CalibrationState.uncalibrated("no backend named (calibrations are per backend)")
     mine = [c for c in calibrations(directory) if (c.key.backend, c.key.device) == (backend, device)]
@@ -177,9 +182,12 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
         # today's code while a fit of the current codegen exists.
         current = current_codegen(backend)
         of_current = [c for c in mine if current is not None and f"+codegen-{current}+" in c.key.toolchain]
-        newest = max(of_current or mine, key=lambda c: (c.date, c.key.toolchain))
+        candidates = of_current or mine
+        of_clock = [c for c in candidates if clock is not None and c.key.toolchain.endswith(f"+{clock}")]
+        newest = max(of_clock or candidates, key=lambda c: (c.date, c.key.toolchain))
         which = f"codegen {current}" if of_current else f"{backend}/{device}"
-        return CalibrationState("calibrated", newest, f"toolchain not given: the newest for {which}")
+        timed = f", timed by {clock}" if of_clock else ""
+        return CalibrationState("calibrated", newest, f"toolchain not given: the newest for {which}{timed}")
     exact = [c for c in mine if c.key.toolchain == toolchain]
     if exact:
         return CalibrationState("calibrated", exact[0], "")

@@ -219,12 +219,12 @@ def timing_provenance(backend: str) -> dict[str, str]:
     Evolve runs used to record none of it, so their timings could be fitted only under a stated assumption."""
     import torch
 
-    from cake.ir.cost_calibrations import toolchain_key
+    from cake.ir.cost_calibrations import BENCH_CLOCK, toolchain_key
     from cake.lowering.backend import get_backend
 
     lowering = get_backend(backend)
     return {"device": torch.cuda.get_device_name(0), "toolchain": toolchain_key(lowering.toolchain()),
-            "codegen": str(lowering.codegen_version), "clock": "events"}
+            "codegen": str(lowering.codegen_version), "clock": BENCH_CLOCK}
 
 
 def require_fitness_baselines(config: dict[str, Any]) -> None:

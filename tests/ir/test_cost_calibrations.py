@@ -11,6 +11,7 @@ import pytest
 from cake.ir.cost import predict
 from cake.ir.cost_calibration import Factors, current_codegen
 from cake.ir.cost_calibrations import (
+    BENCH_CLOCK,
     CALIBRATION_DIR,
     Calibration,
     CalibrationFileError,
@@ -69,6 +70,22 @@ def test_an_unnamed_toolchain_never_prices_todays_code_with_a_fit_of_older_code(
     state = calibration_for("cuda", "H200", None, tmp_path)
     assert state.calibration is not None and state.calibration.key == current
     assert f"codegen {codegen}" in state.label
+
+def test_an_unnamed_toolchain_prefers_a_fit_of_the_callers_clock(tmp_path: Path) -> None:
+    # An evolve run ranks for its bench (device events around the eager call): a fit of kernel-only graph replays,
+    # even a newer one, prices what the bench does not time.
+    codegen = current_codegen("cuda")
+    assert codegen is not None
+    graph = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88+torch-2.11.0", codegen, "graph"))
+    events = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88+torch-2.11.0", codegen, BENCH_CLOCK))
+    store_calibration(_cal(events, 1.5, "2026-12-04"), tmp_path)
+    store_calibration(_cal(graph, 2.0, "2026-12-05"), tmp_path)
+    state = calibration_for("cuda", "H200", None, tmp_path, clock=BENCH_CLOCK)
+    assert state.calibration is not None and state.calibration.key == events
+    assert f"timed by {BENCH_CLOCK}" in state.label
+    # no fit of that clock: the newest of the codegen, as without one
+    assert calibration_for("cuda", "H200", None, tmp_path, clock="other").calibration.key == graph  # type: ignore[union-attr]
+
 
 def test_a_file_that_does_not_hold_its_key_is_an_error_not_a_state(tmp_path: Path) -> None:
     path = store_calibration(_cal(TRITON), tmp_path)
