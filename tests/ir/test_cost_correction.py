@@ -99,7 +99,7 @@ def test_a_calibration_stores_its_correction_and_a_stale_one_is_an_error(tmp_pat
 def test_predict_applies_the_stored_correction_and_keeps_the_factored_time(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ridge(RUN_A + RUN_B, 0.03)
     cal = Calibration(KEY, Factors(tensor=1.5), 18, "2026-12-04", {"runs": {"a": 9, "b": 9}}, (), model)
-    monkeypatch.setattr(cost, "calibration_for", lambda *_: CalibrationState("calibrated", cal, ""))
+    monkeypatch.setattr(cost, "calibration_for", lambda *_, **__: CalibrationState("calibrated", cal, ""))
     params = {"BN": 128, "BK": 64, "STAGES": 2, "WARPS": 4}
     corrected = predict(PLAIN, dims=DIMS, params=params, backend="triton")
     factored = predict(PLAIN, dims=DIMS, params=params, backend="triton", factors=cal.factors)
