@@ -6,8 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cake.ir.cost import CostError, Occupancy, Work, combine, predict, quantize, terms
+from cake.ir.cost import predict
 from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall
+from cake.ir.cost_timing import CostError, Occupancy, Work, combine, quantize, terms
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.ir.transforms.hold_operand import hold_operand
