@@ -6,6 +6,10 @@
 # the shipped deferred kernel's gates in bf16 and fp16 under three seeds (so far gated in bf16 only, in the bench).
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s25_evolve.sh 14 15 > /tmp/s25.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
+# Since session 25 (not lent a device, so not yet run) the loop ranks with compiled spills priced by where they land
+# (L1 or L2) and with the calibration fitted to the evolve runs' own timings (codegen-4 events key, held-out rho 0.849,
+# top-5 0.60): these seeds are that model's first unseen test. Then, if time is left on a warm machine,
+# scripts/gpu/s26_triton_cost.sh (Triton timings of today's codegen for the per-backend calibration).
 source scripts/gpu/lib.sh
 budget "${S25_BUDGET:-1380}"
 EVOLVE_ARGS=(--no-reuse-bench-process)
