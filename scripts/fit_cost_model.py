@@ -264,14 +264,24 @@ def retracted_timings(run_dir: Path) -> frozenset[str]:
 
 
 def stored_reps(run_dir: Path) -> dict[str, list[float]] | None:
-    """The timed reps of each IR hash of a variant run (`runs/<backend>-<i>/`), from the
-    `gpu_time_variants.json` of the costdata folder that holds it; None where the run stored none (evolve runs)."""
+    """The timed reps of each IR hash of a run: for a variant run (`runs/<backend>-<i>/`), from the
+    `gpu_time_variants.json` of the costdata folder that holds it; for an evolve run, from each candidate's bench
+    samples (`candidates/<hash>.bench.json`, the candidate's reps at its one fitness shape). None where the run
+    stored none."""
     report = run_dir.parent.parent / "gpu_time_variants.json"
     backend, _, index = run_dir.name.rpartition("-")
-    if run_dir.parent.name != "runs" or not report.is_file() or not index.isdigit():
-        return None
-    return {str(o["ir_hash"]): list(o["times_ms"]) for o in json.loads(report.read_text())["outcomes"]
-            if o["backend"] == backend and o["run"] == int(index) and o["verdict"] == "timed" and o.get("times_ms")}
+    if run_dir.parent.name == "runs" and report.is_file() and index.isdigit():
+        return {str(o["ir_hash"]): list(o["times_ms"]) for o in json.loads(report.read_text())["outcomes"]
+                if o["backend"] == backend and o["run"] == int(index) and o["verdict"] == "timed" and o.get("times_ms")}
+    reps = {}
+    for bench in sorted((run_dir / "candidates").glob("*.bench.json")):
+        shapes = json.loads(bench.read_text()).get("shapes") or []
+        if len(shapes) != 1:
+            continue  # a multi-shape fitness: its measured time is not one shape's median
+        times = next((m.get("times_ms") for m in shapes[0]["measurements"] if m.get("candidate")), None)
+        if times:
+            reps[bench.name.removesuffix(".bench.json")] = [float(t) for t in times]
+    return reps or None
 
 
 def unsteady(times_ms: Sequence[float]) -> str | None:
@@ -412,10 +422,14 @@ def load_sources(sources: Sequence[Path], device: str | None = None,
 
 
 def timing_ceiling(sources: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """How well the measurements rank themselves: for each `gpu_time_variants.json` beside the run stores,
-    per backend, Spearman rho and top-k recall between the medians of the odd and of the even timed reps of
-    every timed variant (split-half). No model can rank held-out runs much better than this."""
+    """How well the measurements rank themselves: Spearman rho and top-k recall between the medians of the odd and
+    of the even timed reps of every timed schedule (split-half) — per backend of each `gpu_time_variants.json`
+    beside the run stores, and over the candidates of every evolve run that stored its reps, pooled. Within one
+    process: no model can rank held-out runs much better than this, and drift between runs is not in it."""
     import statistics
+
+    def split_half(timed: Sequence[Sequence[float]]) -> dict[str, float | int | None]:
+        return figures([statistics.median(t[0::2]) for t in timed], [statistics.median(t[1::2]) for t in timed])
 
     reports = sorted({p.parent.parent / "gpu_time_variants.json" for p in sources if p.parent.name == "runs"})
     out: dict[str, dict[str, Any]] = {}
@@ -424,11 +438,13 @@ def timing_ceiling(sources: Sequence[Path]) -> dict[str, dict[str, Any]]:
             continue
         outcomes = json.loads(report.read_text())["outcomes"]
         for backend in sorted({str(o["backend"]) for o in outcomes}):
-            timed = [o["times_ms"] for o in outcomes
-                     if o["backend"] == backend and o["verdict"] == "timed" and len(o.get("times_ms") or ()) >= 2]
-            odd = [statistics.median(t[0::2]) for t in timed]
-            even = [statistics.median(t[1::2]) for t in timed]
-            out[f"{_short(report.parent)} {backend}"] = figures(odd, even)
+            out[f"{_short(report.parent)} {backend}"] = split_half(
+                [o["times_ms"] for o in outcomes
+                 if o["backend"] == backend and o["verdict"] == "timed" and len(o.get("times_ms") or ()) >= 2])
+    evolve = [reps for p in sources if p.is_dir() and p.parent.name != "runs" and (reps := stored_reps(p))]
+    timed = [t for reps in evolve for t in reps.values() if len(t) >= 2]
+    if timed:
+        out[f"evolve runs ({len(evolve)}, each candidate's bench reps)"] = split_half(timed)
     return out
 
 
