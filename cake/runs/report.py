@@ -66,29 +66,39 @@ def _fitness_kind(rows: Sequence[CandidateRow]) -> str | None:
 def samples_interval(path: Path, *, seed: int = 0, resamples: int = 2000) -> dict[str, Any] | None:
     """The 95% bootstrap interval of the candidate's speedup over the best of its baselines inside one bench
     process (the bench worker's kept run or `cake bench --json`: every sample, rep-paired), the geomean over
-    the shapes it timed as the fitness is; None when the file, the samples or a baseline is missing."""
-    from cake.stats import best_over, geomean_bootstrap, process_table
+    the shapes it timed as the fitness is; None when the file, the samples or a baseline is missing. A baseline
+    with fewer reps than the candidate was retired by the timing protocol (`TimingConfig.retire_ratio`: far slower
+    than the fastest baseline, so never the one a speedup is taken against) and is left out at that shape; the
+    interval names what it left out (`retired`)."""
+    from cake.stats import geomean_bootstrap, process_table
 
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    tables, names, shapes = [], None, []
+    tables, names, shapes, retired = [], None, [], []
     for shape in data.get("shapes", ()):
         measurements = {m["name"]: m for m in shape.get("measurements", ())}
         candidate = next((m for m in measurements.values() if m.get("candidate")), None)
         speedup = (candidate or {}).get("extra", {}).get("speedup") or {}
         against = [str(n) for n in speedup.get("against", ())]
-        columns = [(candidate or {}).get("times_ms")] + [measurements.get(n, {}).get("times_ms") for n in against]
-        if candidate is None or not against or names not in (None, against) or not all(columns) \
-                or len({len(c) for c in columns if c}) != 1:
+        reps = (candidate or {}).get("times_ms") or []
+        columns = [measurements.get(n, {}).get("times_ms") for n in against]
+        if candidate is None or not reps or not against or names not in (None, against) or not all(columns):
+            return None
+        kept = [list(c) for c in columns if c and len(c) == len(reps)]
+        if not kept or any(c and len(c) > len(reps) for c in columns):
             return None
         names = against
-        tables.append(process_table([list(c) for c in columns if c]))
+        retired += [f"{n}@{shape.get('shape', {}).get('name')}" for n, c in zip(against, columns, strict=True)
+                    if c and len(c) < len(reps)]
+        tables.append(process_table([list(reps), *kept]))
         shapes.append(shape.get("shape", {}).get("name"))
     if not tables or names is None:
         return None
-    interval = geomean_bootstrap(tables, best_over(0, range(1, len(names) + 1)), seed=seed, resamples=resamples)
-    return {**interval.to_json(), "against": names, "shapes": shapes}
+    # column 0 is the candidate, the rest the baselines still in the rotation at that shape (a width per shape)
+    interval = geomean_bootstrap(tables, lambda medians: medians[:, 1:].min(axis=1) / medians[:, 0], seed=seed,
+                                 resamples=resamples)
+    return {**interval.to_json(), "against": names, "shapes": shapes, "retired": retired}
 
 
 def build(store: RunStore) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cake.runs.report import PLOTS, build, markdown, write
+from cake.runs.report import PLOTS, build, markdown, samples_interval, write
 from cake.runs.store import CandidateStatus, Evaluation, FitnessKind, NewCandidate, Retime, RunStore, ir_hash
 
 
@@ -63,6 +63,26 @@ def test_the_reported_best_is_the_retimed_one_with_its_interval(tmp_path: Path) 
     assert interval["low"] <= 1.40 / 1.30 <= interval["high"] and interval["high"] - interval["low"] < 0.05
     text = markdown(build(store))
     assert "re-timed in a fresh process before being reported: **1.077x** [" in text
+
+
+def test_a_baseline_the_protocol_retired_is_left_out_of_the_interval_and_named(tmp_path: Path) -> None:
+    """The timing protocol retires a baseline far slower than the fastest one after `min_reps` (it cannot be the
+    one a speedup is taken against): its column is shorter, so it cannot be rep-paired. Session 24's seed-13
+    re-timing (torch_mm retired after 16 of 100 reps) had no interval for it."""
+    path = tmp_path / "a.retime.json"
+    path.write_text(json.dumps({"shapes": [{"shape": {"name": "cake_cell"}, "measurements": [
+        {"name": "candidate", "candidate": True, "times_ms": [1.30, 1.31, 1.29, 1.30, 1.32, 1.30],
+         "extra": {"speedup": {"against": ["triton_assign", "torch_mm"]}}},
+        {"name": "triton_assign", "candidate": False, "times_ms": [1.40, 1.41, 1.39, 1.40, 1.42, 1.40]},
+        {"name": "torch_mm", "candidate": False, "times_ms": [9.0, 9.1]}]}]}))
+    interval = samples_interval(path)
+    assert interval is not None and interval["retired"] == ["torch_mm@cake_cell"]
+    assert interval["low"] <= 1.40 / 1.30 <= interval["high"] and interval["high"] - interval["low"] < 0.05
+    # a baseline with more reps than the candidate is not a retirement: no interval is made up
+    data = json.loads(path.read_text())
+    data["shapes"][0]["measurements"][2]["times_ms"] = [9.0] * 7
+    path.write_text(json.dumps(data))
+    assert samples_interval(path) is None
 
 
 def test_a_multi_shape_fitness_is_reported_as_its_geomean(tmp_path: Path) -> None:
