@@ -40,8 +40,23 @@ class Seed:
         # counts timed candidates, so it starts at the first.
         curve = tuple(float(point["best_fitness"]) for point in sorted(series, key=lambda p: p["evaluations"])
                       if point["best_fitness"] is not None)
-        return Seed(f"seed {seed}", curve, dict(summary.get("best") or {}),
+        return Seed(f"seed {seed}", curve, _with_interval(dict(summary.get("best") or {}), path.parent / "run"),
                     dict(summary.get("evaluations_to_parity_by_baseline") or {}))
+
+
+def _with_interval(best: dict[str, object], run_dir: Path) -> dict[str, object]:
+    """`best` with its re-timing's interval read again from the run's stored samples where the summary has none
+    (before session 25 a baseline the protocol retired left it empty: `cake.runs.report.samples_interval`), marked
+    `interval_from` so a reader knows it was not in the run's own summary."""
+    from cake.runs.report import samples_interval
+
+    retimed = best.get("retimed")
+    if not isinstance(retimed, dict) or retimed.get("interval") is not None or not retimed.get("samples"):
+        return best
+    interval = samples_interval(run_dir / "candidates" / str(retimed["samples"]))
+    if interval is None:
+        return best
+    return {**best, "retimed": {**retimed, "interval": interval, "interval_from": "the run's stored samples"}}
 
 
 def curve_table(seeds: list[Seed]) -> list[dict[str, float | int]]:
@@ -73,8 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     for s in seeds:
         retimed = s.best.get("retimed") if isinstance(s.best.get("retimed"), dict) else {}
         interval = retimed.get("interval") if isinstance(retimed, dict) else None
-        span = (f" [{interval['low']:.3f}, {interval['high']:.3f}] re-timed" if isinstance(interval, dict) else "")
-        print(f"{s.label}: best #{s.best.get('id')} {float(s.best.get('fitness', 0.0)):.3f}x{span} after "
+        recomputed = isinstance(retimed, dict) and bool(retimed.get("interval_from"))
+        span = (f" [{interval['low']:.3f}, {interval['high']:.3f}] re-timed"
+                + (" (interval from the stored samples)" if recomputed else "")
+                if isinstance(interval, dict) else "")
+        fitness = s.best.get("fitness", 0.0)
+        print(f"{s.label}: best #{s.best.get('id')} {float(fitness) if isinstance(fitness, (int, float)) else 0.0:.3f}x{span} after "
               f"{len(s.curve)} timed; to parity {s.to_parity}")
     if args.json is not None:
         args.json.write_text(json.dumps({"curve": rows, "seeds": [

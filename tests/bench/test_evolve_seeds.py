@@ -46,3 +46,25 @@ def test_a_file_that_is_not_a_finished_run_is_refused(tmp_path: Path, capsys) ->
     bad.write_text(json.dumps({"summary": {}}))
     assert evolve_seeds.main([str(bad)]) == 2
     assert "no `best_series`" in capsys.readouterr().err
+
+
+def test_a_missing_retime_interval_is_read_again_from_the_runs_samples(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Before session 25 a baseline the timing protocol retired left a re-timing's interval empty in the summary;
+    the samples beside it still hold every rep, so the interval is read from them and marked as such."""
+    path = _run(tmp_path, 13, [0.9])
+    data = json.loads(path.read_text())
+    data["summary"]["best"]["retimed"] = {"fitness": 1.40 / 1.30, "interval": None, "samples": "a.retime.json"}
+    path.write_text(json.dumps(data))
+    candidates = tmp_path / "run" / "candidates"
+    candidates.mkdir(parents=True)
+    (candidates / "a.retime.json").write_text(json.dumps({"shapes": [{"shape": {"name": "cake_cell"}, "measurements": [
+        {"name": "candidate", "candidate": True, "times_ms": [1.30, 1.31, 1.29, 1.30],
+         "extra": {"speedup": {"against": ["triton_assign", "torch_mm"]}}},
+        {"name": "triton_assign", "candidate": False, "times_ms": [1.40, 1.41, 1.39, 1.40]},
+        {"name": "torch_mm", "candidate": False, "times_ms": [9.0]}]}]}))
+    seed = evolve_seeds.Seed.read(path)
+    retimed = seed.best["retimed"]
+    assert isinstance(retimed, dict) and retimed["interval_from"] == "the run's stored samples"
+    assert retimed["interval"]["retired"] == ["torch_mm@cake_cell"]
+    assert evolve_seeds.main([str(path)]) == 0
+    assert "(interval from the stored samples)" in capsys.readouterr().out
