@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cake.runs.report import samples_interval
+
 
 @dataclass(frozen=True, slots=True)
 class Seed:
@@ -48,8 +50,6 @@ def _with_interval(best: dict[str, object], run_dir: Path) -> dict[str, object]:
     """`best` with its re-timing's interval read again from the run's stored samples where the summary has none
     (before session 25 a baseline the protocol retired left it empty: `cake.runs.report.samples_interval`), marked
     `interval_from` so a reader knows it was not in the run's own summary."""
-    from cake.runs.report import samples_interval
-
     retimed = best.get("retimed")
     if not isinstance(retimed, dict) or retimed.get("interval") is not None or not retimed.get("samples"):
         return best

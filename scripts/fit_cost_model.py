@@ -36,7 +36,8 @@ event-timed eager calls include host work that a CUDA-graph replay does not). Ea
 Past 600 lines because it is one report over one loaded data set (reading the run stores and the bench report,
 the quality rule, grouping by key, the held-out folds, and the printed tables share the loaded timings); the
 model, the factor fit and the stored calibrations it reports on live in `cake.ir.cost`, `cost_calibration` and
-`cost_calibrations`. The natural split, if it grows again, is the run-store reading into a module of its own.
+`cost_calibrations`. The natural split is the run-store reading (`load_run`, `stored_reps`, the committed provenance tables) into a
+module of its own; session 25 grew that part (evolve runs' bench reps) and left the split for lack of time.
 
 `--write` stores the fit on all runs of a key (wins excluded) as `ir/data/calibrations/<key>.json`, with
 its provenance, when its held-out-by-run rho is at least the priors' on the same schedules at every timing shape (else it says why

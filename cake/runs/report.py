@@ -70,7 +70,7 @@ def samples_interval(path: Path, *, seed: int = 0, resamples: int = 2000) -> dic
     with fewer reps than the candidate was retired by the timing protocol (`TimingConfig.retire_ratio`: far slower
     than the fastest baseline, so never the one a speedup is taken against) and is left out at that shape; the
     interval names what it left out (`retired`)."""
-    from cake.stats import geomean_bootstrap, process_table
+    from cake.stats import best_over_the_rest, geomean_bootstrap, process_table
 
     if not path.is_file():
         return None
@@ -96,8 +96,7 @@ def samples_interval(path: Path, *, seed: int = 0, resamples: int = 2000) -> dic
     if not tables or names is None:
         return None
     # column 0 is the candidate, the rest the baselines still in the rotation at that shape (a width per shape)
-    interval = geomean_bootstrap(tables, lambda medians: medians[:, 1:].min(axis=1) / medians[:, 0], seed=seed,
-                                 resamples=resamples)
+    interval = geomean_bootstrap(tables, best_over_the_rest(), seed=seed, resamples=resamples)
     return {**interval.to_json(), "against": names, "shapes": shapes, "retired": retired}
 
 
