@@ -2,9 +2,10 @@
 
     python3 scripts/timing_sync_bias.py [RESULTS_GLOB ...] [--baseline triton_assign] [--json OUT]
 
-The timing protocol (`verifier.timing.measure`) reads its events every `TimingConfig.sync_every` reps; the next rep
-then starts on an idle GPU, and the contestant timed first in it (the candidate, in the default fixed order) can
-carry the host's launch latency. For every stored bench sample file (`*.bench.json`, `*.retime.json` of evolve runs)
+Until session 26 the timing protocol (`verifier.timing.measure`) synchronized the device to read its events every
+`TimingConfig.sync_every` reps; the next rep then started on an idle GPU, and the contestant timed first in it (the
+candidate, in the default fixed order) could carry the host's launch latency. The protocol now reads one batch
+behind the one it has queued, so samples taken since should show no such rep (a figure near 0 over them). For every stored bench sample file (`*.bench.json`, `*.retime.json` of evolve runs)
 with the candidate and `--baseline` timed over at least 50 reps, this prints the ratio of the speedup computed
 without those reps to the speedup as measured, minus one (positive: the protocol made the candidate look slower).
 A reading of committed data, not a timing.

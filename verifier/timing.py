@@ -10,12 +10,19 @@ For one shape, every contestant (the candidate and its baselines) runs in this o
 3. **Warm-up** past compilation: `warmup_calls` more calls each.
 4. **Interleaved sampling** (ABAB...): rep r calls every live contestant in turn on input set r mod S, in a
    fixed order or, with `TimingConfig.shuffle_seed`, in a seeded shuffled order per rep (so no contestant
-   always runs right after the same neighbour or first after a synchronize). Before each
+   always runs right after the same neighbour). Before each
    call the L2 is flushed (a write over a buffer twice the L2), so every call starts cold; device events
    bracket the call itself. The pool of S input sets holds more bytes than the L2, so nothing is reused.
-   Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are in. With `retire_ratio`, a
-   baseline far slower than the fastest baseline leaves the rotation once `min_reps` are in (it cannot be the
-   baseline a speedup is taken against); the candidate never does.
+   **The device never drains while sampling**: the events are read every `sync_every` reps, but a read waits
+   only for the batch of reps *before* the one just queued, and the warm-up is not synchronized, so every
+   timed call is queued behind device work. (Until session 26 each read synchronized the device; the first
+   call after it then started on an idle GPU and its events took in the host's launch: in every stored
+   sample of sessions 19-24 the candidate's rep after a read was slow, up to 1.89 ms against 1.19-1.34,
+   `scripts/timing_sync_bias.py`.)
+   Reps stop at `max_reps`, or at the wall-clock guard once `min_reps` are queued. With `retire_ratio`, a
+   baseline far slower than the fastest baseline leaves the rotation once `min_reps` of its samples are read
+   (it cannot be the baseline a speedup is taken against; calls already queued are kept); the candidate never
+   does.
 5. **Re-check.** The last outputs each contestant produced for each input set during timing are checked
    again: a kernel that computes less once it is warm fails here, and has no time.
 6. **Report** (`summarize`): the median and spread, TFLOP/s and GB/s from the contract's counts, fractions
@@ -61,9 +68,11 @@ class Clock(Protocol):
 
     def record(self) -> object: ...
 
-    def elapsed_ms(self, start: object, end: object) -> float: ...  # valid after synchronize()
+    def elapsed_ms(self, start: object, end: object) -> float: ...  # valid once the device has passed `end`
 
-    def synchronize(self) -> None: ...
+    def wait(self, mark: object) -> None: ...  # block the host until the device has passed `mark`
+
+    def synchronize(self) -> None: ...  # block the host until the device has done everything queued
 
     def flush_l2(self) -> None: ...
 
@@ -103,6 +112,9 @@ class CudaClock:
 
     def elapsed_ms(self, start: object, end: object) -> float:
         return float(start.elapsed_time(end))  # type: ignore[attr-defined]
+
+    def wait(self, mark: object) -> None:
+        mark.synchronize()  # type: ignore[attr-defined]
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()
@@ -178,7 +190,7 @@ class TimingConfig:
     max_reps: int = 100
     max_wall_s: float = 30.0  # stop sampling here once min_reps are in (the guard that bounds GPU time)
     cold_l2: bool = True
-    sync_every: int = 8  # reps between reads of the events (bounds the events in flight)
+    sync_every: int = 8  # reps between reads of the events (at most two such batches are in flight)
     shuffle_seed: int | None = None  # None: contestants in the given order each rep; else a seeded shuffle per rep
     # None: every contestant runs every rep. Else, from `min_reps` on, a baseline whose median is more than this many
     # times the fastest baseline's leaves the rotation (keeping its samples and its re-check): it cannot be the best
@@ -240,13 +252,18 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
                 failures[ci] = f"wrong before timing (input set {si}): {reason}"
                 break
     live = [i for i in range(len(contestants)) if failures[i] is None]
-    for _ in range(config.warmup_calls):
+    for _ in range(config.warmup_calls):  # not synchronized: the first timed call queues behind these
         for ci in live:
             contestants[ci].run(*prepared[ci][0])
-    clock.synchronize()
 
     times: list[list[float]] = [[] for _ in contestants]
-    pending: list[tuple[int, object, object]] = []
+    queued: list[tuple[int, object, object]] = []  # marks of the reps since the last read
+    in_flight: list[tuple[int, object, object]] = []  # the batch before them, read at the next read
+
+    def collect(marks: list[tuple[int, object, object]]) -> None:
+        for ci, start, end in marks:
+            times[ci].append(clock.elapsed_ms(start, end))
+
     started = clock.wall_s()
     rep = 0
     order_rng = None if config.shuffle_seed is None else random.Random(f"cake-timing-order:{config.shuffle_seed}")
@@ -262,21 +279,22 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
             start = clock.record()
             last[ci][si] = contestants[ci].run(*prepared[ci][si])
             end = clock.record()
-            pending.append((ci, start, end))
+            queued.append((ci, start, end))
         rep += 1
-        if rep % config.sync_every == 0 or rep == config.max_reps:
-            clock.synchronize()
-            for ci, start, end in pending:
-                times[ci].append(clock.elapsed_ms(start, end))
-            pending.clear()
+        if rep % config.sync_every == 0:
+            # Wait for the previous batch only: the one just queued keeps the device busy while the host reads
+            # and queues the next, so no timed call starts on an idle GPU.
+            if in_flight:
+                clock.wait(in_flight[-1][2])
+                collect(in_flight)
+            in_flight, queued = queued, []
             if rep >= config.min_reps and clock.wall_s() - started > config.max_wall_s:
                 break
-            if rep >= config.min_reps and config.retire_ratio is not None:
-                retired = _retired(contestants, times, rotation, config.retire_ratio)
+            if config.retire_ratio is not None:
+                retired = _retired(contestants, times, rotation, config.retire_ratio, config.min_reps)
                 rotation = [ci for ci in rotation if ci not in retired]
     clock.synchronize()
-    for ci, start, end in pending:
-        times[ci].append(clock.elapsed_ms(start, end))
+    collect(in_flight + queued)
 
     for ci in live:
         for si, inputs in enumerate(input_sets):
@@ -291,9 +309,11 @@ def measure(contestants: Sequence[Contestant], input_sets: Sequence[tuple[Any, .
 
 
 def _retired(contestants: Sequence[Contestant], times: Sequence[Sequence[float]], rotation: Sequence[int],
-             ratio: float) -> set[int]:
-    """The baselines in the rotation whose median is more than `ratio` x the fastest one's."""
-    medians = {ci: statistics.median(times[ci]) for ci in rotation if not contestants[ci].candidate and times[ci]}
+             ratio: float, min_reps: int) -> set[int]:
+    """The baselines in the rotation whose median over at least `min_reps` read samples is more than `ratio` x the
+    fastest such baseline's."""
+    medians = {ci: statistics.median(times[ci]) for ci in rotation
+               if not contestants[ci].candidate and len(times[ci]) >= min_reps}
     if not medians:
         return set()
     fastest = min(medians.values())

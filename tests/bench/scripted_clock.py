@@ -17,6 +17,9 @@ class Tick:
     def elapsed_ms(self, a: float, b: float) -> float:
         return b - a
 
+    def wait(self, mark: object) -> None:
+        pass
+
     def synchronize(self) -> None:
         pass
 

@@ -38,6 +38,9 @@ class TickClock:
     def elapsed_ms(self, start: object, end: object) -> float:
         return float(end) - float(start)  # type: ignore[arg-type]
 
+    def wait(self, mark: object) -> None:
+        pass
+
     def synchronize(self) -> None:
         pass
 

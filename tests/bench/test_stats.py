@@ -44,6 +44,9 @@ class ScriptedClock:
         assert isinstance(start, float) and isinstance(end, float)
         return end - start
 
+    def wait(self, mark: object) -> None:
+        pass
+
     def synchronize(self) -> None:
         pass
 

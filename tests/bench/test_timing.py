@@ -49,6 +49,9 @@ class ScriptedClock:
         assert isinstance(start, float) and isinstance(end, float)
         return end - start
 
+    def wait(self, mark: object) -> None:
+        self.log.append("wait")
+
     def synchronize(self) -> None:
         self.log.append("sync")
 
@@ -152,7 +155,8 @@ def test_a_baseline_that_cannot_be_the_best_leaves_the_rotation_but_keeps_its_sa
     config = TimingConfig(warmup_calls=0, min_reps=4, max_reps=12, sync_every=2, retire_ratio=3.0)
     samples = measure([candidate, fast, close, slow], SETS, clock, plus_one, config)
     assert [len(s.times_ms) for s in samples[:3]] == [12, 12, 12]
-    assert samples[3].failure is None and len(samples[3].times_ms) == 4  # retired at the first sync past min_reps
+    # retired at the first read of min_reps of its samples (reps 0-3, read at rep 6); reps 4-5, queued, are kept
+    assert samples[3].failure is None and len(samples[3].times_ms) == 6
     # correct for its 3 checks and 2 timed calls, then wrong: retired, it is still re-checked
     wrong = Contestant("S", kernel(clock, "S", 20.0, result=lambda call, x: x + 1 if call <= 5 else x), candidate=False)
     again = measure([candidate, fast, wrong], SETS, clock, plus_one, config)
@@ -162,6 +166,57 @@ def test_a_baseline_that_cannot_be_the_best_leaves_the_rotation_but_keeps_its_sa
     everyone = measure([candidate, fast, slow], SETS, clock, plus_one, TimingConfig(warmup_calls=0, min_reps=4,
                                                                                     max_reps=12, sync_every=2))
     assert all(len(s.times_ms) == 12 for s in everyone)
+
+
+class QueueClock:
+    """A host that queues work on a device that runs it in order: a call costs the host `host_ms` to launch and
+    the device `gpu_ms` from when both the launch and the work before it are done. A mark is the device time it is
+    reached at; waiting moves the host to it."""
+
+    FLUSH_MS = 0.03
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.device = 0.0
+
+    def record(self) -> object:
+        self.device = max(self.device, self.host)
+        return self.device
+
+    def elapsed_ms(self, start: object, end: object) -> float:
+        assert isinstance(start, float) and isinstance(end, float)
+        return end - start
+
+    def wait(self, mark: object) -> None:
+        assert isinstance(mark, float)
+        self.host = max(self.host, mark)
+
+    def synchronize(self) -> None:
+        self.host = max(self.host, self.device)
+
+    def flush_l2(self) -> None:
+        self.device = max(self.device, self.host) + self.FLUSH_MS
+
+    def wall_s(self) -> float:
+        return self.host * 1e-3
+
+    def call(self, host_ms: float, gpu_ms: float) -> Callable[..., Any]:
+        def run(x: torch.Tensor) -> torch.Tensor:
+            self.host += host_ms
+            self.device = max(self.device, self.host) + gpu_ms
+            return x + 1
+        return run
+
+
+def test_no_timed_call_starts_on_an_idle_device_so_none_carries_its_host_launch() -> None:
+    # The candidate's launch takes the host half its device time, far longer than the L2 flush before it: a call
+    # queued on a drained device would be timed from its start mark through its launch (1.47 ms, not 1.0).
+    clock = QueueClock()
+    candidate = Contestant("C", clock.call(host_ms=0.5, gpu_ms=1.0), verification=PASSED)
+    baseline = Contestant("B", clock.call(host_ms=0.05, gpu_ms=1.2), candidate=False)
+    config = TimingConfig(warmup_calls=3, min_reps=10, max_reps=40, sync_every=8)
+    samples = measure([candidate, baseline], SETS, clock, plus_one, config)
+    assert samples[0].times_ms == pytest.approx((1.0,) * 40) and samples[1].times_ms == pytest.approx((1.2,) * 40)
 
 
 def test_median_and_quantiles_are_of_the_scripted_times() -> None:

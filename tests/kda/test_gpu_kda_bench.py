@@ -37,6 +37,9 @@ class StepClock:
         assert isinstance(start, float) and isinstance(end, float)
         return end - start
 
+    def wait(self, mark: object) -> None:
+        pass
+
     def synchronize(self) -> None:
         pass
 
