@@ -28,13 +28,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import cost_data
 import fit_cost_model as fcm
 from cake.ir.cost_calibration import spearman
+from cake.ir.cost_calibrations import CalibrationKey
 
 MIN_GROUP = 3  # feature values seen fewer times are pooled into "other" in the table
 
 
-def features(sample: fcm.Sample, registers: Mapping[str, Any]) -> dict[str, float | str]:
+def features(sample: cost_data.Sample, registers: Mapping[str, Any]) -> dict[str, float | str]:
     """What a residual may depend on: params, schedule, and the model's occupancy of the slowest launch."""
     pred = sample.prediction
     lp = max(pred.launches, key=lambda launch: launch.time_s)
@@ -54,7 +56,7 @@ def features(sample: fcm.Sample, registers: Mapping[str, Any]) -> dict[str, floa
     return out
 
 
-def residual_table(samples: Sequence[fcm.Sample], predicted_s: Sequence[float],
+def residual_table(samples: Sequence[cost_data.Sample], predicted_s: Sequence[float],
                    registers: Mapping[str, Any]) -> dict[str, Any]:
     """Per feature: rho(feature, residual) over the numeric ones, and the mean residual per value."""
     resid = [math.log(s.measured_ms * 1e-3 / p) for s, p in zip(samples, predicted_s, strict=True)]
@@ -88,8 +90,8 @@ def _order(value: str) -> tuple[int, float | str]:
         return (1, value)
 
 
-def analyse(loaded: fcm.Loaded, registers: Mapping[str, Any]) -> list[dict[str, Any]]:
-    by_key: dict[fcm.CalibrationKey, list[fcm.Sample]] = {}
+def analyse(loaded: cost_data.Loaded, registers: Mapping[str, Any]) -> list[dict[str, Any]]:
+    by_key: dict[CalibrationKey, list[cost_data.Sample]] = {}
     for s in loaded.samples:
         by_key.setdefault(s.key, []).append(s)
     out = []
@@ -128,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registers", type=Path, help="scripts/ptxas_variants.py's report")
     parser.add_argument("--out", type=Path, help="write the tables as JSON here")
     args = parser.parse_args(argv)
-    sources = args.sources or fcm.default_sources()
+    sources = args.sources or cost_data.default_sources()
     try:
-        loaded = fcm.load_sources(sources)
-    except fcm.SourceError as error:
+        loaded = cost_data.load_sources(sources)
+    except cost_data.SourceError as error:
         print(f"cost_residuals: {error}", file=sys.stderr)
         return 2
     registers = json.loads(args.registers.read_text())["candidates"] if args.registers else {}

@@ -18,19 +18,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cost_data
 import fit_cost_model as fcm
 
 GRAPH = "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph"
 EVOLVE = "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events"
 
 
-def transfer(source: list[fcm.Sample], target: list[fcm.Sample]) -> dict[str, dict[str, dict[str, Any]]]:
+def transfer(source: list[cost_data.Sample], target: list[cost_data.Sample]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per timing shape of `target`: its figures at prior factors, under the factors fitted on `source` (wins
     kept out), and under those factors plus the correction fitted on the same timings."""
     train = [s for s in source if not s.win]
     factors = fcm.fit_on(train).factors
     correction = fcm.correct_on(train)
-    groups: dict[str, list[fcm.Sample]] = {}
+    groups: dict[str, list[cost_data.Sample]] = {}
     for s in target:
         groups.setdefault(fcm.shape_tag(s), []).append(s)
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -49,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="target", default=EVOLVE, help="the key ranked")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    loaded = fcm.load_sources(fcm.default_sources())
-    by_key: dict[str, list[fcm.Sample]] = {}
+    loaded = cost_data.load_sources(cost_data.default_sources())
+    by_key: dict[str, list[cost_data.Sample]] = {}
     for s in loaded.samples:
         by_key.setdefault(str(s.key), []).append(s)
     missing = [k for k in (args.source, args.target) if k not in by_key]

@@ -33,17 +33,15 @@ event-timed eager calls include host work that a CUDA-graph replay does not). Ea
 - the measurement ceiling: where a `gpu_time_variants.json` sits beside the run stores, how well the timed reps
   rank themselves (split-half), per backend.
 
-Past 600 lines because it is one report over one loaded data set (reading the run stores and the bench report,
-the quality rule, grouping by key, the held-out folds, and the printed tables share the loaded timings); the
-model, the factor fit and the stored calibrations it reports on live in `cake.ir.cost`, `cost_calibration` and
-`cost_calibrations`. The natural split is the run-store reading (`load_run`, `stored_reps`, the committed provenance tables) into a
-module of its own; session 25 grew that part (evolve runs' bench reps) and left the split for lack of time.
+The data it reads (the committed runs, what each did not record and the evidence, the re-prediction of every
+timed candidate, the quality rule) is `scripts/cost_data.py`; the model, the factor fit and the stored calibrations
+it reports on live in `cake.ir.cost`, `cost_calibration` and `cost_calibrations`.
 
 `--write` stores the fit on all runs of a key (wins excluded) as `ir/data/calibrations/<key>.json`, with
 its provenance, when its held-out-by-run rho is at least the priors' on the same schedules at every timing shape (else it says why
 not; a one-run key needs `--allow-single-run`). When it stores no fit, it removes the key's stored file if those
 factors rank the key's runs worse than the priors (`stale_stored`: fitted for an earlier model). A run that records no device or toolchain (the committed session-2 runs predate both) is
-used only with the assumption stated in `COMMITTED_PROVENANCE` or on the command line, and the assumption is
+used only with the assumption stated in `cost_data.COMMITTED_PROVENANCE` or on the command line, and the assumption is
 written into the provenance.
 """
 
@@ -58,9 +56,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from cake.experiments.schedules import params_tag
-from cake.experiments.workload import get_workload
-from cake.ir.cost import CostError, Prediction, predict
+from cake.ir.cost import Prediction
 from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall
 from cake.ir.cost_calibrations import (
     CALIBRATION_DIR,
@@ -68,75 +64,23 @@ from cake.ir.cost_calibrations import (
     CalibrationKey,
     calibration_for,
     store_calibration,
-    timed_toolchain,
 )
 from cake.ir.cost_correction import Correction, TimedPrediction, fit_correction
-from cake.ir.nodes import DType
-from cake.ir.parser import parse_diagnostics
-from cake.ir.transforms.bind_params import bind_params
-from cake.lowering.backend import get_backend
-from cake.lowering.cuda.backend import compiled_spills
 from cake.lowering.cuda.compile import nvcc_version
+from cost_data import (
+    MAX_MEDIAN_OVER_MIN,
+    ROOT,
+    Sample,
+    SourceError,
+    default_sources,
+    load_sources,
+    short_name,
+    stored_reps,
+)
 
-from cake.arch import DEVICES
-from cake.diagnostics import DiagnosticError
-from cake.errors import ShapeNotSupported
-from cake.runs.store import CandidateStatus, NotARunError, RunStore
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"
-SCHEDULES = ROOT / "experiments" / "kmeans"
 TOP_K = 5
 TOP_K_WIDE = 10
 WORST = 8  # rows of the worst-ranked table per key
-
-# What the committed session-2 data did not record, and the evidence for what it was (env.txt of that session:
-# torch 2.11.0+cu130, triton 3.6.0; the nvcc version was not written down).
-COMMITTED_PROVENANCE: dict[str, tuple[str, dict[str, str], str]] = {
-    "h200-2026-11-30/s2/evolve/run": ("H200", {"cuda": "nvcc-unrecorded+torch-2.11.0"},
-                                      "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
-    "h200-2026-11-30/s2/evolve2/run": ("H200", {"cuda": "nvcc-unrecorded+torch-2.11.0"},
-                                       "results/h200-2026-11-30/s2/env.txt (device, torch); nvcc unrecorded"),
-    **{run: ("H200", {"cuda": "nvcc-13.0.88+torch-2.11.0"},
-             "each run's env.txt (NVIDIA H200, torch 2.11.0+cu130); nvcc 13.0.88 as session 11's variant runs on the "
-             "lent H200 recorded it (s11-calls/call3/cost11/costdata/gpu_time_variants.json `toolchains`)")
-       for run in ("h200-2026-12-03/s11-calls/evolve4/evolve/run", "h200-2026-12-03/s13-calls/evalfast/evolve/run",
-                   "h200-2026-12-04/s19-evolve/evolve_seed5/run", "h200-2026-12-04/s19-evolve/evolve_seed6/run",
-                   "h200-2026-12-04/s19-evolve/evolve_seed7/run")},
-}
-# The kmeans evolve runs at CUDA codegen 4 (before evolve runs recorded what timed them): the cell's only timed
-# warp-specialized schedules with the spills ptxas reports today.
-CODEGEN4_EVOLVE_RUNS: tuple[str, ...] = tuple(run for run in COMMITTED_PROVENANCE if "/s2/" not in run)
-
-# Committed runs that predate recording their backend's codegen version: (path prefix under results/, backend) ->
-# (version, evidence from the git history of `CODEGEN_VERSION` in lowering/cuda/program.py and
-# `TritonBackend.codegen_version` against the commit of each run's data).
-COMMITTED_CODEGEN: dict[tuple[str, str], tuple[str, str]] = {
-    ("h200-2026-11-30/", "cuda"): ("1", "CUDA codegen 1 from 2512c24 until 29932b3 (2026-12-02 17:35 UTC); "
-                                        "session 2 ran on 2026-11-30"),
-    ("h200-2026-12-02/s5-", "cuda"): ("1", "CUDA codegen 1 until 29932b3 (2026-12-02 17:35 UTC); session 5's data "
-                                           "committed in aa05f75 (03:31) and 22b411b (05:04)"),
-    ("h200-2026-12-02/s7-", "cuda"): ("1", "CUDA codegen 1 until 29932b3 (2026-12-02 17:35 UTC); session 7 call 1's "
-                                           "data committed in c24d1f8 (13:28)"),
-    ("h200-2026-12-02/s5-", "triton"): ("3", "Triton codegen 3 from 1b800cf (2026-12-02 00:43) until d0a0468 (03:51); "
-                                             "session 5's data committed in aa05f75 (03:31)"),
-    ("h200-2026-11-30/", "triton"): ("1-or-2", "Triton codegen 1 until df62cc3 (2026-11-30 08:02), 2 after it; the "
-                                               "session-1 bench's time of day is unrecorded"),
-    ("h200-2026-12-03/s11-calls/evolve4/", "cuda"): ("4", "CUDA codegen 4 from d74cb01 (2026-12-03 03:33 UTC); "
-                                                          "RESULTS.md session 11: the first evolve at codegen 4"),
-    ("h200-2026-12-03/s13-calls/evalfast/", "cuda"): ("4", "CUDA codegen 4 from d74cb01 (2026-12-03 03:33 UTC), "
-                                                           "still 4 at session 13"),
-    ("h200-2026-12-04/s19-evolve/", "cuda"): ("4", "CUDA codegen 4 at b4179f9, the commit session 19 ran"),
-}
-# Before `gpu_time_variants.py --clock` existed, every timing was device events around the eager host call (the
-# only clock `cake.verifier.timing` shipped): not an assumption, the protocol's code.
-CLOCK_BEFORE_RECORDED = "events"
-
-# Measurement quality (module docstring): on an idle GPU a kernel's reps at a cold L2 lie within a few percent of
-# each other (the committed plain CUDA variants: median/min 1.009 at the median, 1.03 at most); a median more
-# than 10% above the fastest rep means something outside the kernel (host work, another process) entered most
-# reps. Fixed before looking at how the model ranks what it drops.
-MAX_MEDIAN_OVER_MIN = 1.10
 
 # The discovery rule's other half: priors (not factors) set from a win. The fit cannot keep these out; it says so.
 PRIORS_FROM_WINS: tuple[str, ...] = (
@@ -147,279 +91,6 @@ PRIORS_FROM_WINS: tuple[str, ...] = (
     "16-bit shared tile is priced from its SASS instead (codegen_overrides); the 24 still prices other elementwise "
     "reads of a swizzled tile and every row sum of codegen 1",
 )
-
-
-def default_sources() -> list[Path]:
-    """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend),
-    every committed variant run of `scripts/gpu_time_variants.py` (a `runs/<backend>-<i>/` beside its
-    `gpu_time_variants.json`), the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`), and the kmeans
-    evolve runs that record their own provenance (`recorded_kmeans_evolve_runs`)."""
-    found = [RESULTS / "h200-2026-11-30" / "bench_cost_model.json",
-             RESULTS / "h200-2026-11-30" / "s2" / "evolve" / "run",
-             RESULTS / "h200-2026-11-30" / "s2" / "evolve2" / "run"]
-    found += sorted(p.parent for p in RESULTS.rglob("runs/*/run.sqlite")
-                    if (p.parent.parent.parent / "gpu_time_variants.json").is_file())
-    found += [RESULTS / run for run in CODEGEN4_EVOLVE_RUNS]
-    found += recorded_kmeans_evolve_runs()
-    return found
-
-
-def recorded_kmeans_evolve_runs() -> list[Path]:
-    """Every committed kmeans evolve run that records what timed it (device, toolchain and codegen in its
-    config.json, as runs do since session 19's evaluation changes), outside the runs listed above."""
-    listed = {RESULTS / run for run in COMMITTED_PROVENANCE}
-    found = []
-    for config_path in sorted(RESULTS.rglob("run/config.json")):
-        run = config_path.parent
-        config = json.loads(config_path.read_text())
-        recorded = all(config.get(k) for k in ("device", "toolchain", "codegen"))
-        if recorded and config.get("op") == "kmeans_assign" and (run / "run.sqlite").is_file() and run not in listed:
-            found.append(run)
-    return found
-
-
-# ------------------------------------------------------------------------------------------------ samples
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    run: str  # the source it came from, relative to results/ when it lives there
-    key: CalibrationKey
-    ident: str  # IR hash (or schedule:params of a bench report): the same schedule across runs
-    label: str  # what a reader recognizes: the candidate's name and mutation, or schedule and params
-    measured_ms: float
-    prediction: Prediction  # at prior factors; `retimed` applies others
-    win: bool = False  # the run reported it as its best: never fitted on
-
-
-@dataclass
-class Loaded:
-    samples: list[Sample] = field(default_factory=list)
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
-    assumptions: dict[str, str] = field(default_factory=dict)  # run -> what was assumed and on what evidence
-    unsteady: list[dict[str, Any]] = field(default_factory=list)  # timings the quality rule dropped, with why
-    not_judged: dict[str, int] = field(default_factory=dict)  # run -> timings without stored reps
-    spills: dict[str, int] = field(default_factory=dict)  # how CUDA timings' spills were priced -> count
-
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
-
-
-class SourceError(Exception):
-    """A source the fitter cannot use as given (what is missing, and how to supply it)."""
-
-
-def _short(path: Path) -> str:
-    resolved = path.resolve()
-    return resolved.relative_to(RESULTS).as_posix() if resolved.is_relative_to(RESULTS) else str(path)
-
-
-def _device_name(recorded: str) -> str:
-    """A `cake.arch` device name from what a run recorded ('NVIDIA H200' or 'H200')."""
-    if recorded in DEVICES:
-        return recorded
-    key = recorded.upper().replace(" ", "")
-    for name in sorted(DEVICES, key=len, reverse=True):
-        if name.split("-")[0].upper() in key:
-            return name
-    raise SourceError(f"device `{recorded}` is not in cake.arch; add it there before fitting its timings")
-
-
-def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,
-             codegen: str, params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
-    """The prediction at prior factors of the code `backend`'s codegen version `codegen` generated (the constants
-    describe each version's code: `cake.ir.cost_calibration.constants_for`). Code the CUDA backend generates today
-    is priced with the register spills ptxas reports for it, compiled here (`compiled_spills`), as the evolve loop
-    ranks it; older codegen versions cannot be regenerated and keep the static estimate."""
-    kernel, diagnostics = parse_diagnostics(text, where)
-    if kernel is None:
-        loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
-        return None
-    spilled = None
-    if backend == "cuda":
-        current = codegen == str(get_backend("cuda").codegen_version)
-        how = "compiled here (ptxas spills)" if current else f"codegen {codegen}: static estimate"
-        if current:
-            built = bind_params(kernel, dict(params)) if params else kernel
-            try:
-                spilled = compiled_spills(built, built.target, dims, dtype, file=where)
-            except (DiagnosticError, ShapeNotSupported) as error:
-                loaded.skip(f"does not build here for its spills: {str(error).splitlines()[0][:80]}")
-                return None
-        loaded.spills[how] = loaded.spills.get(how, 0) + 1
-    try:
-        return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
-                       factors=Factors(), codegen=codegen, spilled_regs=spilled)
-    except CostError as error:
-        loaded.skip(f"not priced: {str(error).split(' (')[0]}")
-        return None
-
-
-def retracted_timings(run_dir: Path) -> frozenset[str]:
-    """IR hashes of this run whose timings a later finding voided (e.g. the kernel computed half its rows):
-    listed per run, with the reason, in `retracted.json` of the costdata folder that holds `runs/<run>/`. Per
-    run, because one IR hash is timed on both backends and only one backend's kernel may have been wrong."""
-    path = run_dir.parent.parent / "retracted.json"
-    if not path.is_file():
-        return frozenset()
-    return frozenset(json.loads(path.read_text())["runs"].get(run_dir.name, {}))
-
-
-def stored_reps(run_dir: Path) -> dict[str, list[float]] | None:
-    """The timed reps of each IR hash of a run: for a variant run (`runs/<backend>-<i>/`), from the
-    `gpu_time_variants.json` of the costdata folder that holds it; for an evolve run, from each candidate's bench
-    samples (`candidates/<hash>.bench.json`, the candidate's reps at its one fitness shape). None where the run
-    stored none."""
-    report = run_dir.parent.parent / "gpu_time_variants.json"
-    backend, _, index = run_dir.name.rpartition("-")
-    if run_dir.parent.name == "runs" and report.is_file() and index.isdigit():
-        return {str(o["ir_hash"]): list(o["times_ms"]) for o in json.loads(report.read_text())["outcomes"]
-                if o["backend"] == backend and o["run"] == int(index) and o["verdict"] == "timed" and o.get("times_ms")}
-    reps = {}
-    for bench in sorted((run_dir / "candidates").glob("*.bench.json")):
-        shapes = json.loads(bench.read_text()).get("shapes") or []
-        if len(shapes) != 1:
-            continue  # a multi-shape fitness: its measured time is not one shape's median
-        times = next((m.get("times_ms") for m in shapes[0]["measurements"] if m.get("candidate")), None)
-        if times:
-            reps[bench.name.removesuffix(".bench.json")] = [float(t) for t in times]
-    return reps or None
-
-
-def unsteady(times_ms: Sequence[float]) -> str | None:
-    """Why a timing's reps are not one kernel's time (the quality rule), or None."""
-    ordered = sorted(times_ms)
-    median, fastest = ordered[len(ordered) // 2], ordered[0]
-    if fastest > 0 and median / fastest > MAX_MEDIAN_OVER_MIN:
-        return f"median {median:.3f} ms > {MAX_MEDIAN_OVER_MIN} x fastest rep {fastest:.3f} ms ({len(ordered)} reps)"
-    return None
-
-
-def committed_codegen(name: str, backend: str) -> tuple[str, str] | None:
-    for (prefix, be), found in COMMITTED_CODEGEN.items():
-        if be == backend and name.startswith(prefix):
-            return found
-    return None
-
-
-def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
-             toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> None:
-    """Every candidate of a run store with a measured time, one per IR hash (the first evaluation), except the
-    timings the quality rule drops."""
-    name = _short(run_dir)
-    with RunStore.open_read_only(run_dir) as store:
-        config = store.config
-        rows = [r for r in store.candidates() if r.evaluation is not None and r.evaluation.measured_ms is not None
-                and r.status is CandidateStatus.PASSED]
-    backend = str(config.get("eval", {}).get("backend") or config.get("backend") or "")
-    if not backend:
-        raise SourceError(f"{run_dir}: the run records no backend (config eval.backend)")
-    committed = COMMITTED_PROVENANCE.get(name)
-    recorded_device, recorded_toolchain = config.get("device"), config.get("toolchain")
-    assumed: list[str] = []
-    if recorded_device is None:
-        recorded_device = device or (committed[0] if committed else None)
-        assumed.append(f"device {recorded_device}")
-    if recorded_toolchain is None:
-        recorded_toolchain = (toolchains or {}).get(backend) or (committed[1].get(backend) if committed else None)
-        assumed.append(f"toolchain {recorded_toolchain}")
-    if recorded_device is None or recorded_toolchain is None:
-        raise SourceError(f"{run_dir}: the run records no device or toolchain; pass --assume-device DEVICE and "
-                          f"--assume-toolchain {backend}=KEY if you know what timed it")
-    evidence = [committed[2]] if committed else []
-    codegen = config.get("codegen")
-    if codegen is None:
-        found = committed_codegen(name, backend)
-        if found is None and (codegens or {}).get(backend) is None:
-            raise SourceError(f"{run_dir}: the run records no codegen version of the {backend} backend; pass "
-                              f"--assume-codegen {backend}=VERSION if you know what lowered it")
-        codegen, why = found if found is not None else ((codegens or {})[backend], "command line")
-        assumed.append(f"codegen {codegen}")
-        evidence.append(why)
-    if assumed:
-        loaded.assumptions[name] = ", ".join(assumed) + f" ({'; '.join(evidence) or 'command line'})"
-    clock = str(config.get("clock") or CLOCK_BEFORE_RECORDED)
-    key = CalibrationKey(backend, _device_name(str(recorded_device)), timed_toolchain(str(recorded_toolchain),
-                                                                                       str(codegen), clock))
-    if config.get("dims") and config.get("dtype"):
-        dims, dtype = {str(k): int(v) for k, v in config["dims"].items()}, DType(str(config["dtype"]))
-    else:
-        shape = get_workload(str(config["workload"])).fitness_shape(str(config["op"]))
-        dims, dtype = dict(shape.dim_map), DType(shape.ir_dtype)
-    is_evolve = "loop" in config
-    win = max((r for r in rows if r.fitness is not None), key=lambda r: r.fitness or 0.0, default=None) \
-        if is_evolve else None
-    retracted = retracted_timings(run_dir)
-    reps = stored_reps(run_dir)
-    seen: set[str] = set()
-    for row in rows:
-        if row.ir_hash in seen:
-            continue
-        seen.add(row.ir_hash)
-        if row.ir_hash in retracted:
-            loaded.skip("retracted timing (costdata/retracted.json)")
-            continue
-        times = (reps or {}).get(row.ir_hash)
-        if times is None:
-            loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
-        elif (spread := unsteady(times)) is not None:
-            loaded.skip(f"unsteady reps (median > {MAX_MEDIAN_OVER_MIN} x fastest)")
-            loaded.unsteady.append({"run": name, "ident": row.ir_hash, "label": f"{row.name} [{row.mutation}]"[:60],
-                                    "why": spread})
-            continue
-        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, str(codegen),
-                              None, loaded)
-        if prediction is None:
-            continue
-        assert row.evaluation is not None and row.evaluation.measured_ms is not None
-        loaded.samples.append(Sample(name, key, row.ir_hash, f"{row.name} [{row.mutation}]"[:60],
-                                     float(row.evaluation.measured_ms), prediction,
-                                     win=win is not None and row.ir_hash == win.ir_hash))
-
-
-def load_bench_report(path: Path, loaded: Loaded) -> None:
-    """`bench_cost_model.py`'s report: one run at the CAKE cell, each entry a shipped schedule at params."""
-    from cake.experiments.kmeans import shapes
-
-    report = json.loads(path.read_text())
-    name = _short(path)
-    device = _device_name(str(report["device"]))
-    for entry in report["entries"]:
-        if entry.get("status") != "timed" or entry.get("measured_ms") is None:
-            continue
-        backend = str(entry.get("backend") or "triton")
-        if backend != "triton":  # the report records one toolchain, Triton's; a CUDA entry's is not it
-            loaded.skip("bench report entry of the CUDA backend: its nvcc toolchain is unrecorded")
-            continue
-        found = committed_codegen(name, backend)
-        if found is None:
-            raise SourceError(f"{path}: the bench report records no codegen version and COMMITTED_CODEGEN has none "
-                              f"for it")
-        text = (SCHEDULES / entry["schedule"]).read_text()
-        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device, backend,
-                              found[0], entry["params"], loaded)
-        if prediction is None:
-            continue
-        loaded.assumptions[name] = f"codegen {found[0]} ({found[1]})"
-        loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
-        key = CalibrationKey(backend, device, timed_toolchain(str(report["toolchain"]), found[0],
-                                                              CLOCK_BEFORE_RECORDED))
-        ident = f"{entry['schedule']}:{params_tag(entry['params'])}"
-        loaded.samples.append(Sample(name, key, ident, ident, float(entry["measured_ms"]), prediction))
-
-
-def load_sources(sources: Sequence[Path], device: str | None = None,
-                 toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> Loaded:
-    loaded = Loaded()
-    for source in sources:
-        if source.is_file() and source.suffix == ".json":
-            load_bench_report(source, loaded)
-        else:
-            try:
-                load_run(source, loaded, device, toolchains, codegens)
-            except NotARunError as error:  # a committed run that lost its evaluations: said, never silently fitted
-                print(f"skipped {_short(source)}: {error}", file=sys.stderr)
-                loaded.skip("empty run store (its evaluations were left in a write-ahead log)")
-    return loaded
 
 
 def timing_ceiling(sources: Sequence[Path]) -> dict[str, dict[str, Any]]:
@@ -439,7 +110,7 @@ def timing_ceiling(sources: Sequence[Path]) -> dict[str, dict[str, Any]]:
             continue
         outcomes = json.loads(report.read_text())["outcomes"]
         for backend in sorted({str(o["backend"]) for o in outcomes}):
-            out[f"{_short(report.parent)} {backend}"] = split_half(
+            out[f"{short_name(report.parent)} {backend}"] = split_half(
                 [o["times_ms"] for o in outcomes
                  if o["backend"] == backend and o["verdict"] == "timed" and len(o.get("times_ms") or ()) >= 2])
     evolve = [reps for p in sources if p.is_dir() and p.parent.name != "runs" and (reps := stored_reps(p))]

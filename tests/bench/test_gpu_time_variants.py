@@ -9,7 +9,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import fit_cost_model as fcm
+import cost_data
 import gpu_time_variants as gtv
 import pytest
 from cake.ir.check import check, errors
@@ -97,7 +97,7 @@ def test_the_pool_turns_crashes_and_hangs_into_verdicts_and_writes_runs(small_sc
         assert {r.status for r in rows} <= {CandidateStatus.PASSED, CandidateStatus.FAILED}
         assert any(r.evaluation and (r.evaluation.error or "").startswith("crashed: worker died") for r in rows)
         assert all(r.evaluation is not None for r in rows)
-    loaded = fcm.load_sources(runs)
+    loaded = cost_data.load_sources(runs)
     timed = [j for j in plan.jobs if verdicts[j.id] == "timed"]
     assert len(loaded.samples) == len(timed) and not loaded.assumptions
     # The key holds the backend's codegen version and the clock the run recorded (no assumption needed).

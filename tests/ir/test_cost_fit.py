@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cost_data
 import fit_cost_model as fcm
 import pytest
 from cake.ir.cost import predict
@@ -63,7 +64,7 @@ def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool 
 
 def test_held_out_by_run_recovers_a_planted_calibration_on_two_fake_runs(tmp_path: Path) -> None:
     a, b = make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B + RUN_A[:1])  # one IR in both runs
-    loaded = fcm.load_sources([a, b])
+    loaded = cost_data.load_sources([a, b])
     assert {s.key.backend for s in loaded.samples} == {"triton"} and not loaded.assumptions
     held = fcm.hold_out_by_run(loaded.samples)
     assert held is not None
@@ -82,7 +83,7 @@ def test_held_out_by_run_recovers_a_planted_calibration_on_two_fake_runs(tmp_pat
 
 
 def test_one_run_has_no_held_out_figure(tmp_path: Path) -> None:
-    loaded = fcm.load_sources([make_run(tmp_path / "a", RUN_A)])
+    loaded = cost_data.load_sources([make_run(tmp_path / "a", RUN_A)])
     assert fcm.hold_out_by_run(loaded.samples) is None
     summary = fcm.fit_key(loaded.samples[0].key, loaded.samples)
     assert summary["held_out_by_run"] is None and "no held-out-by-run figure" in summary["held_out_note"]
@@ -90,7 +91,7 @@ def test_one_run_has_no_held_out_figure(tmp_path: Path) -> None:
 
 def test_an_evolve_runs_reported_win_is_kept_out_of_every_fit(tmp_path: Path) -> None:
     a, b = make_run(tmp_path / "a", RUN_A, evolve=True), make_run(tmp_path / "b", RUN_B)
-    loaded = fcm.load_sources([a, b])
+    loaded = cost_data.load_sources([a, b])
     [win] = [s for s in loaded.samples if s.win]
     assert win.run == str(a) and win.measured_ms == min(s.measured_ms for s in loaded.samples if s.run == str(a))
     held = fcm.hold_out_by_run(loaded.samples)
@@ -122,13 +123,13 @@ def test_a_run_without_a_codegen_version_needs_a_stated_one(tmp_path: Path, caps
     run = make_run(tmp_path / "a", RUN_A, codegen=None)
     assert fcm.main([str(run)]) == 2
     assert "--assume-codegen triton=VERSION" in capsys.readouterr().err
-    loaded = fcm.load_sources([run, make_run(tmp_path / "b", RUN_B, codegen="7")], codegens={"triton": "7"})
+    loaded = cost_data.load_sources([run, make_run(tmp_path / "b", RUN_B, codegen="7")], codegens={"triton": "7"})
     assert {str(s.key) for s in loaded.samples} == {f"triton/H200/{TOOLCHAIN}+codegen-7+events"}  # one key: both 7
     assert loaded.assumptions == {str(run): "codegen 7 (command line)"}
 
 
 def test_runs_at_different_codegen_versions_are_fitted_apart(tmp_path: Path) -> None:
-    loaded = fcm.load_sources([make_run(tmp_path / "a", RUN_A, codegen="1"), make_run(tmp_path / "b", RUN_B)])
+    loaded = cost_data.load_sources([make_run(tmp_path / "a", RUN_A, codegen="1"), make_run(tmp_path / "b", RUN_B)])
     assert {str(s.key) for s in loaded.samples} == {f"triton/H200/{TOOLCHAIN}+codegen-1+events",
                                                     f"triton/H200/{KEYED}"}
 
@@ -146,12 +147,12 @@ def test_the_quality_rule_drops_timings_whose_reps_are_unsteady(tmp_path: Path) 
     steady, host_bound = [1.00, 1.01, 1.02, 1.01, 1.03], [0.80, 1.00, 1.05, 0.98, 1.20]  # median/min 1.01 vs 1.25
     run = _variant_run(tmp_path / "costdata", RUN_A[:3], [steady, host_bound, steady])
     evolve = make_run(tmp_path / "evolve", RUN_B, evolve=True)  # no reps stored: not judged
-    loaded = fcm.load_sources([run, evolve])
+    loaded = cost_data.load_sources([run, evolve])
     assert len([s for s in loaded.samples if s.run == str(run)]) == 2
     [drop] = loaded.unsteady
     assert drop["ident"] == ir_hash(_text(RUN_A[1])) and "1.1 x fastest rep 0.800 ms" in drop["why"]
     assert loaded.not_judged == {str(evolve): len(RUN_B)}
-    assert fcm.unsteady(steady) is None and fcm.unsteady([5.0]) is None
+    assert cost_data.unsteady(steady) is None and cost_data.unsteady([5.0]) is None
 
 
 def test_an_evolve_runs_bench_reps_are_judged_and_rank_themselves(tmp_path: Path) -> None:
@@ -162,7 +163,7 @@ def test_an_evolve_runs_bench_reps_are_judged_and_rank_themselves(tmp_path: Path
         measurement = {"name": "candidate", "candidate": True, "times_ms": times}
         (evolve / "candidates" / f"{h}.bench.json").write_text(json.dumps({"shapes": [{"measurements": [
             measurement, {"name": "triton_assign", "candidate": False, "times_ms": [9.0] * len(times)}]}]}))
-    loaded = fcm.load_sources([evolve])
+    loaded = cost_data.load_sources([evolve])
     [drop] = loaded.unsteady
     assert drop["ident"] == hashes[1] and not loaded.not_judged
     [(name, ceiling)] = fcm.timing_ceiling([evolve]).items()
@@ -222,7 +223,7 @@ def test_held_out_figures_are_judged_within_one_timing_shape(tmp_path: Path) -> 
     small = {"B": 2, "N": 4096, "K": 256, "D": 128}
     a, b = make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)
     c = make_run(tmp_path / "c", [{"BN": 128, "BK": bk, "STAGES": 4, "WARPS": 4} for bk in (32, 64, 128)], dims=small)
-    loaded = fcm.load_sources([a, b, c])
+    loaded = cost_data.load_sources([a, b, c])
     summary = fcm.fit_key(loaded.samples[0].key, loaded.samples)
     shapes = summary["held_out_by_run"]["by_shape"]
     assert {g["held_out"]["n"] for g in shapes.values()} == {len(RUN_A) + len(RUN_B), 3}
@@ -256,15 +257,15 @@ def test_retracted_timings_are_read_per_run(tmp_path: Path) -> None:
     for run in ("cuda-0", "triton-0"):
         (costdata / "runs" / run).mkdir(parents=True)
     (costdata / "retracted.json").write_text(json.dumps({"why": "half the rows", "runs": {"cuda-0": {"abc": "x"}}}))
-    assert fcm.retracted_timings(costdata / "runs" / "cuda-0") == {"abc"}
-    assert fcm.retracted_timings(costdata / "runs" / "triton-0") == frozenset()
-    assert fcm.retracted_timings(tmp_path / "elsewhere" / "runs" / "cuda-0") == frozenset()
+    assert cost_data.retracted_timings(costdata / "runs" / "cuda-0") == {"abc"}
+    assert cost_data.retracted_timings(costdata / "runs" / "triton-0") == frozenset()
+    assert cost_data.retracted_timings(tmp_path / "elsewhere" / "runs" / "cuda-0") == frozenset()
 
 
 def test_a_stored_calibration_that_ranks_worse_than_the_priors_is_stale(tmp_path: Path) -> None:
     # Factors fitted for an earlier model can rank the same runs worse than the current priors; --write then
     # removes them instead of leaving them to price every later search.
-    loaded = fcm.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)])
+    loaded = cost_data.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)])
     key = loaded.samples[0].key
     directory = tmp_path / "calibrations"
     assert fcm.stale_stored(key, loaded.samples, directory) == (None, "no stored calibration")
@@ -281,8 +282,8 @@ def test_a_calibration_fitted_on_some_runs_ranks_a_key_it_never_saw(tmp_path: Pa
     import cost_transfer
 
     small = {"B": 2, "N": 4096, "K": 256, "D": 128}
-    source = fcm.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)]).samples
-    target = fcm.load_sources([make_run(tmp_path / "c", RUN_A + RUN_B, dims=small)]).samples
+    source = cost_data.load_sources([make_run(tmp_path / "a", RUN_A), make_run(tmp_path / "b", RUN_B)]).samples
+    target = cost_data.load_sources([make_run(tmp_path / "c", RUN_A + RUN_B, dims=small)]).samples
     out = cost_transfer.transfer(source, target)
     (tag, rows), = out.items()
     assert "N=4096" in tag and set(rows) == {"prior", "factors", "factors+correction"}

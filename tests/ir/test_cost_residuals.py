@@ -6,10 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import cost_data
 import cost_residuals as cr
 import fit_cost_model as fcm
 import ptxas_variants as pv
 import pytest
+from cake.ir.cost_calibrations import CalibrationKey
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.ir.printer import print_kernel
@@ -25,11 +27,11 @@ def test_a_term_the_model_misses_shows_as_a_residual_that_moves_with_its_param(t
     # say: held out by run, the residual rises with WARPS and nothing else moves as much.
     runs = [make_run(tmp_path / "a", RUN_A + [{**p, "WARPS": 8} for p in RUN_A]),
             make_run(tmp_path / "b", RUN_B + [{**p, "WARPS": 8} for p in RUN_B])]
-    loaded = fcm.load_sources(runs)
-    slowed = [fcm.Sample(s.run, s.key, s.ident, s.label,
+    loaded = cost_data.load_sources(runs)
+    slowed = [cost_data.Sample(s.run, s.key, s.ident, s.label,
                          s.measured_ms * (1.5 if dict(s.prediction.params)["WARPS"] == 8 else 1.0), s.prediction)
               for s in loaded.samples]
-    [group] = cr.analyse(fcm.Loaded(slowed), {})
+    [group] = cr.analyse(cost_data.Loaded(slowed), {})
     warps = group["features"]["WARPS"]
     assert warps["rho_with_residual"] > 0.5
     assert warps["values"]["8"]["mean_residual"] > warps["values"]["4"]["mean_residual"] + 0.2
@@ -40,11 +42,11 @@ def test_a_term_the_model_misses_shows_as_a_residual_that_moves_with_its_param(t
 
 
 def test_ptxas_registers_join_only_the_cuda_backends_samples(tmp_path: Path) -> None:
-    loaded = fcm.load_sources([make_run(tmp_path / "a", RUN_A[:2])])
+    loaded = cost_data.load_sources([make_run(tmp_path / "a", RUN_A[:2])])
     sample = loaded.samples[0]
     report = {sample.ident: {"assign_plain_main": {"registers": 100, "spill_bytes": 0, "stack_bytes": 0}}}
     assert "ptxas_regs" not in cr.features(sample, report)  # a Triton sample: ptxas compiled the CUDA kernel
-    cuda = fcm.Sample(sample.run, fcm.CalibrationKey("cuda", "H200", "nvcc-x"), sample.ident, sample.label,
+    cuda = cost_data.Sample(sample.run, CalibrationKey("cuda", "H200", "nvcc-x"), sample.ident, sample.label,
                       sample.measured_ms, sample.prediction)
     feats = cr.features(cuda, report)
     assert feats["ptxas_regs"] == 100 and feats["model_regs_error"] == feats["model_regs"] - 100
