@@ -33,7 +33,7 @@ from typing import Protocol
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import features_of
 from cake.agents.population import Archive, Member
-from cake.agents.ranking import descriptor, model_order, operator_of, with_exploration
+from cake.agents.ranking import anchored_predictions, descriptor, model_order, operator_of, with_exploration
 from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
@@ -74,6 +74,10 @@ class LoopSettings:
     # Under measured fitness, this many of a turn's `evals_per_turn` places go to operators the run has not timed
     # (`ranking.with_exploration`); 0 (what runs stored before it existed replay and resume with): the model's order.
     explore_slots: int = 0
+    # Under measured fitness, rank children by predictions anchored on their measured parents
+    # (`ranking.anchored_predictions`); False (what runs stored before it existed replay and resume with): the
+    # model's absolute predictions.
+    anchor_on_parents: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"turns": self.turns, "proposals_per_turn": self.proposals_per_turn,
@@ -81,7 +85,7 @@ class LoopSettings:
                 "budget_evals": self.budget_evals, "budget_tokens": self.budget_tokens,
                 "budget_wall_s": self.budget_wall_s, "plateau_turns": self.plateau_turns,
                 "static_checks": self.static_checks, "cost_model": self.cost_model,
-                "explore_slots": self.explore_slots}
+                "explore_slots": self.explore_slots, "anchor_on_parents": self.anchor_on_parents}
 
     @staticmethod
     def from_json(data: dict[str, object]) -> LoopSettings:
@@ -298,7 +302,8 @@ class EvolutionLoop:
 
     def _rank(self, candidates: list[NewCandidate], *, seeds: bool, turn: int) -> list[NewCandidate]:
         """Queue the best-ranked legal candidates (`cake.agents.ranking`; all seeds at turn 0), `explore_slots` of
-        them from operators the run has not timed when fitness is measured; keep proposal order. Without the cost
+        them from operators the run has not timed when fitness is measured, ranked on their measured parents with
+        `anchor_on_parents`; keep proposal order. Without the cost
         model (the ablation) the order is a seeded shuffle."""
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
         slots = len(legal) if seeds else self.settings.evals_per_turn
@@ -308,7 +313,9 @@ class EvolutionLoop:
             evaluated = [c for c in self.store.candidates() if c.evaluation]
             model = self.toolchain.fitness_kind is FitnessKind.MODEL
             ranked = [candidates[i] for i in legal]
-            picks = model_order(ranked, evaluated, model_fitness=model)
+            ranking_ms = (anchored_predictions([(c.predicted_ms, c.parents) for c in ranked], _measured(evaluated))
+                          if self.settings.anchor_on_parents and not model else None)
+            picks = model_order(ranked, evaluated, model_fitness=model, ranking_ms=ranking_ms)
             if not model and not seeds:
                 picks = with_exploration(picks, ranked, evaluated, slots=slots, explore=self.settings.explore_slots)
             order = [legal[k] for k in picks]
@@ -479,3 +486,11 @@ class EvolutionLoop:
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
 
 
+def _measured(evaluated: Sequence[CandidateRow]) -> dict[int, tuple[float, float]]:
+    """id -> (measured ms, predicted ms) of the run's candidates timed at the fitness shape with a prediction."""
+    out = {}
+    for row in evaluated:
+        ev = row.evaluation
+        if ev is not None and ev.measured_ms is not None and row.predicted_ms is not None:
+            out[row.id] = (float(ev.measured_ms), float(row.predicted_ms))
+    return out

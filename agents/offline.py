@@ -57,9 +57,10 @@ OPERATORS: dict[str, mut.Operator] = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPEC
 class OfflineSettings:
     repair_rounds: int = 3
     attempts_per_slot: int = ATTEMPTS_PER_SLOT
-    # Off by default: with it on, seed 0 of test_reachability's clean-start search no longer reaches a ping-pong
-    # predicted faster than the seed within its bound (the resource boost crowds out warp_specialize); untuned.
-    feedback: bool = False
+    # On since session 26 (`cake evolve --no-operator-feedback` turns it off). It was off while the resource boost
+    # crowded warp_specialize out of test_reachability's clean-start seed 0; since every turn sweeps the structural
+    # operators over the incumbent, the three seeds reach the ping-pong with it on. Its weights are untuned.
+    feedback: bool = True
     sweep: bool = True  # the incumbent's structural neighbourhood first, every turn
     # operators never drawn nor swept (`cake evolve --disable-operator`): an ablation, or a move whose children
     # failed on the device the run is on

@@ -58,8 +58,10 @@ def make_agent(config: dict[str, Any], root: Path) -> Agent:
     if config["agent"] == "offline":
         from cake.agents.offline import OfflineAgent, OfflineSettings
 
-        disabled = frozenset(str(name) for name in (config.get("offline") or {}).get("disabled", ()))
-        return OfflineAgent(OfflineSettings(disabled=disabled))
+        offline = config.get("offline") or {}
+        disabled = frozenset(str(name) for name in offline.get("disabled", ()))
+        # runs stored before the setting was recorded ran without feedback, and resume so
+        return OfflineAgent(OfflineSettings(feedback=bool(offline.get("feedback", False)), disabled=disabled))
     from cake.agents.llm import LLMAgent, LLMSettings
 
     settings = LLMSettings(**config["llm"])

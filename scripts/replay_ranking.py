@@ -3,14 +3,16 @@ today's features, and say which candidates it would have queued instead. A count
 only: what a changed queue would have measured, and the turns after it, are not known.
 
     python3 scripts/replay_ranking.py RUN_DIR [RUN_DIR ...] [--json OUT.json] [--repredict static|compiled]
-        [--explore-slots N]
+        [--explore-slots N] [--anchor | --no-anchor]
 
 Per turn >= 1: the stored queue (rank < evals_per_turn) and the replayed one, the candidates evaluated in earlier
 turns standing in for the run's history (features recomputed from each candidate's IR). Predictions are the stored
 ones, or with `--repredict` today's cost model and stored calibration's, through the loop's own toolchain
 (`CakeToolchain.predict_many`): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
 with the spills ptxas reports (nvcc compiles here; slow: every candidate is built). `--explore-slots` replays with
-that many exploration places a turn (`ranking.with_exploration`) instead of the run's own.
+that many exploration places a turn (`ranking.with_exploration`) instead of the run's own; `--anchor` ranks each
+child on its measured parent (`ranking.anchored_predictions`, the parents' replayed predictions) or `--no-anchor` not,
+instead of as the run did.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cake.agents.features import features_of
-from cake.agents.ranking import model_order, operator_of, with_exploration
+from cake.agents.ranking import anchored_predictions, model_order, operator_of, with_exploration
 from cake.ir import nodes as n
 from cake.ir.parser import parse
 
@@ -66,12 +68,14 @@ def toolchain_predictor(config: Mapping[str, Any], how: str) -> Predictor:
     return toolchain.predict_many
 
 
-def replay_run(run: Path, repredict: str | None = None, explore_slots: int | None = None) -> list[dict[str, object]]:
+def replay_run(run: Path, repredict: str | None = None, explore_slots: int | None = None,
+               anchor: bool | None = None) -> list[dict[str, object]]:
     store = RunStore.open(run)
     config = json.loads((run / "config.json").read_text())
     slots = int(config["loop"]["evals_per_turn"])
     # the run's own exploration places (0 for runs stored before there were any), or the counterfactual's
     explore = int(config["loop"].get("explore_slots", 0)) if explore_slots is None else explore_slots
+    anchored = bool(config["loop"].get("anchor_on_parents", False)) if anchor is None else anchor
     rows = store.candidates()
     predicted: dict[int, float | None] | None = None
     if repredict is not None:
@@ -85,7 +89,14 @@ def replay_run(run: Path, repredict: str | None = None, explore_slots: int | Non
         legal = [r for r in rows if r.turn == turn and r.rank is not None]
         stored = [replayed(r) for r in sorted(legal, key=lambda r: r.rank or 0)][:slots]
         candidates = [replayed(r, predicted) for r in legal]
-        order = model_order(candidates, evaluated, model_fitness=model)
+        ranking_ms = None
+        if anchored and not model:
+            measured = {r.id: (float(r.evaluation.measured_ms), float(ms)) for r in rows
+                        if r.turn < turn and r.evaluation and r.evaluation.measured_ms is not None
+                        and (ms := r.predicted_ms if predicted is None else predicted[r.id]) is not None}
+            ranking_ms = anchored_predictions([(c.predicted_ms, r.parents) for c, r in zip(candidates, legal,
+                                                                                          strict=True)], measured)
+        order = model_order(candidates, evaluated, model_fitness=model, ranking_ms=ranking_ms)
         if not model:  # what the loop queues under measured fitness (0 places: runs stored before exploration)
             order = with_exploration(order, candidates, evaluated, slots=slots, explore=explore)
         now = [candidates[i] for i in order[:slots]]
@@ -103,8 +114,10 @@ def main() -> int:
                         help="rank with today's cost model and stored calibration instead of the stored predictions")
     parser.add_argument("--explore-slots", type=int, default=None, metavar="N",
                         help="exploration places a turn (default: the run's own; 0 for runs stored before them)")
+    parser.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=None,
+                        help="rank children on their measured parents (default: as the run did)")
     args = parser.parse_args()
-    turns = [t for run in args.runs for t in replay_run(run, args.repredict, args.explore_slots)]
+    turns = [t for run in args.runs for t in replay_run(run, args.repredict, args.explore_slots, args.anchor)]
     for t in turns:
         changed = "" if t["stored_queue"] == t["replayed_queue"] else "  <- changed"
         print(f"{t['run']} turn {t['turn']}: stored {' '.join(t['stored_queue'])} | "  # type: ignore[arg-type]

@@ -69,6 +69,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--explore-slots", type=int, default=1, metavar="N",
                    help="GPU: of each turn's evaluations, N go to the best-ranked candidates of operators the run has "
                         "not timed yet (at least one stays the cost model's best)")
+    p.add_argument("--anchor-on-parents", action=argparse.BooleanOptionalAction, default=True,
+                   help="GPU: rank a child of a timed parent at the parent's measured time x the model's predicted "
+                        "change, instead of the model's absolute prediction")
+    p.add_argument("--operator-feedback", action=argparse.BooleanOptionalAction, default=True,
+                   help="offline agent: weight the operators it draws by the run's resource refusals and by the "
+                        "model term its measured parents were underestimated on")
     p.add_argument("--disable-operator", action="append", default=[], metavar="NAME",
                    help="offline agent: never draw or sweep this operator (repeatable; an ablation, or a move whose "
                         "children fail on this device)")
@@ -188,6 +194,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "budget_wall_s": args.wall_time, "plateau_turns": args.plateau,
         "static_checks": args.static_checks, "cost_model": args.cost_model,
         "explore_slots": args.explore_slots if device == "cuda" else 0,
+        "anchor_on_parents": args.anchor_on_parents and device == "cuda",  # model fitness: nothing is measured
     }
     from cake.ir.parser import parse
 
@@ -201,7 +208,7 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "llm": None, "learned_rules": args.learned_rules,
     }
     if args.agent == "offline":
-        config["offline"] = {"disabled": sorted(set(args.disable_operator))}
+        config["offline"] = {"disabled": sorted(set(args.disable_operator)), "feedback": args.operator_feedback}
     if args.agent == "openai":
         from cake.agents.llm import LLMSettings
 

@@ -171,10 +171,17 @@ def test_disabled_operators_and_exploration_places_are_checked_and_stored() -> N
 
     config = new_config(parse_evolve_args(["--device", "cpu", "--disable-operator", "cluster",
                                            "--disable-operator", "defer"], where="test"))
-    assert config["offline"] == {"disabled": ["cluster", "defer"]}
+    assert config["offline"] == {"disabled": ["cluster", "defer"], "feedback": True}
     assert config["loop"]["explore_slots"] == 0  # a model-fitness run: nothing to explore for
+    assert config["loop"]["anchor_on_parents"] is False  # nor anything measured to anchor on
     agent = make_agent(config, Path(tempfile.gettempdir()))
     assert agent.settings.disabled == frozenset({"cluster", "defer"})  # type: ignore[attr-defined]
+    assert agent.settings.feedback  # type: ignore[attr-defined]
+    quiet = new_config(parse_evolve_args(["--device", "cpu", "--no-operator-feedback"], where="test"))
+    assert not make_agent(quiet, Path(tempfile.gettempdir())).settings.feedback  # type: ignore[attr-defined]
+    # a run stored before the setting was recorded resumes as it ran: without feedback
+    older = {**config, "offline": {"disabled": []}}
+    assert not make_agent(older, Path(tempfile.gettempdir())).settings.feedback  # type: ignore[attr-defined]
     for argv, said in ((["--disable-operator", "nonsense"], r"unknown operator\(s\) nonsense"),
                        (["--explore-slots", "-1"], "--explore-slots must be >= 0")):
         with pytest.raises(UsageError, match=said):

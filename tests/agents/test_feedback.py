@@ -68,5 +68,6 @@ def test_the_feedback_is_deterministic_and_shows_in_the_turn_notes() -> None:
     assert any(note.startswith("feedback weights: ") and "stages x3.00" in note for note in first.notes)
     plain = agent.propose(_context((), 7))
     assert not any(note.startswith("feedback weights") for note in plain.notes)
-    off = OfflineAgent().propose(_context(failures, 7))  # the default: feedback off
+    off = OfflineAgent(OfflineSettings(feedback=False)).propose(_context(failures, 7))  # --no-operator-feedback
     assert not any(note.startswith("feedback weights") for note in off.notes)
+    assert OfflineAgent().settings.feedback  # on by default

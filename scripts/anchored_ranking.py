@@ -1,0 +1,193 @@
+"""Would the evolve rank its turns better if each child's prediction were anchored on its measured parent? A
+prequential replay of the committed evolve runs, held out by run.
+
+    python3 scripts/anchored_ranking.py [RUN_DIR ...] [--json OUT]
+
+The loop ranks a turn's children by the cost model's absolute prediction. Where the model misses something a whole
+lineage shares (holding the A operand in registers: predicted 2% faster, measured 7-20%), every child of that
+lineage is mispriced by the same factor, and a child of a measured parent could instead be priced as
+
+    anchored(child) = measured(parent) x predicted(child) / predicted(parent)
+
+so that the model only says what the move changes and the measurement says where the parent stands. This script
+asks whether that ranks the runs' evaluated candidates better than the absolute prediction, using only what each
+turn knew:
+
+- predictions: for each run, the factors and learned correction fitted on the OTHER runs of its key (as
+  `scripts/fit_cost_model.py` holds out by run; wins kept out of every fit), applied to every candidate of the run;
+- prequential: a candidate evaluated in turn t is ranked as the loop ranks it (`cake.agents.ranking.
+  anchored_predictions`) on what was measured before t: anchored on its first parent measured then, else its
+  prediction scaled by the median measured/predicted ratio of the candidates measured then;
+- figures per run and pooled over the runs (anchored times are in each run's measured milliseconds, so a pool
+  compares like with like; absolute predictions are pooled as the fitter pools them): Spearman rho over the
+  candidates evaluated after turn 0, and the share of same-turn pairs ordered as measured (the choice the queue
+  makes each turn).
+
+Default runs: the committed kmeans evolve runs at the current CUDA codegen (the cost fitter's events key). A reading
+of committed timings, not a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import cost_data
+import fit_cost_model as fcm
+from cake.agents.ranking import anchored_predictions
+from cake.ir.cost_calibration import spearman
+
+from cake.runs.store import RunStore
+
+KEY_SUFFIX = "+events"  # the evolve runs' clock: the key their candidates are fitted under
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """An evaluated candidate of a run, as the replay reads it."""
+
+    id: int
+    turn: int
+    parents: tuple[int, ...]
+    measured_ms: float
+    predicted_ms: float  # held out by run
+
+
+def default_runs() -> list[Path]:
+    runs = [cost_data.RESULTS / run for run in cost_data.CODEGEN4_EVOLVE_RUNS]
+    return runs + cost_data.recorded_kmeans_evolve_runs()
+
+
+def held_out_predictions(samples: Sequence[cost_data.Sample]) -> dict[tuple[str, str], float]:
+    """(run, IR hash) -> predicted ms from the factors and correction fitted on the other runs of the key."""
+    out = {}
+    for run in sorted({s.run for s in samples}):
+        train = [s for s in samples if s.run != run and not s.win]
+        factors, correction = fcm.fit_on(train).factors, fcm.correct_on(train)
+        for s in samples:
+            if s.run == run:
+                out[(run, s.ident)] = fcm.predicted_s(s, factors, correction) * 1e3
+    return out
+
+
+def timed_candidates(run_dir: Path, predicted: Mapping[str, float]) -> list[Timed]:
+    """Every candidate of the run with a measured time and a prediction (one per IR hash, its first evaluation)."""
+    with RunStore.open_read_only(run_dir) as store:
+        rows = [r for r in store.candidates() if r.evaluation is not None and r.evaluation.measured_ms is not None]
+    out, seen = [], set()
+    for row in rows:
+        if row.ir_hash in seen or row.ir_hash not in predicted:
+            continue
+        seen.add(row.ir_hash)
+        assert row.evaluation is not None and row.evaluation.measured_ms is not None
+        out.append(Timed(row.id, row.turn, row.parents, float(row.evaluation.measured_ms), predicted[row.ir_hash]))
+    return out
+
+
+def prequential_anchored(candidate: Timed, by_id: Mapping[int, Timed]) -> float:
+    """The loop's anchored ranking (`ranking.anchored_predictions`) of `candidate` with what the run had measured
+    before its turn."""
+    earlier = {t.id: (t.measured_ms, t.predicted_ms) for t in by_id.values() if t.turn < candidate.turn}
+    (anchored,) = anchored_predictions([(candidate.predicted_ms, candidate.parents)], earlier)
+    assert anchored is not None
+    return anchored
+
+
+def pairs_in_order(turns: Sequence[int], predicted: Sequence[float], measured: Sequence[float]) -> tuple[int, int]:
+    """(pairs of the same turn ordered as measured, such pairs) — ties in either count as wrong."""
+    right = total = 0
+    for i, j in combinations(range(len(turns)), 2):
+        if turns[i] != turns[j]:
+            continue
+        total += 1
+        right += (predicted[i] - predicted[j]) * (measured[i] - measured[j]) > 0
+    return right, total
+
+
+def replay(run: str, timed: Sequence[Timed]) -> dict[str, Any]:
+    by_id = {t.id: t for t in timed}
+    tested = sorted((t for t in timed if t.turn > 0), key=lambda t: t.id)
+    absolute = [t.predicted_ms for t in tested]
+    anchored = [prequential_anchored(t, by_id) for t in tested]
+    measured = [t.measured_ms for t in tested]
+    turns = [t.turn for t in tested]
+    on_parent = sum(any(p in by_id and by_id[p].turn < t.turn for p in t.parents) for t in tested)
+    return {"run": run, "n": len(tested), "anchored_on_a_measured_parent": on_parent,
+            "absolute": _figures(turns, absolute, measured), "anchored": _figures(turns, anchored, measured),
+            "rows": [{"id": t.id, "turn": t.turn, "measured_ms": t.measured_ms, "absolute_ms": round(a, 4),
+                      "anchored_ms": round(b, 4)} for t, a, b in zip(tested, absolute, anchored, strict=True)]}
+
+
+def _figures(turns: Sequence[int], predicted: Sequence[float], measured: Sequence[float]) -> dict[str, Any]:
+    right, total = pairs_in_order(turns, predicted, measured)
+    return {"spearman": spearman(predicted, measured) if len(predicted) >= 3 else None,
+            "same_turn_pairs_in_order": right, "same_turn_pairs": total}
+
+
+def pooled(results: Sequence[Mapping[str, Any]], how: str) -> dict[str, Any]:
+    rows = [(r["run"], row) for r in results for row in r["rows"]]
+    predicted = [row[f"{how}_ms"] for _, row in rows]
+    measured = [row["measured_ms"] for _, row in rows]
+    right = sum(r[how]["same_turn_pairs_in_order"] for r in results)
+    total = sum(r[how]["same_turn_pairs"] for r in results)
+    return {"n": len(rows), "spearman": spearman(predicted, measured), "same_turn_pairs_in_order": right,
+            "same_turn_pairs": total, "share_in_order": right / total if total else None,
+            "median_run_spearman": statistics.median(r[how]["spearman"] for r in results
+                                                     if r[how]["spearman"] is not None)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", type=Path, help="evolve run directories (default: module docstring)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    runs = args.runs or default_runs()
+    try:
+        loaded = cost_data.load_sources(runs)
+    except cost_data.SourceError as error:
+        print(f"anchored_ranking: {error}", file=sys.stderr)
+        return 2
+    results = []
+    for key in sorted({s.key for s in loaded.samples}, key=str):
+        samples = [s for s in loaded.samples if s.key == key]
+        if not key.toolchain.endswith(KEY_SUFFIX) or len({s.run for s in samples}) < 2:
+            continue
+        predicted = held_out_predictions(samples)
+        for run in sorted({s.run for s in samples}):
+            mine = {ident: ms for (r, ident), ms in predicted.items() if r == run}
+            timed = timed_candidates(cost_data.RESULTS / run, mine)
+            results.append({"key": str(key), **replay(run, timed)})
+    if not results:
+        print("anchored_ranking: no key of evolve runs with two runs or more", file=sys.stderr)
+        return 2
+    summary = {how: pooled(results, how) for how in ("absolute", "anchored")}
+    print(f"{'run':52} {'n':>3} {'on parent':>9}  {'rho abs':>7} {'rho anc':>7}  {'pairs abs':>9} {'pairs anc':>9}")
+    for r in results:
+        a, b = r["absolute"], r["anchored"]
+        print(f"{r['run'][:52]:52} {r['n']:3} {r['anchored_on_a_measured_parent']:9}  {_fmt(a['spearman']):>7} "
+              f"{_fmt(b['spearman']):>7}  {a['same_turn_pairs_in_order']:4}/{a['same_turn_pairs']:<4} "
+              f"{b['same_turn_pairs_in_order']:4}/{b['same_turn_pairs']:<4}")
+    for how, s in summary.items():
+        print(f"pooled {how:9} n {s['n']}  rho {s['spearman']:.3f}  median run rho {s['median_run_spearman']:.3f}  "
+              f"same-turn pairs in order {s['same_turn_pairs_in_order']}/{s['same_turn_pairs']} "
+              f"({s['share_in_order']:.2f})")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"runs": [str(r) for r in runs], "summary": summary, "per_run": results},
+                                        indent=1) + "\n")
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
