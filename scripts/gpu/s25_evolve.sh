@@ -8,7 +8,10 @@
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
 # Since session 25 (not lent a device, so not yet run) the loop ranks with compiled spills priced by where they land
 # (L1 or L2) and with the calibration fitted to the evolve runs' own timings (codegen-4 events key, held-out rho 0.849,
-# top-5 0.60): these seeds are that model's first unseen test. Then, if time is left on a warm machine,
+# top-5 0.60): these seeds are that model's first unseen test. Since session 26 (CPU only too) the seeds also rank
+# each child on its measured parent (`--anchor-on-parents`, the default on a GPU), draw operators with the offline
+# agent's feedback on (`--operator-feedback`), and time with the protocol that never lets the device drain between
+# event reads (`scripts/timing_sync_bias.py` over their samples should read about 0). Then, if time is left on a warm machine,
 # scripts/gpu/s26_triton_cost.sh (Triton timings of today's codegen for the per-backend calibration).
 source scripts/gpu/lib.sh
 budget "${S25_BUDGET:-1380}"
