@@ -695,7 +695,8 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
     is re-predicted with its own).
     Calibration: `factors` if given; else the stored calibration for (backend, device, toolchain) (with no
-    toolchain, the newest of the current codegen, one fitted to timings of `clock` first) — its factors,
+    toolchain, the newest of the current codegen, one fitted to timings of `clock` first, of kernel-only
+    timings when no clock is named) — its factors,
     and its learned correction (`cake.ir.cost_correction`) where it has one; with no stored key, prior factors,
     and the prediction's `calibration` says uncalibrated and why.
     Raises CostError when a size is unbound or a launch does not fit an SM.

@@ -38,6 +38,9 @@ def toolchain_key(versions: Mapping[str, str]) -> str:
 
 # The clock `cake bench` and every evolve evaluation time with: CUDA events around the eager host call.
 BENCH_CLOCK = "events"
+# The clock that times device work alone (events around a CUDA-graph replay): what the model itself prices. A caller
+# that names no clock is priced with a fit of it when one is on file.
+KERNEL_CLOCK = "graph"
 
 
 def timed_toolchain(toolchain: str, codegen: str, clock: str) -> str:
@@ -170,7 +173,7 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
     which toolchain will run the schedule, e.g. a CPU-only search predicting for a GPU), the newest
     calibration for (backend, device) of the backend's current codegen version (`current_codegen`; of any
     version when none is on file) — of those, one fitted to timings of `clock` when there is one (an evolve run
-    ranks for its bench, which times with `BENCH_CLOCK`) — and the label says so. Anything else without an exact
+    ranks for its bench, which times with `BENCH_CLOCK`; no clock named: `KERNEL_CLOCK`) — and the label says so. Anything else without an exact
     file is uncalibrated, with the reason: never another backend's or toolchain's factors."""
     if backend is None:
         return CalibrationState.uncalibrated("no backend named (calibrations are per backend)")
@@ -183,10 +186,11 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
         current = current_codegen(backend)
         of_current = [c for c in mine if current is not None and f"+codegen-{current}+" in c.key.toolchain]
         candidates = of_current or mine
-        of_clock = [c for c in candidates if clock is not None and c.key.toolchain.endswith(f"+{clock}")]
+        wanted = clock or KERNEL_CLOCK
+        of_clock = [c for c in candidates if c.key.toolchain.endswith(f"+{wanted}")]
         newest = max(of_clock or candidates, key=lambda c: (c.date, c.key.toolchain))
         which = f"codegen {current}" if of_current else f"{backend}/{device}"
-        timed = f", timed by {clock}" if of_clock else ""
+        timed = f", timed by {wanted}" if of_clock else ""
         return CalibrationState("calibrated", newest, f"toolchain not given: the newest for {which}{timed}")
     exact = [c for c in mine if c.key.toolchain == toolchain]
     if exact:

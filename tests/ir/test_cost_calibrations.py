@@ -13,6 +13,7 @@ from cake.ir.cost_calibration import Factors, current_codegen
 from cake.ir.cost_calibrations import (
     BENCH_CLOCK,
     CALIBRATION_DIR,
+    KERNEL_CLOCK,
     Calibration,
     CalibrationFileError,
     CalibrationKey,
@@ -83,8 +84,23 @@ def test_an_unnamed_toolchain_prefers_a_fit_of_the_callers_clock(tmp_path: Path)
     state = calibration_for("cuda", "H200", None, tmp_path, clock=BENCH_CLOCK)
     assert state.calibration is not None and state.calibration.key == events
     assert f"timed by {BENCH_CLOCK}" in state.label
-    # no fit of that clock: the newest of the codegen, as without one
+    # no fit of that clock: the newest of the codegen
     assert calibration_for("cuda", "H200", None, tmp_path, clock="other").calibration.key == graph  # type: ignore[union-attr]
+
+
+def test_an_unnamed_clock_is_the_kernel_only_one_whatever_the_dates(tmp_path: Path) -> None:
+    # The model prices device work; a newer fit of eager calls (host work inside the events) does not replace the fit
+    # of graph replays for a caller that names no clock (it did, by date and then by name, until session 26).
+    codegen = current_codegen("cuda")
+    assert codegen is not None
+    graph = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88+torch-2.11.0", codegen, KERNEL_CLOCK))
+    events = CalibrationKey("cuda", "H200", timed_toolchain("nvcc-13.0.88+torch-2.11.0", codegen, BENCH_CLOCK))
+    store_calibration(_cal(graph, 2.0, "2026-12-04"), tmp_path)
+    store_calibration(_cal(events, 1.5, "2026-12-05"), tmp_path)
+    state = calibration_for("cuda", "H200", None, tmp_path)
+    assert state.calibration is not None and state.calibration.key == graph
+    assert f"timed by {KERNEL_CLOCK}" in state.label
+    assert calibration_for("cuda", "H200", None, tmp_path, clock=BENCH_CLOCK).calibration.key == events  # type: ignore[union-attr]
 
 
 def test_a_file_that_does_not_hold_its_key_is_an_error_not_a_state(tmp_path: Path) -> None:
