@@ -61,12 +61,14 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
   budgeted report 30 5 cake report "$RES/kda_evolve"; }
 # `kmeans_evolve_seeds SEED...`: issue 17's clean-start kmeans evolve per seed (`gpu_evolve.py --minutes 10 --backend
 # cuda --evals-per-turn 4`, about 7.5 minutes of wall: the loop's turns stop at its budget less the slack for the turn
-# in flight), as stages evolve_seedN (<= 600 s, skipped with less than 420 s left), then their best-so-far curves
+# in flight; EVOLVE_SECONDS, default 600, sets another wall), as stages evolve_seedN (<= that, skipped with less than
+# 420 s left), then their best-so-far curves
 # (evolve_seeds.py). Sets EVOLVED_BESTS to the best.cake of every seed that produced one. EVOLVE_ARGS (an array, may be
 # unset) adds gpu_evolve.py arguments to every seed (e.g. --disable-operator NAME).
-kmeans_evolve_seeds() { local seed runs=(); EVOLVED_BESTS=()
+kmeans_evolve_seeds() { local seed runs=() wall=${EVOLVE_SECONDS:-600}; EVOLVED_BESTS=()
   for seed in "$@"; do
-    budgeted evolve_seed$seed 600 420 python3 scripts/gpu_evolve.py --minutes 10 --backend cuda --evals-per-turn 4 \
+    budgeted evolve_seed$seed "$wall" 420 python3 scripts/gpu_evolve.py --minutes "$(awk "BEGIN{print $wall/60}")" \
+      --backend cuda --evals-per-turn 4 \
       --seed "$seed" --out "$RES/evolve_seed$seed" "${EVOLVE_ARGS[@]}"
     [ -f "$RES/evolve_seed$seed/gpu_evolve.json" ] && runs+=("$RES/evolve_seed$seed/gpu_evolve.json")
     [ -f "$RES/evolve_seed$seed/best.cake" ] && EVOLVED_BESTS+=("$RES/evolve_seed$seed/best.cake")

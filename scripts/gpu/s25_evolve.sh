@@ -1,8 +1,8 @@
 # H200, session 25 (issue 17): clean-start kmeans evolve seeds with the cost model that prices a deferred merge
-# (session 24), in one-shot bench processes (the bench server is not yet smoke-tested on a GPU), then every seed's
+# (session 24), on the bench server when its smoke passes (else one-shot bench processes), then every seed's
 # best beside the fastest hand-made kernels (the held ping-pong, and it with its merge deferred by the `defer_merge`
 # pass: experiments/kmeans/assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
-# `gpu_evolve.py --minutes 10` (about 7.5 minutes of turns); two seeds and the comparison fit a 30-minute budget. Last,
+# `gpu_evolve.py --minutes 9.5` (about 7 minutes of turns); two seeds and the comparison fit a 30-minute budget. Last,
 # the shipped deferred kernel's gates in bf16 and fp16 under three seeds (so far gated in bf16 only, in the bench).
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s25_evolve.sh 14 15 > /tmp/s25.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
@@ -15,7 +15,15 @@
 # scripts/gpu/s26_triton_cost.sh (Triton timings of today's codegen for the per-backend calibration).
 source scripts/gpu/lib.sh
 budget "${S25_BUDGET:-1380}"
-EVOLVE_ARGS=(--no-reuse-bench-process)
+# The bench server first (session 26): a seed reaches the hand-written ping-pong's neighbourhood in the cost model's own
+# world after ~33 evaluations (8 turns; results/cpu-2026-12-05/model_world_s26.txt), about what a one-shot seed
+# evaluates in 10 minutes, and the server saves the ~5 s of process starts of each. Seeds of 570 s leave the smoke its
+# 100 and the comparison its ~110; with the smoke failed, one-shot processes as before.
+budgeted server_smoke 100 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
+EVOLVE_ARGS=()
+python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
+  2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }
+EVOLVE_SECONDS=${EVOLVE_SECONDS:-570}
 kmeans_evolve_seeds "$@"
 budgeted bests_vs_hand 300 60 python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 --also triton_assign \
   --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake
