@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,6 +32,7 @@ MIN_PROCESSES = 3  # a headline is the median of at least this many separate pro
 
 # A per-process statistic: medians of shape (R, C) over the contestants (columns) -> (R,) values.
 Statistic = Callable[[np.ndarray], np.ndarray]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,22 @@ def geomean_bootstrap(shapes: Sequence[np.ndarray], statistic: Statistic, *, see
     point = geomean([_on_medians(t, statistic) for t in shapes])
     logs = sum(np.log(_rep_draws(table, statistic, rng, resamples)) for table in shapes)
     low, high = _percentiles(np.exp(logs / len(shapes)), level)
+    return Interval(point, min(low, point), max(high, point), level, resamples, seed)
+
+
+def cluster_bootstrap(groups: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], *, seed: int,
+                      resamples: int = 1000, level: float = DEFAULT_LEVEL) -> Interval:
+    """`statistic` of every group's members pooled, with a percentile bootstrap that redraws whole groups with
+    replacement (their members kept together): for a figure whose units of independent evidence are the groups, not
+    the members — e.g. a cost model's rank correlation held out by run, where the timings of one run share its
+    machine, its day and its drift. With G groups there are at most C(2G-1, G) distinct draws."""
+    if len(groups) < 2 or any(not g for g in groups):
+        raise ValueError("a cluster bootstrap needs at least two non-empty groups")
+    rng = np.random.default_rng(seed)
+    point = statistic([m for g in groups for m in g])
+    draws = rng.integers(0, len(groups), size=(resamples, len(groups)))
+    values = np.array([statistic([m for gi in row for m in groups[gi]]) for row in draws], dtype=np.float64)
+    low, high = _percentiles(values[np.isfinite(values)], level)
     return Interval(point, min(low, point), max(high, point), level, resamples, seed)
 
 

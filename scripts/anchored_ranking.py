@@ -21,7 +21,7 @@ turn knew:
 - figures per run and pooled over the runs (anchored times are in each run's measured milliseconds, so a pool
   compares like with like; absolute predictions are pooled as the fitter pools them): Spearman rho over the
   candidates evaluated after turn 0, and the share of same-turn pairs ordered as measured (the choice the queue
-  makes each turn).
+  makes each turn), and the gain in pooled rho with a 95% interval from redrawing whole runs.
 
 Default runs: the committed kmeans evolve runs at the current CUDA codegen (the cost fitter's events key). A reading
 of committed timings, not a timing.
@@ -45,6 +45,7 @@ from cake.agents.ranking import anchored_predictions
 from cake.ir.cost_calibration import spearman
 
 from cake.runs.store import RunStore
+from cake.stats import cluster_bootstrap
 
 KEY_SUFFIX = "+events"  # the evolve runs' clock: the key their candidates are fitted under
 
@@ -143,6 +144,14 @@ def pooled(results: Sequence[Mapping[str, Any]], how: str) -> dict[str, Any]:
                                                      if r[how]["spearman"] is not None)}
 
 
+def rho_gain(rows: list[dict[str, Any]]) -> float:
+    """Pooled rho of the anchored ranking minus that of the absolute one over `rows` (NaN under three)."""
+    if len(rows) < 3:
+        return float("nan")
+    measured = [r["measured_ms"] for r in rows]
+    return spearman([r["anchored_ms"] for r in rows], measured) - spearman([r["absolute_ms"] for r in rows], measured)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", type=Path, help="evolve run directories (default: module docstring)")
@@ -167,17 +176,23 @@ def main(argv: list[str] | None = None) -> int:
     if not results:
         print("anchored_ranking: no key of evolve runs with two runs or more", file=sys.stderr)
         return 2
-    summary = {how: pooled(results, how) for how in ("absolute", "anchored")}
+    summary: dict[str, Any] = {how: pooled(results, how) for how in ("absolute", "anchored")}
+    summary["gain_over_runs"] = cluster_bootstrap([r["rows"] for r in results if r["rows"]], rho_gain,
+                                                  seed=0).to_json()
     print(f"{'run':52} {'n':>3} {'on parent':>9}  {'rho abs':>7} {'rho anc':>7}  {'pairs abs':>9} {'pairs anc':>9}")
     for r in results:
         a, b = r["absolute"], r["anchored"]
         print(f"{r['run'][:52]:52} {r['n']:3} {r['anchored_on_a_measured_parent']:9}  {_fmt(a['spearman']):>7} "
               f"{_fmt(b['spearman']):>7}  {a['same_turn_pairs_in_order']:4}/{a['same_turn_pairs']:<4} "
               f"{b['same_turn_pairs_in_order']:4}/{b['same_turn_pairs']:<4}")
-    for how, s in summary.items():
+    for how in ("absolute", "anchored"):
+        s = summary[how]
         print(f"pooled {how:9} n {s['n']}  rho {s['spearman']:.3f}  median run rho {s['median_run_spearman']:.3f}  "
               f"same-turn pairs in order {s['same_turn_pairs_in_order']}/{s['same_turn_pairs']} "
               f"({s['share_in_order']:.2f})")
+    gain = summary["gain_over_runs"]
+    print(f"anchored minus absolute pooled rho: {gain['point']:+.3f}, 95% [{gain['low']:+.3f}, {gain['high']:+.3f}] "
+          f"redrawing the runs")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"runs": [str(r) for r in runs], "summary": summary, "per_run": results},

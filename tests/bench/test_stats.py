@@ -230,3 +230,21 @@ def test_geomean_bootstrap_is_the_geomean_over_shapes_with_each_shapes_reps_redr
     assert one.point == hierarchical_bootstrap([fast], best_over(0, [1]), seed=0, resamples=500).point
     with pytest.raises(ValueError, match="no shapes"):
         geomean_bootstrap([], best_over(0, [1]), seed=0)
+
+
+def test_a_cluster_bootstrap_redraws_whole_groups() -> None:
+    from cake.stats import cluster_bootstrap
+
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    # groups that agree give no spread however many members they have; groups that differ do
+    same = cluster_bootstrap([[1.0, 1.0, 1.0], [1.0], [1.0, 1.0]], mean, seed=0, resamples=200)
+    assert (same.point, same.low, same.high) == (1.0, 1.0, 1.0)
+    spread = cluster_bootstrap([[0.0] * 10, [1.0] * 10], mean, seed=0, resamples=400)
+    assert spread.point == 0.5 and spread.low == 0.0 and spread.high == 1.0  # all of one group in some draws
+    assert cluster_bootstrap([[0.0] * 10, [1.0] * 10], mean, seed=0, resamples=400) == spread  # seeded
+    # a statistic undefined on a draw (NaN) leaves that draw out instead of the interval
+    nan_small = cluster_bootstrap([[1.0], [2.0, 3.0]], lambda xs: mean(xs) if len(xs) > 1 else float("nan"), seed=1,
+                                  resamples=200)
+    assert 1.0 <= nan_small.low <= nan_small.point == 2.0 <= nan_small.high <= 3.0
+    with pytest.raises(ValueError, match="two non-empty groups"):
+        cluster_bootstrap([[1.0]], mean, seed=0)

@@ -290,3 +290,18 @@ def test_a_calibration_fitted_on_some_runs_ranks_a_key_it_never_saw(tmp_path: Pa
     assert rows["factors"]["n"] == len(RUN_A) + len(RUN_B)
     assert rows["factors"]["spearman"] > rows["prior"]["spearman"]  # the planted l2 factor transfers
     assert rows["factors+correction"]["spearman"] is not None
+
+
+def test_the_held_out_rho_carries_an_interval_over_its_test_runs() -> None:
+    from types import SimpleNamespace
+
+    def sample(run: str, ms: float) -> Any:
+        return SimpleNamespace(run=run, measured_ms=ms)
+
+    # one run ranked perfectly, one backwards: the pooled rho sits between what each run alone would say
+    samples = [sample("a", m) for m in (1.0, 2.0, 3.0)] + [sample("b", m) for m in (4.0, 5.0, 6.0)]
+    predicted = [1.0, 2.0, 3.0, 6.0, 5.0, 4.0]
+    interval = fcm.rho_over_runs(samples, predicted)
+    assert interval is not None and interval["low"] < interval["point"] < interval["high"]
+    assert interval["high"] == 1.0  # a draw of run a alone
+    assert fcm.rho_over_runs(samples[:3], predicted[:3]) is None  # one run: no interval
