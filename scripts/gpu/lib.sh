@@ -60,7 +60,7 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
     --against fla_chunk_kda --wall-time "$wall" --out "$RES/kda_evolve"
   budgeted report 30 5 cake report "$RES/kda_evolve"; }
 # `kmeans_evolve_seeds SEED...`: issue 17's clean-start kmeans evolve per seed (`gpu_evolve.py --minutes 10 --backend
-# cuda --evals-per-turn 4`, about 7.5 minutes of wall: the loop's turns stop at its budget less the slack for the turn
+# cuda --evals-per-turn 4`, 8.5 minutes of turns: the loop starts no evaluation past its budget less the slack for the one
 # in flight; EVOLVE_SECONDS, default 600, sets another wall), as stages evolve_seedN (<= that, skipped with less than
 # 420 s left), then their best-so-far curves
 # (evolve_seeds.py). Sets EVOLVED_BESTS to the best.cake of every seed that produced one. EVOLVE_ARGS (an array, may be

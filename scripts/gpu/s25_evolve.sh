@@ -2,7 +2,7 @@
 # (session 24), on the bench server when its smoke passes (else one-shot bench processes), then every seed's
 # best beside the fastest hand-made kernels (the held ping-pong, and it with its merge deferred by the `defer_merge`
 # pass: experiments/kmeans/assign_pingpong_rs_defer.cake) and triton_assign, two processes each. Each seed runs
-# `gpu_evolve.py --minutes 9.5` (about 7 minutes of turns); two seeds and the comparison fit a 30-minute budget. Last,
+# `gpu_evolve.py --minutes 9.5` (8 minutes of turns); two seeds and the comparison fit a 30-minute budget. Last,
 # the shipped deferred kernel's gates in bf16 and fp16 under three seeds (so far gated in bf16 only, in the bench).
 #   RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s25_evolve.sh 14 15 > /tmp/s25.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s25.log until it says done (carry [".whl"]).
