@@ -19,75 +19,23 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cake.agents.base import Checked
 from cake.agents.loop import EvolutionLoop, LoopSettings
+from cake.agents.model_world import ModelWorld
 from cake.agents.offline import OfflineAgent
-from cake.agents.toolchain import EvalJob
-from cake.agents.validation import make_validator
 from cake.experiments.workload import get_workload
-from cake.ir import nodes as n
-from cake.ir.cost import CostError, predict
 from cake.ir.cost_calibrations import BENCH_CLOCK
 from cake.ir.parser import parse
 
-from cake.runs.store import CandidateRow, CandidateStatus, Evaluation, FitnessKind, RunStore
+from cake.runs.store import CandidateRow, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 KMEANS = ROOT / "experiments" / "kmeans"
 SEED = KMEANS / "assign_plain.cake"
 MARKS = ("assign_pingpong.cake", "assign_pingpong_rs.cake", "assign_pingpong_rs_defer.cake")
 ARCH, BACKEND = "sm_90a", "cuda"
-
-
-class ModelWorld:
-    """A `Toolchain` whose evaluation is the cost model's prediction: legal candidates pass, fitness is the seed's
-    predicted time over theirs."""
-
-    op = "kmeans_assign"
-    arch = ARCH
-    backend = BACKEND
-    fitness_kind = FitnessKind.MODEL
-
-    def __init__(self) -> None:
-        shape = get_workload("flash_kmeans").fitness_shape(self.op)
-        self.dims = dict(shape.dim_map)
-        self._validate = make_validator(ARCH, BACKEND, dims=self.dims)
-        seed_ms = self.predict_ms(parse(SEED.read_text(), SEED.name))
-        if seed_ms is None:
-            raise SystemExit("model_world_search: the cost model cannot price the seed schedule")
-        self.seed_ms = seed_ms
-
-    def validate(self, text: str) -> Checked:
-        return self._validate(text)
-
-    def predict_ms(self, kernel: n.Kernel) -> float | None:
-        try:
-            return predict(kernel, dims=self.dims, dtype=n.DType.BF16, arch_name=ARCH, backend=BACKEND,
-                           clock=BENCH_CLOCK).time_ms
-        except CostError:
-            return None
-
-    def predict_many(self, kernels: Sequence[n.Kernel]) -> list[float | None]:
-        return [self.predict_ms(k) for k in kernels]
-
-    def devices(self) -> tuple[str, ...]:
-        return ("cpu",)
-
-    def describe(self) -> str:
-        return "the cost model's world: legal candidates pass, fitness is the predicted speedup over the seed"
-
-    def evaluate(self, job: EvalJob, device: str) -> Evaluation:
-        fitness = self.seed_ms / job.predicted_ms if job.predicted_ms else None
-        return Evaluation(CandidateStatus.PASSED, {"op": self.op, "passed": True, "gates": []}, (),
-                          {"predicted_ms": job.predicted_ms or 0.0}, None, self.seed_ms, fitness, FitnessKind.MODEL,
-                          None, device, 0.0)
-
-    def confirm(self, job: EvalJob, device: str, evaluation: Evaluation) -> Evaluation:
-        return evaluation
 
 
 def lineage(best: CandidateRow, rows: dict[int, CandidateRow]) -> list[str]:
@@ -97,6 +45,16 @@ def lineage(best: CandidateRow, rows: dict[int, CandidateRow]) -> list[str]:
         moves.append(row.mutation.split(";", 1)[0].split(":", 1)[0])
         row = rows[row.parents[0]]
     return moves[::-1]
+
+
+def model_world() -> ModelWorld:
+    """The kmeans assign's world as a GPU run of the CUDA backend ranks it: checked for sm_90a and the CUDA backend at
+    the fitness shape, priced there with the fit of the bench's clock."""
+    dims = get_workload("flash_kmeans").fitness_shape("kmeans_assign").dim_map
+    world = ModelWorld(SEED, dims=dims, arch=ARCH, backend=BACKEND, validate_dims=dims, clock=BENCH_CLOCK)
+    if world.baseline_ms is None:
+        raise SystemExit("model_world_search: the cost model cannot price the seed schedule")
+    return world
 
 
 def search(seed: int, turns: int, world: ModelWorld, marks: dict[str, float]) -> dict[str, Any]:
@@ -123,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=8, help="turns after the seed turn")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    world = ModelWorld()
+    world = model_world()
     marks = {}
     for name in MARKS:
         ms = world.predict_ms(parse((KMEANS / name).read_text(), name))
