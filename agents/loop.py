@@ -33,7 +33,14 @@ from typing import Protocol
 from cake.agents.base import Agent, AgentTurn, Checked, Failure, Parent, Proposal, TurnContext
 from cake.agents.features import features_of
 from cake.agents.population import Archive, Member
-from cake.agents.ranking import anchored_predictions, descriptor, model_order, operator_of, with_exploration
+from cake.agents.ranking import (
+    Timed,
+    descriptor,
+    measured_rankings,
+    model_order,
+    operator_of,
+    with_exploration,
+)
 from cake.agents.toolchain import EvalJob, Retimer, Toolchain
 
 from cake.errors import InternalError
@@ -74,9 +81,9 @@ class LoopSettings:
     # Under measured fitness, this many of a turn's `evals_per_turn` places go to operators the run has not timed
     # (`ranking.with_exploration`); 0 (what runs stored before it existed replay and resume with): the model's order.
     explore_slots: int = 0
-    # Under measured fitness, rank children by predictions anchored on their measured parents
-    # (`ranking.anchored_predictions`); False (what runs stored before it existed replay and resume with): the
-    # model's absolute predictions.
+    # Under measured fitness, rank children on what the run measured: anchored on their parents, corrected by their
+    # operator's measured surprise (`ranking.measured_rankings`); False (what runs stored before it existed replay and
+    # resume with): the model's absolute predictions.
     anchor_on_parents: bool = False
 
     def to_json(self) -> dict[str, object]:
@@ -302,7 +309,7 @@ class EvolutionLoop:
 
     def _rank(self, candidates: list[NewCandidate], *, seeds: bool, turn: int) -> list[NewCandidate]:
         """Queue the best-ranked legal candidates (`cake.agents.ranking`; all seeds at turn 0), `explore_slots` of
-        them from operators the run has not timed when fitness is measured, ranked on their measured parents with
+        them from operators the run has not timed when fitness is measured, ranked on what the run measured with
         `anchor_on_parents`; keep proposal order. Without the cost
         model (the ablation) the order is a seeded shuffle."""
         legal = [i for i, c in enumerate(candidates) if c.status is CandidateStatus.NOT_SELECTED]
@@ -313,7 +320,8 @@ class EvolutionLoop:
             evaluated = [c for c in self.store.candidates() if c.evaluation]
             model = self.toolchain.fitness_kind is FitnessKind.MODEL
             ranked = [candidates[i] for i in legal]
-            ranking_ms = (anchored_predictions([(c.predicted_ms, c.parents) for c in ranked], _measured(evaluated))
+            ranking_ms = (measured_rankings([(c.predicted_ms, c.parents, operator_of(c.mutation)) for c in ranked],
+                                            _timed(evaluated))
                           if self.settings.anchor_on_parents and not model else None)
             picks = model_order(ranked, evaluated, model_fitness=model, ranking_ms=ranking_ms)
             if not model and not seeds:
@@ -486,11 +494,12 @@ class EvolutionLoop:
                            best.id if best else None, self.store.total_tokens(), self.store.evaluation_count())
 
 
-def _measured(evaluated: Sequence[CandidateRow]) -> dict[int, tuple[float, float]]:
-    """id -> (measured ms, predicted ms) of the run's candidates timed at the fitness shape with a prediction."""
-    out = {}
+def _timed(evaluated: Sequence[CandidateRow]) -> list[Timed]:
+    """The run's candidates timed at the fitness shape with a prediction, as the ranking reads them."""
+    out = []
     for row in evaluated:
         ev = row.evaluation
         if ev is not None and ev.measured_ms is not None and row.predicted_ms is not None:
-            out[row.id] = (float(ev.measured_ms), float(row.predicted_ms))
+            out.append(Timed(row.id, operator_of(row.mutation), tuple(row.parents), float(ev.measured_ms),
+                             float(row.predicted_ms)))
     return out

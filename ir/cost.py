@@ -16,9 +16,10 @@ It exists to rank candidates, so every term is monotone in the work it models. P
 3. **Terms**: tensor, CUDA-core and smem time at the per-SM rate scaled by issue efficiency (resident warps),
    L2 and HBM time at device bandwidth, memory latency by Little's law (bytes in flight = resident CTAs x
    stages x bytes per stage), sync time, launch overhead.
-4. **Overlap**: tensor vs CUDA-core time is max + residual x min, the residual being 1 / resident CTAs for
-   plain schedules and the ping-pong residual for `pingpong` roles; compute vs memory overlaps the same
-   way, with stages x resident CTAs hiding the memory side.
+4. **Overlap**: tensor and shared-memory time share a pipe and combine as a p-norm (`tensor_smem_norm`, 2: the
+   max where one is far smaller, 1.41x it where they are equal); tensor vs CUDA-core time is max + residual x min,
+   the residual being 1 / resident CTAs for plain schedules and the ping-pong residual for `pingpong` roles;
+   compute vs memory overlaps the same way, with stages x resident CTAs hiding the memory side.
 
 Calibration factors (`cake.ir.cost_calibration`) multiply each term's time.
 

@@ -44,6 +44,10 @@ class CostConstants:
     warps_for_full_tensor_issue: int
     register_base_per_thread: int
     pingpong_residual: float  # fraction of the shorter of MMA / CUDA-core time a ping-pong does not hide
+    # The tensor cores and shared memory share a pipe: an mma reads its shared operands through the port that TMA
+    # fills and CUDA-core reads use. Their times combine as this p-norm instead of a max (`cost_timing.combine`):
+    # the max where one is far smaller, 2**(1/p) x it where they are equal (>= 1; a large p is the max).
+    tensor_smem_norm: float
     sfu_op_cost: float  # exp/log/sqrt cost in plain ALU ops
     rows_per_warp: int  # accumulator rows one warp covers (mma fragment height)
     cols_per_warp: int  # narrowest column strip a warp covers before it replicates work
@@ -168,6 +172,9 @@ def constants_for(arch: str, backend: str | None = None, path: Path = DATA_PATH,
             if int(since) <= int(version):
                 raw.update({k: v for k, v in dict(by_version[since]).items() if k != "source"})
     raw["mma_form_rate"] = tuple(sorted((str(k), float(v)) for k, v in raw["mma_form_rate"].items()))
+    if float(raw["tensor_smem_norm"]) < 1.0:
+        raise ValueError(f"{path}: `{arch}` tensor_smem_norm {raw['tensor_smem_norm']} is below 1 (a p-norm of "
+                         f"the tensor and shared-memory times; 1 adds them, larger approaches their max)")
     return CostConstants(arch=arch, **raw)
 
 

@@ -164,6 +164,7 @@ class Terms:
     chain_s: float
     compute_residual: float  # share of min(tensor, cuda) not hidden
     memory_residual: float  # share of min(compute, memory) not hidden
+    tensor_smem_norm: float  # the p of the norm the tensor and shared-memory times combine by (`combine`)
 
 
 def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants, dtype: str,
@@ -203,6 +204,7 @@ def terms(work: Work, occ: Occupancy, device: DeviceSpec, consts: CostConstants,
         + cp.serial_load_seconds(busiest * work.serial_loads, occ.resident_ctas, consts),
         compute_residual=min(consts.pingpong_residual, 1.0 / occ.resident_ctas) if pingpong else 1.0 / occ.resident_ctas,
         memory_residual=1.0 / (max(1, work.stages) * occ.resident_ctas),
+        tensor_smem_norm=consts.tensor_smem_norm,
     )
 
 
@@ -250,8 +252,12 @@ def combine(t: Terms, f: Factors) -> tuple[float, Bound]:
         Bound.CHAIN: t.chain_s * f.chain,
     }
     tc, cu = parts[Bound.TENSOR], parts[Bound.CUDA_CORE]
+    # The tensor cores and shared memory contend for one pipe (an mma's shared operands, TMA's writes, CUDA-core
+    # reads): a p-norm, the max where one is far smaller and more than it where both are near their peaks.
+    p = t.tensor_smem_norm
+    tensor_smem = (tc ** p + parts[Bound.SMEM] ** p) ** (1.0 / p)
     # The iteration chain is a floor on the compute side (work cannot finish before its dependent chain).
-    compute = max(tc, cu, parts[Bound.SMEM], parts[Bound.CHAIN]) + min(tc, cu) * t.compute_residual
+    compute = max(tensor_smem, cu, parts[Bound.CHAIN]) + min(tc, cu) * t.compute_residual
     memory = max(parts[Bound.L2], parts[Bound.HBM], parts[Bound.LATENCY])
     body = max(compute, memory) + min(compute, memory) * t.memory_residual
     # Spill round trips stall the warps that issue them: they add, like barriers.

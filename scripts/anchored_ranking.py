@@ -1,27 +1,24 @@
-"""Would the evolve rank its turns better if each child's prediction were anchored on its measured parent? A
-prequential replay of the committed evolve runs, held out by run.
+"""Would the evolve rank its turns better on what it has measured than on the cost model alone? A prequential replay
+of the committed evolve runs, held out by run.
 
     python3 scripts/anchored_ranking.py [RUN_DIR ...] [--json OUT]
 
-The loop ranks a turn's children by the cost model's absolute prediction. Where the model misses something a whole
-lineage shares (holding the A operand in registers: predicted 2% faster, measured 7-20%), every child of that
-lineage is mispriced by the same factor, and a child of a measured parent could instead be priced as
+Without `anchor_on_parents` the loop ranks a turn's children by the cost model's absolute prediction. With it
+(`cake.agents.ranking.measured_rankings`) a child of a measured parent is ranked at
 
-    anchored(child) = measured(parent) x predicted(child) / predicted(parent)
+    measured(parent) x predicted(child) / predicted(parent) x exp(surprise of its operator)
 
-so that the model only says what the move changes and the measurement says where the parent stands. This script
-asks whether that ranks the runs' evaluated candidates better than the absolute prediction, using only what each
-turn knew:
+so the model says what the move changes, the measurement says where the parent stands, and the run's own timings of
+that move's earlier children say how far the model was off about it (`operator_surprises`). This script asks whether
+that orders the runs' evaluated candidates better than the absolute prediction, using only what each turn knew:
 
 - predictions: for each run, the factors and learned correction fitted on the OTHER runs of its key (as
   `scripts/fit_cost_model.py` holds out by run; wins kept out of every fit), applied to every candidate of the run;
-- prequential: a candidate evaluated in turn t is ranked as the loop ranks it (`cake.agents.ranking.
-  anchored_predictions`) on what was measured before t: anchored on its first parent measured then, else its
-  prediction scaled by the median measured/predicted ratio of the candidates measured then;
-- figures per run and pooled over the runs (anchored times are in each run's measured milliseconds, so a pool
-  compares like with like; absolute predictions are pooled as the fitter pools them): Spearman rho over the
-  candidates evaluated after turn 0, and the share of same-turn pairs ordered as measured (the choice the queue
-  makes each turn), and the gain in pooled rho with a 95% interval from redrawing whole runs.
+- prequential: a candidate evaluated in turn t is ranked as the loop ranks it on the candidates measured before t;
+- figures per run and pooled over the runs (measured rankings are in each run's milliseconds, so a pool compares
+  like with like; absolute predictions are pooled as the fitter pools them): Spearman rho over the candidates
+  evaluated after turn 0, the share of same-turn pairs ordered as measured (the choice the queue makes each turn),
+  and the gain in pooled rho with a 95% interval from redrawing whole runs.
 
 Default runs: the committed kmeans evolve runs at the current CUDA codegen (the cost fitter's events key). A reading
 of committed timings, not a timing.
@@ -41,7 +38,7 @@ from typing import Any
 
 import cost_data
 import fit_cost_model as fcm
-from cake.agents.ranking import anchored_predictions
+from cake.agents.ranking import Timed, measured_rankings, operator_of
 from cake.ir.cost_calibration import spearman
 
 from cake.runs.store import RunStore
@@ -51,14 +48,18 @@ KEY_SUFFIX = "+events"  # the evolve runs' clock: the key their candidates are f
 
 
 @dataclass(frozen=True, slots=True)
-class Timed:
+class Evaluated:
     """An evaluated candidate of a run, as the replay reads it."""
 
     id: int
     turn: int
+    operator: str
     parents: tuple[int, ...]
     measured_ms: float
     predicted_ms: float  # held out by run
+
+    def timed(self) -> Timed:
+        return Timed(self.id, self.operator, self.parents, self.measured_ms, self.predicted_ms)
 
 
 def default_runs() -> list[Path]:
@@ -78,7 +79,7 @@ def held_out_predictions(samples: Sequence[cost_data.Sample]) -> dict[tuple[str,
     return out
 
 
-def timed_candidates(run_dir: Path, predicted: Mapping[str, float]) -> list[Timed]:
+def timed_candidates(run_dir: Path, predicted: Mapping[str, float]) -> list[Evaluated]:
     """Every candidate of the run with a measured time and a prediction (one per IR hash, its first evaluation)."""
     with RunStore.open_read_only(run_dir) as store:
         rows = [r for r in store.candidates() if r.evaluation is not None and r.evaluation.measured_ms is not None]
@@ -88,17 +89,18 @@ def timed_candidates(run_dir: Path, predicted: Mapping[str, float]) -> list[Time
             continue
         seen.add(row.ir_hash)
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
-        out.append(Timed(row.id, row.turn, row.parents, float(row.evaluation.measured_ms), predicted[row.ir_hash]))
+        out.append(Evaluated(row.id, row.turn, operator_of(row.mutation), tuple(row.parents),
+                             float(row.evaluation.measured_ms), predicted[row.ir_hash]))
     return out
 
 
-def prequential_anchored(candidate: Timed, by_id: Mapping[int, Timed]) -> float:
-    """The loop's anchored ranking (`ranking.anchored_predictions`) of `candidate` with what the run had measured
+def prequential(candidate: Evaluated, evaluated: Sequence[Evaluated]) -> float:
+    """The loop's ranking on measurements (`ranking.measured_rankings`) of `candidate`, on what the run had measured
     before its turn."""
-    earlier = {t.id: (t.measured_ms, t.predicted_ms) for t in by_id.values() if t.turn < candidate.turn}
-    (anchored,) = anchored_predictions([(candidate.predicted_ms, candidate.parents)], earlier)
-    assert anchored is not None
-    return anchored
+    earlier = [t.timed() for t in evaluated if t.turn < candidate.turn]
+    (ranked,) = measured_rankings([(candidate.predicted_ms, candidate.parents, candidate.operator)], earlier)
+    assert ranked is not None
+    return ranked
 
 
 def pairs_in_order(turns: Sequence[int], predicted: Sequence[float], measured: Sequence[float]) -> tuple[int, int]:
@@ -112,11 +114,11 @@ def pairs_in_order(turns: Sequence[int], predicted: Sequence[float], measured: S
     return right, total
 
 
-def replay(run: str, timed: Sequence[Timed]) -> dict[str, Any]:
+def replay(run: str, timed: Sequence[Evaluated]) -> dict[str, Any]:
     by_id = {t.id: t for t in timed}
     tested = sorted((t for t in timed if t.turn > 0), key=lambda t: t.id)
     absolute = [t.predicted_ms for t in tested]
-    anchored = [prequential_anchored(t, by_id) for t in tested]
+    anchored = [prequential(t, timed) for t in tested]
     measured = [t.measured_ms for t in tested]
     turns = [t.turn for t in tested]
     on_parent = sum(any(p in by_id and by_id[p].turn < t.turn for p in t.parents) for t in tested)

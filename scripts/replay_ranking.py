@@ -10,9 +10,9 @@ turns standing in for the run's history (features recomputed from each candidate
 ones, or with `--repredict` today's cost model and stored calibration's, through the loop's own toolchain
 (`CakeToolchain.predict_many`): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
 with the spills ptxas reports (nvcc compiles here; slow: every candidate is built). `--explore-slots` replays with
-that many exploration places a turn (`ranking.with_exploration`) instead of the run's own; `--anchor` ranks each
-child on its measured parent (`ranking.anchored_predictions`, the parents' replayed predictions) or `--no-anchor` not,
-instead of as the run did.
+that many exploration places a turn (`ranking.with_exploration`) instead of the run's own; `--anchor` ranks on what the run
+had measured (`ranking.measured_rankings`, with the replayed predictions) or `--no-anchor` not, instead of as the run
+did.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cake.agents.features import features_of
-from cake.agents.ranking import anchored_predictions, model_order, operator_of, with_exploration
+from cake.agents.ranking import Timed, measured_rankings, model_order, operator_of, with_exploration
 from cake.ir import nodes as n
 from cake.ir.parser import parse
 
@@ -91,11 +91,11 @@ def replay_run(run: Path, repredict: str | None = None, explore_slots: int | Non
         candidates = [replayed(r, predicted) for r in legal]
         ranking_ms = None
         if anchored and not model:
-            measured = {r.id: (float(r.evaluation.measured_ms), float(ms)) for r in rows
-                        if r.turn < turn and r.evaluation and r.evaluation.measured_ms is not None
-                        and (ms := r.predicted_ms if predicted is None else predicted[r.id]) is not None}
-            ranking_ms = anchored_predictions([(c.predicted_ms, r.parents) for c, r in zip(candidates, legal,
-                                                                                          strict=True)], measured)
+            timed = [Timed(r.id, operator_of(r.mutation), tuple(r.parents), float(r.evaluation.measured_ms), float(ms))
+                     for r in rows if r.turn < turn and r.evaluation and r.evaluation.measured_ms is not None
+                     and (ms := r.predicted_ms if predicted is None else predicted[r.id]) is not None]
+            ranking_ms = measured_rankings([(c.predicted_ms, r.parents, operator_of(r.mutation))
+                                            for c, r in zip(candidates, legal, strict=True)], timed)
         order = model_order(candidates, evaluated, model_fitness=model, ranking_ms=ranking_ms)
         if not model:  # what the loop queues under measured fitness (0 places: runs stored before exploration)
             order = with_exploration(order, candidates, evaluated, slots=slots, explore=explore)
