@@ -28,12 +28,13 @@ With measured fitness, a turn ranks by what the run has measured (`measured_rank
   multicast cluster it prices faster and the H200 ran 23% slower — is then mispriced once per run, not every turn.
 
 Replayed prequentially on the eleven committed codegen-4 evolve runs (`scripts/anchored_ranking.py`: each run's
-predictions held out by run, each turn ranked on earlier turns only), with session 26's model: same-turn pairs
-ordered as measured 102 -> 108 of 138 (the choice the queue makes), pooled Spearman rho over the 100 evaluated
-children 0.920 -> 0.911 (gain -0.009, inside the interval from redrawing whole runs: see RESULTS.md). Neither
-difference is established; it is on because a measured parent and a measured move are better evidence than the
-model about what this device does with them. Equivalence to an evaluated candidate is still judged on the model's
-own prediction.
+predictions held out by run, each turn ranked on earlier turns only), with session 26's model: pooled Spearman rho
+over the 100 evaluated children 0.920 absolute, 0.916 ranked on measurements (gain -0.004, 95% [-0.025, +0.029] from
+redrawing whole runs); same-turn pairs ordered as measured (the choice the queue makes) 102 and 99 of 138. No effect
+is established either way on those runs, which hold few repeated moves the model gets wrong. It is on because a
+measured parent and a measured move are better evidence than the model about what this device does with them: the
+model prices a multicast cluster child 1-2% faster than its parent, and the H200 ran one 23% slower. Equivalence to an
+evaluated candidate is still judged on the model's own prediction.
 
 Pure: the loop ranks a turn with it, and `scripts/replay_ranking.py` replays a stored run's turns with it.
 """
