@@ -188,12 +188,14 @@ def test_an_evolve_runs_bench_reps_are_judged_and_rank_themselves(tmp_path: Path
 # 0.864 -> 0.919 (top-5 0.8: the issue-17 goal is met there), events 0.713 -> 0.737, Triton 0.739 -> 0.838.
 # Session 25 prices a spill ptxas reports as its bytes through L1 or L2 (cake.ir.cost_pressure) and adds seeds 12-13:
 # events 76 held out, 0.702 / 0.2 -> 0.849 / 0.6.
+# Session 26 combines tensor and shared-memory time as their Euclidean norm (tensor_smem_norm): events 0.849 / 0.6 ->
+# 0.905 / 0.8 (the goal met), graph 0.919 / 0.8 -> 0.910 / 0.6, codegen 1 0.868 / 0.2 -> 0.865 / 0.4, Triton 0.838 -> 0.837.
 # (key: shape, held-out n, rho at least, top-5 at least, issue-17 goal met)
 REPORTED = {
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.86, 0.2, False),
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.91, 0.8, True),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.86, 0.4, False),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.91, 0.6, True),
     # the kmeans evolve runs at codegen 4, priced with the spills ptxas reports for their code (session 19)
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 76, 0.84, 0.6, False),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 76, 0.90, 0.8, True),
     "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.83, 0.4, False),
 }
 
