@@ -117,8 +117,10 @@ def main() -> int:
     for round_ in range(1, args.rounds + 1):
         for name, params in args.variants:
             path = write_specialized(schedule_path(name), params, args.out)
-            row = {"variant": label(name, params), "schedule": name, "params": params, "round": round_,
-                   **bench_variant(path, args.max_seconds, tuple(args.also))}
+            # `file`: the specialized text that was timed (its name holds a hash of it), so a row can be read back as
+            # cost-model data; two variants of one kernel name and params differ only there
+            row = {"variant": label(name, params), "schedule": name, "params": params, "file": path.name,
+                   "round": round_, **bench_variant(path, args.max_seconds, tuple(args.also))}
             rows.append(row)
             speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "-"
             print(f"r{round_} {label(name, params):40} {row.get('ms') or '-':>10} ms  fk "
