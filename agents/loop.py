@@ -39,6 +39,7 @@ from cake.agents.ranking import (
     measured_rankings,
     model_order,
     operator_of,
+    operator_surprises,
     with_exploration,
 )
 from cake.agents.toolchain import EvalJob, Retimer, Toolchain
@@ -320,9 +321,15 @@ class EvolutionLoop:
             evaluated = [c for c in self.store.candidates() if c.evaluation]
             model = self.toolchain.fitness_kind is FitnessKind.MODEL
             ranked = [candidates[i] for i in legal]
-            ranking_ms = (measured_rankings([(c.predicted_ms, c.parents, operator_of(c.mutation)) for c in ranked],
-                                            _timed(evaluated))
-                          if self.settings.anchor_on_parents and not model else None)
+            ranking_ms = None
+            if self.settings.anchor_on_parents and not model:
+                timed = _timed(evaluated)
+                ranking_ms = measured_rankings([(c.predicted_ms, c.parents, operator_of(c.mutation)) for c in ranked],
+                                               timed)
+                # what the run's timings said about each move, so a report can tell whether they moved the queue
+                if surprises := operator_surprises(timed):
+                    self.store.log("surprises", json.dumps({"turn": turn, "operators": {
+                        op: round(v, 4) for op, v in sorted(surprises.items())}}))
             picks = model_order(ranked, evaluated, model_fitness=model, ranking_ms=ranking_ms)
             if not model and not seeds:
                 picks = with_exploration(picks, ranked, evaluated, slots=slots, explore=self.settings.explore_slots)

@@ -6,6 +6,7 @@ children that much slower; equivalence to an evaluated candidate is still the mo
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,9 @@ def test_the_loop_queues_the_child_of_the_lineage_measured_faster_than_predicted
     queued = [c.mutation for c in ranked if c.status is CandidateStatus.QUEUED]
     assert queued == (["param: of_fast"] if anchor else ["param: of_plain"])
     assert [c.predicted_ms for c in ranked] == [1.1, 1.0]  # the model's prediction is what is stored
+    # each ranked turn leaves what the timings said about each move in the run's events
+    logged = [json.loads(detail) for _, _, detail in store.events("surprises")]
+    assert logged == ([{"turn": 2, "operators": {"param": pytest.approx(math.log(0.6) / 3, abs=1e-4)}}] if anchor else [])
 
 
 def replace_status(candidate: NewCandidate) -> NewCandidate:
