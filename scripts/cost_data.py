@@ -15,6 +15,7 @@ kept with the samples (`Loaded.assumptions`).
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from cake.lowering.cuda.backend import compiled_spills
 from cake.arch import DEVICES
 from cake.diagnostics import DiagnosticError
 from cake.errors import ShapeNotSupported
-from cake.runs.store import CandidateStatus, NotARunError, RunStore
+from cake.runs.store import CandidateStatus, NotARunError, RunStore, ir_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -92,8 +93,9 @@ MAX_MEDIAN_OVER_MIN = 1.10
 def default_sources() -> list[Path]:
     """The committed timing data: the session-1 Triton bench, the session-2 evolve runs (CUDA backend),
     every committed variant run of `scripts/gpu_time_variants.py` (a `runs/<backend>-<i>/` beside its
-    `gpu_time_variants.json`), the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`), and the kmeans
-    evolve runs that record their own provenance (`recorded_kmeans_evolve_runs`)."""
+    `gpu_time_variants.json`), the kmeans evolve runs at CUDA codegen 4 (`CODEGEN4_EVOLVE_RUNS`), the kmeans
+    evolve runs that record their own provenance (`recorded_kmeans_evolve_runs`), and the reports of
+    `scripts/gpu_assign_variants.py` that do (`recorded_variant_reports`)."""
     found = [RESULTS / "h200-2026-11-30" / "bench_cost_model.json",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve" / "run",
              RESULTS / "h200-2026-11-30" / "s2" / "evolve2" / "run"]
@@ -101,7 +103,17 @@ def default_sources() -> list[Path]:
                     if (p.parent.parent.parent / "gpu_time_variants.json").is_file())
     found += [RESULTS / run for run in CODEGEN4_EVOLVE_RUNS]
     found += recorded_kmeans_evolve_runs()
+    found += recorded_variant_reports()
     return found
+
+
+VARIANT_REPORT = "assign_variants.json"  # what `scripts/gpu_assign_variants.py` writes
+
+
+def recorded_variant_reports() -> list[Path]:
+    """Every committed `scripts/gpu_assign_variants.py` report that records what timed it (its `provenance`, as the
+    script writes since session 26); earlier ones name neither their toolchain nor which file each row timed."""
+    return sorted(p for p in RESULTS.rglob(VARIANT_REPORT) if "provenance" in json.loads(p.read_text()))
 
 
 def recorded_kmeans_evolve_runs() -> list[Path]:
@@ -347,11 +359,43 @@ def load_bench_report(path: Path, loaded: Loaded) -> None:
         loaded.samples.append(Sample(name, key, ident, ident, float(entry["measured_ms"]), prediction))
 
 
+def load_variants_report(path: Path, loaded: Loaded) -> None:
+    """A `scripts/gpu_assign_variants.py` report as one run: each specialized file it timed (beside the report) is
+    one sample at the median of its rounds, keyed by the provenance the report records. A report without it is
+    refused: its toolchain and the text of each row are not known."""
+    report = json.loads(path.read_text())
+    name = short_name(path.parent)
+    provenance = report.get("provenance")
+    if not provenance:
+        raise SourceError(f"{path}: the report records no provenance (device, toolchain, codegen, clock, dims); "
+                          f"only reports written since session 26 do")
+    key = CalibrationKey("cuda", _device_name(str(provenance["device"])),
+                         timed_toolchain(str(provenance["toolchain"]), str(provenance["codegen"]),
+                                         str(provenance["clock"])))
+    dims = {str(k): int(v) for k, v in provenance["dims"].items()}
+    dtype = DType(str(provenance["dtype"]))
+    rounds: dict[str, list[float]] = {}
+    for row in report["rows"]:
+        if row.get("status") == "timed" and row.get("ms") and row.get("file"):
+            rounds.setdefault(str(row["file"]), []).append(float(row["ms"]))
+    for file, times in sorted(rounds.items()):
+        text = (path.parent / file).read_text()
+        prediction = _predict(text, f"{name}/{file}", dims, dtype, key.device, key.backend, str(provenance["codegen"]),
+                              None, loaded)
+        if prediction is None:
+            continue
+        loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1  # a row keeps its median, not its reps
+        loaded.samples.append(Sample(name, key, ir_hash(text), file.removesuffix(".cake")[:60],
+                                     statistics.median(times), prediction))
+
+
 def load_sources(sources: Sequence[Path], device: str | None = None,
                  toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> Loaded:
     loaded = Loaded()
     for source in sources:
-        if source.is_file() and source.suffix == ".json":
+        if source.is_file() and source.name == VARIANT_REPORT:
+            load_variants_report(source, loaded)
+        elif source.is_file() and source.suffix == ".json":
             load_bench_report(source, loaded)
         else:
             try:

@@ -66,6 +66,15 @@ def bench_variant(path: Path, max_seconds: float, also: tuple[str, ...] = (), *,
             "tail": tail.splitlines()[-6:]}
 
 
+def report_provenance() -> dict[str, object]:
+    """What times the variants, as the cost fitter keys it (`scripts/cost_data.py` reads a report back as a run): the
+    device, the CUDA backend's toolchain and codegen version, the bench's clock, and the shape."""
+    from cake.cli.evolve import timing_provenance
+
+    shape = ASSIGN.shape(SHAPE)
+    return {**timing_provenance("cuda"), "dims": dict(shape.dim_map), "dtype": shape.ir_dtype}
+
+
 def schedule_path(name: str) -> Path:
     """A shipped schedule's name under experiments/kmeans, else a path to a schedule file."""
     return FOLDER / name if (FOLDER / name).is_file() else Path(name)
@@ -113,6 +122,7 @@ def main() -> int:
                         help="more baselines timed in each variant's process (e.g. triton_assign)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    provenance = report_provenance()
     rows: list[dict[str, object]] = []
     for round_ in range(1, args.rounds + 1):
         for name, params in args.variants:
@@ -127,7 +137,8 @@ def main() -> int:
                   f"{row.get('flash_kmeans_ms') or '-'}  {speed}  {row['status']}", flush=True)
             summaries = {name: summarize(rows, name) for name in (BASELINE, *args.also)}
             (args.out / "assign_variants.json").write_text(json.dumps(
-                {"rows": rows, "summary": summaries[BASELINE], "summary_by_baseline": summaries}, indent=1))
+                {"provenance": provenance, "rows": rows, "summary": summaries[BASELINE],
+                 "summary_by_baseline": summaries}, indent=1))
     for baseline in (BASELINE, *args.also):
         for name, s in summarize(rows, baseline).items():
             span = f"{s['median']:.3f}x [{s['min']:.3f}, {s['max']:.3f}]" if s["median"] is not None else "not timed"

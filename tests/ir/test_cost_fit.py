@@ -307,3 +307,30 @@ def test_the_held_out_rho_carries_an_interval_over_its_test_runs() -> None:
     assert interval is not None and interval["low"] < interval["point"] < interval["high"]
     assert interval["high"] == 1.0  # a draw of run a alone
     assert fcm.rho_over_runs(samples[:3], predicted[:3]) is None  # one run: no interval
+
+
+def test_a_variant_report_that_records_its_provenance_is_one_run_of_its_key(tmp_path: Path) -> None:
+    folder = tmp_path / "vs"
+    folder.mkdir()
+    texts = {name: (Path(__file__).resolve().parents[2] / "experiments" / "kmeans" / name).read_text()
+             for name in ("assign_pingpong.cake", "assign_pingpong_rs.cake")}
+    for name, text in texts.items():
+        (folder / f"{name[:-5]}____abc.cake").write_text(text)
+    provenance = {"device": "NVIDIA H200", "toolchain": "nvcc-13.0.88+torch-2.11.0", "codegen": "1", "clock": "events",
+                  "dims": {"B": 32, "N": 65536, "K": 1024, "D": 128}, "dtype": "bf16"}
+    rows = [{"file": "assign_pingpong____abc.cake", "status": "timed", "ms": ms} for ms in (1.2, 1.1, 1.3)]
+    rows += [{"file": "assign_pingpong_rs____abc.cake", "status": "timed", "ms": 1.05},
+             {"file": "assign_pingpong_rs____abc.cake", "status": "bfloat16: failed: CMP-01 (FAIL)", "ms": None},
+             {"status": "timed", "ms": 0.5}]  # a row of a report written before rows named their file: not read
+    report = folder / cost_data.VARIANT_REPORT
+    report.write_text(json.dumps({"provenance": provenance, "rows": rows}))
+    loaded = cost_data.load_sources([report])
+    assert sorted((s.label, s.measured_ms) for s in loaded.samples) == [
+        ("assign_pingpong____abc", 1.2), ("assign_pingpong_rs____abc", 1.05)]  # the median of its rounds
+    assert {str(s.key) for s in loaded.samples} == {"cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events"}
+    assert {s.run for s in loaded.samples} == {str(folder)} and not any(s.win for s in loaded.samples)
+    report.write_text(json.dumps({"rows": rows}))  # what every report before session 26 is
+    with pytest.raises(cost_data.SourceError, match="records no provenance"):
+        cost_data.load_sources([report])
+    # the default sources take only the committed reports that record it
+    assert all("provenance" in json.loads(p.read_text()) for p in cost_data.recorded_variant_reports())
