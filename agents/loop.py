@@ -324,10 +324,11 @@ class EvolutionLoop:
             ranking_ms = None
             if self.settings.anchor_on_parents and not model:
                 timed = _timed(evaluated)
+                surprises = operator_surprises(timed)
                 ranking_ms = measured_rankings([(c.predicted_ms, c.parents, operator_of(c.mutation)) for c in ranked],
-                                               timed)
+                                               timed, surprises)
                 # what the run's timings said about each move, so a report can tell whether they moved the queue
-                if surprises := operator_surprises(timed):
+                if surprises:
                     self.store.log("surprises", json.dumps({"turn": turn, "operators": {
                         op: round(v, 4) for op, v in sorted(surprises.items())}}))
             picks = model_order(ranked, evaluated, model_fitness=model, ranking_ms=ranking_ms)

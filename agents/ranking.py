@@ -105,14 +105,16 @@ def operator_surprises(timed: Sequence[Timed]) -> dict[str, float]:
     return {op: sum(values) / (len(values) + SURPRISE_PRIOR) for op, values in logs.items()}
 
 
-def measured_rankings(candidates: Sequence[tuple[float | None, Sequence[int], str]],
-                      timed: Sequence[Timed]) -> list[float | None]:
+def measured_rankings(candidates: Sequence[tuple[float | None, Sequence[int], str]], timed: Sequence[Timed],
+                      surprises: Mapping[str, float] | None = None) -> list[float | None]:
     """Each (prediction, parent ids, operator) ranked as the module docstring says: anchored on its first parent in
     `timed`, else scaled by their median measured/predicted ratio (1.0 when nothing is timed), then by its operator's
-    surprise. None stays None (the model could not price it)."""
+    surprise (`surprises`: `operator_surprises(timed)` when not given). None stays None (the model could not price
+    it)."""
     by_id = {t.id: t for t in timed if t.measured_ms > 0 and t.predicted_ms > 0}
     level = statistics.median(t.measured_ms / t.predicted_ms for t in by_id.values()) if by_id else 1.0
-    surprises = operator_surprises(list(by_id.values()))
+    if surprises is None:
+        surprises = operator_surprises(timed)
     out: list[float | None] = []
     for predicted, parents, operator in candidates:
         if predicted is None:

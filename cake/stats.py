@@ -143,7 +143,10 @@ def cluster_bootstrap(groups: Sequence[Sequence[T]], statistic: Callable[[list[T
     point = statistic([m for g in groups for m in g])
     draws = rng.integers(0, len(groups), size=(resamples, len(groups)))
     values = np.array([statistic([m for gi in row for m in groups[gi]]) for row in draws], dtype=np.float64)
-    low, high = _percentiles(values[np.isfinite(values)], level)
+    defined = values[np.isfinite(values)]
+    if defined.size == 0:
+        raise ValueError("the statistic is undefined (NaN) on every redrawn set of groups: no interval")
+    low, high = _percentiles(defined, level)
     return Interval(point, min(low, point), max(high, point), level, resamples, seed)
 
 

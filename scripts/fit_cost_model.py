@@ -187,11 +187,11 @@ def by_shape(samples: Sequence[Sample], predicted: Sequence[float]) -> dict[str,
 def rho_over_runs(samples: Sequence[Sample], predicted: Sequence[float]) -> dict[str, float | int] | None:
     """The pooled rho with a 95% interval from redrawing whole test runs (`cake.stats.cluster_bootstrap`): a run's
     timings share its machine, day and drift, so runs, not candidates, are the independent evidence. None with fewer
-    than two runs."""
+    than two runs or three candidates."""
     by_run: dict[str, list[tuple[float, float]]] = {}
     for s, p in zip(samples, predicted, strict=True):
         by_run.setdefault(s.run, []).append((p, s.measured_ms))
-    if len(by_run) < 2:
+    if len(by_run) < 2 or len(samples) < 3:  # a rank correlation needs three candidates in a draw
         return None
     return cluster_bootstrap(list(by_run.values()), _pooled_rho, seed=RHO_BOOTSTRAP_SEED).to_json()
 
