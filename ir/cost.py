@@ -7,7 +7,7 @@ It exists to rank candidates, so every term is monotone in the work it models. P
    and the unique bytes that must come from HBM, shared-memory traffic (wgmma operands once per instruction),
    barrier operations, and the software-pipeline depth with the bytes each stage carries. What a backend's
    generated code does differently is data (`constants_for(arch, backend, codegen=)`): e.g. CUDA codegen 4 issues
-   a row sum of a 16-bit shared tile one row per lane, priced per element as a whole (`_Counter.row_sum`), and
+   a row sum of a 16-bit shared tile one row per lane, priced per element as a whole (`cost_row_sum`), and
    what a deferred merge of a running reduction saves each iteration (`lane_merge_ops_per_row`, `deferred_merges`).
 2. **Occupancy** (`occupancy`): shared memory (declared buffers via `cake.ir.analysis.smem_layout`, plus
    the staging a backend adds for tiles loaded in a pipelined loop when the schedule declares none),
@@ -24,9 +24,8 @@ It exists to rank candidates, so every term is monotone in the work it models. P
 Calibration factors (`cake.ir.cost_calibration`) multiply each term's time.
 
 Steps 2-4 live in `cost_timing.py` (occupancy, terms, overlap), the register-pressure physics in `cost_pressure.py`,
-the fit in `cost_calibration.py`. Past 600 lines still, because counting one tile's work is one walk of the IR over
-one shared counter (`_Counter`); its per-codegen pricing of a backend's row sums (`_Counter.row_sum` and its
-helpers) is the next piece to move out if it grows.
+the fit in `cost_calibration.py`, and the per-codegen price of a backend's row sums in `cost_row_sum.py`. Counting one
+tile's work stays one walk of the IR over one shared counter (`_Counter`), which is why this file is past 600 lines.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from cake.ir import nodes as n
 from cake.ir.builtins import BUILTINS, BuiltinKind
 from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
+from cake.ir.cost_row_sum import elementwise_leaves, price_row_sum
 from cake.ir.cost_timing import (
     Bound,
     CostError,
@@ -61,11 +61,6 @@ from cake.ir.typing import Typing, type_kernel
 from cake.arch import DEVICES, DeviceSpec, arch, device_for
 
 _ALONG_AXIS = frozenset({BuiltinKind.REDUCTION, BuiltinKind.SCAN})
-
-
-def _leaf_name(e: n.Expr) -> str | None:
-    """The tile an elementwise operand reads: a name, a stage of a buffer, or the tensor a load reads."""
-    return an.ref_name(e.source if isinstance(e, n.Load) else e)
 
 
 @dataclass(slots=True)
@@ -108,7 +103,7 @@ class _Counter:
     role_threads: int = 0  # threads of the role instance being counted
     # Register tiles bound to an elementwise expression of other tiles: (the expression, the CUDA-core ops and
     # shared bytes counted for it at its `let`). A backend that evaluates such a `let` where it is used (the CUDA
-    # backend's lazy values) folds it into a row sum that reads it, which then prices it (`row_sum`).
+    # backend's lazy values) folds it into a row sum that reads it, which then prices it (`cost_row_sum.price_row_sum`).
     elementwise_lets: dict[str, tuple[n.Expr, float, float]] = field(default_factory=dict)
     register_load_bytes: float = 0.0  # global bytes loaded into register tiles (not copies)
     reduced: set[str] = field(default_factory=set)  # vectors made by a row reduction (a row-slice layout)
@@ -207,7 +202,7 @@ class _Counter:
         if row.ops == 0:
             return (), 4  # compile-time arithmetic
         if e.func == "sum" and self.consts.row_sum_ops_per_element > 0:
-            priced = self.row_sum(e, mult)
+            priced = price_row_sum(self, e, mult)
             if priced is not None:
                 return priced
         counted = [self.expr(a, mult) for i, a in enumerate(e.args) if i not in row.elem_args]
@@ -232,107 +227,6 @@ class _Counter:
         self.cuda_ops += mult * math.prod(shape) * (self.consts.sfu_op_cost if row.special else row.ops)
         self.lazy_reads(e.args, shape, mult)
         return shape, eb
-
-    def row_sum(self, e: n.Call, mult: float) -> tuple[tuple[int, ...], int] | None:
-        """A row sum the backend issues one row per lane (`row_sum_ops_per_element`) or, for outputs that are not
-        whole warps' worth, a warp per output (`warp_row_sum_ops_per_*`); None when `e` is not one: a sum along the
-        last axis of a 2-D elementwise expression whose only tile operand is one 16-bit tile in shared memory (a
-        stage, or a tile loaded from global that the backend stages), read whole and untransposed (the conditions of
-        the CUDA backend's `one_row_per_lane`, and of the `coop_reduce` whose SASS priced the per-output form). Its
-        shared reads are counted as bytes; their issue is in the per-element figures. What the busiest lane or warp
-        issues in turn goes to the iteration chain (`row_per_lane_sum`, `warp_per_row_sum`)."""
-        source = self.shape(e.args[0])
-        axis = self.val(next(k for k in e.kwargs if k.name == "axis").value)
-        # Outputs that are not whole warps' worth: the backend sums a warp per output (`warp_per_row_sum`).
-        per_row = source[0] % an.THREADS_PER_WARP != 0 if len(source) == 2 else False
-        if len(source) != 2 or axis % 2 != 1 or (per_row and self.consts.warp_row_sum_ops_per_element <= 0):
-            return None
-        leaves: list[n.Expr] = []
-        folded: list[str] = []
-        if not self._elementwise_leaves(e.args[0], leaves, folded) or len({_leaf_name(x) for x in leaves}) != 1:
-            return None
-        tile = self.scope.get(_leaf_name(leaves[0]) or "")
-        staged = tile is not None and (tile.staged or isinstance(leaves[0], n.Load))
-        if tile is None or tile.elem_bytes != 2 or not (tile.space == "smem" or staged):
-            return None
-        if any(self.shape(x) != source for x in leaves):
-            return None  # broadcast or sliced: not the whole tile
-        direct: list[n.Expr] = []
-        self._elementwise_leaves(e.args[0], direct, [], through_lets=False)
-        for load in (x for x in direct if isinstance(x, n.Load)):
-            self.expr(load, mult)  # its global bytes (a load in a folded `let` was counted there)
-        rows, length = source
-        ops, lane_ops = self.warp_per_row_sum(rows, length) if per_row else self.row_per_lane_sum(rows, length)
-        self.cuda_ops += mult * ops
-        self.row_sum_ops += mult * ops
-        self.row_sum_lane_ops += mult * lane_ops
-        self.smem_bytes += mult * rows * length * tile.elem_bytes * len(leaves)
-        for name in folded:  # evaluated inside the sum, priced by it: take back what its `let` counted
-            _, ops_at_let, smem_at_let = self.elementwise_lets.pop(name)
-            self.cuda_ops -= ops_at_let
-            self.smem_bytes -= smem_at_let
-        return self.shape(e), 4
-
-    def row_per_lane_sum(self, rows: int, length: int) -> tuple[float, float]:
-        """(issue slots of the whole sum, those the busiest lane issues in turn) of a sum one row per lane: lanes
-        own rows, so the busiest lane walks ceil(rows / role threads) rows of `row_sum_ops_per_element` x length."""
-        per_element = self.consts.row_sum_ops_per_element
-        return rows * length * per_element, -(-rows // max(1, self.role_threads)) * length * per_element
-
-    def warp_per_row_sum(self, rows: int, length: int) -> tuple[float, float]:
-        """(issue slots of the whole sum, those the busiest warp issues in turn) of a sum a warp per output (the
-        CUDA backend's `coop_reduce`, for outputs that are not whole warps' worth): each row costs its elements'
-        loads and adds (`warp_row_sum_ops_per_element`, lanes across the row) and a fixed part (addresses, the
-        five-shuffle butterfly, the store: `warp_row_sum_ops_per_row`). A warp's rows run one after another: the
-        busiest warp issues ceil(rows / role warps) of them, each a warp instruction per 32 of those slots."""
-        per_row = length * self.consts.warp_row_sum_ops_per_element + self.consts.warp_row_sum_ops_per_row
-        warps = max(1, self.role_threads // an.THREADS_PER_WARP)
-        return rows * per_row, -(-rows // warps) * per_row / an.THREADS_PER_WARP
-
-    def _elementwise_leaves(self, e: n.Expr, leaves: list[n.Expr], folded: list[str],
-                            through_lets: bool = True) -> bool:
-        """Collect the tile operands of an elementwise expression (names and stage indexes of tiles in scope, and
-        2-D loads of global tensors, which the backend stages in shared memory), looking through `elementwise_lets`
-        (their names go to `folded`) unless `through_lets` is off; False when it holds anything else that reads
-        memory or reshapes (another load, an mma, a transpose, a reduction, a gather or broadcast index)."""
-        if isinstance(e, (n.IntLit, n.BoolLit, n.SizeOf, n.FloatLit)):
-            return True
-        if isinstance(e, n.Name) and e.id in self.elementwise_lets:
-            if not through_lets:
-                return True
-            if e.id not in folded:
-                folded.append(e.id)
-            return self._elementwise_leaves(self.elementwise_lets[e.id][0], leaves, folded)
-        if isinstance(e, n.Load):
-            tile = self.scope.get(_leaf_name(e) or "")
-            if tile is None or tile.space != "global" or len(self.shape(e)) != 2:
-                return False
-            leaves.append(e)
-            return True
-        if isinstance(e, (n.Name, n.Index)):
-            name = an.ref_name(e)
-            tile = self.scope.get(name or "")
-            if tile is None:
-                return isinstance(e, n.Name)  # a scalar: param, dim, loop variable
-            if isinstance(e, n.Index):
-                items = e.items[1:] if tile.space == "smem" and tile.stages > 1 else e.items
-                if any(isinstance(item, (n.Slice, n.NewAxis)) for item in items) or \
-                        len(items) > (0 if tile.space == "smem" and tile.stages > 1 else len(tile.shape)):
-                    return False
-            leaves.append(e)
-            return True
-        if isinstance(e, n.UnaryOp):
-            return self._elementwise_leaves(e.operand, leaves, folded, through_lets)
-        if isinstance(e, n.BinOp):
-            return self._elementwise_leaves(e.lhs, leaves, folded, through_lets) and \
-                self._elementwise_leaves(e.rhs, leaves, folded, through_lets)
-        if isinstance(e, n.Call):
-            row = BUILTINS.get(e.func)
-            if row is None or row.kind is not BuiltinKind.ELEMENTWISE:
-                return False
-            return all(self._elementwise_leaves(a, leaves, folded, through_lets) for i, a in enumerate(e.args)
-                       if i not in row.elem_args)
-        return False
 
     def lazy_reads(self, operands: tuple[n.Expr, ...], shape: tuple[int, ...], mult: float) -> None:
         """A backend that keeps a loaded 1-D vector lazy re-reads it from global memory at every element of the
@@ -475,7 +369,7 @@ class _Counter:
                 self.merge_mult = None
             self.elementwise_lets.pop(s.name, None)
             if self.consts.row_sum_ops_per_element > 0 and not isinstance(s.value, (n.Name, n.Index)) and \
-                    self._elementwise_leaves(s.value, [], []):
+                    elementwise_leaves(self, s.value, [], []):
                 self.elementwise_lets[s.name] = (s.value, self.cuda_ops - ops_before, self.smem_bytes - smem_before)
             shape = self.shape(s)
             if s.type is not None:
