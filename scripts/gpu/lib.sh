@@ -75,3 +75,13 @@ kmeans_evolve_seeds() { local seed runs=() wall=${EVOLVE_SECONDS:-600}; EVOLVED_
   done
   [ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
   return 0; }
+# `server_or_one_shot`: the bench server's smoke (stage server_smoke, <= 100 s); sets EVOLVE_ARGS to run the evolve seeds
+# in one-shot bench processes (`--no-reuse-bench-process`) unless it passed.
+server_or_one_shot() { EVOLVE_ARGS=()
+  budgeted server_smoke 100 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
+  python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
+    2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }; }
+# `bests_vs_hand CAP MIN`: every evolved best (EVOLVED_BESTS) beside the held hand-written ping-pong, it with its merge
+# deferred, and triton_assign, two bench processes each (stage bests_vs_hand).
+bests_vs_hand() { budgeted bests_vs_hand "$1" "$2" python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 \
+  --also triton_assign --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake; }

@@ -19,14 +19,10 @@ budget "${S25_BUDGET:-1380}"
 # world after ~33 evaluations (8 turns; results/cpu-2026-12-05/model_world_s26.txt), about what a one-shot seed
 # evaluates in 10 minutes, and the server saves the ~5 s of process starts of each. Seeds of 570 s leave the smoke its
 # 100 and the comparison its ~110; with the smoke failed, one-shot processes as before.
-budgeted server_smoke 100 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
-EVOLVE_ARGS=()
-python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
-  2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }
+server_or_one_shot
 EVOLVE_SECONDS=${EVOLVE_SECONDS:-570}
 kmeans_evolve_seeds "$@"
-budgeted bests_vs_hand 300 60 python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 --also triton_assign \
-  --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake
+bests_vs_hand 300 60
 budgeted verify_rs_defer 90 30 cake verify --schedule experiments/kmeans/assign_pingpong_rs_defer.cake --backend cuda \
   --device cuda --dtypes bf16 fp16 --seeds 0 1 2 --no-cache
 touch $RES/DONE
