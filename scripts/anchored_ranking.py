@@ -49,17 +49,11 @@ KEY_SUFFIX = "+events"  # the evolve runs' clock: the key their candidates are f
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
-    """An evaluated candidate of a run, as the replay reads it."""
+    """An evaluated candidate of a run as the replay reads it: what the loop's ranking reads of it (its prediction
+    held out by run) and the turn that evaluated it."""
 
-    id: int
     turn: int
-    operator: str
-    parents: tuple[int, ...]
-    measured_ms: float
-    predicted_ms: float  # held out by run
-
-    def timed(self) -> Timed:
-        return Timed(self.id, self.operator, self.parents, self.measured_ms, self.predicted_ms)
+    timed: Timed
 
 
 def default_runs() -> list[Path]:
@@ -89,16 +83,17 @@ def timed_candidates(run_dir: Path, predicted: Mapping[str, float]) -> list[Eval
             continue
         seen.add(row.ir_hash)
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
-        out.append(Evaluated(row.id, row.turn, operator_of(row.mutation), tuple(row.parents),
-                             float(row.evaluation.measured_ms), predicted[row.ir_hash]))
+        out.append(Evaluated(row.turn, Timed(row.id, operator_of(row.mutation), tuple(row.parents),
+                                             float(row.evaluation.measured_ms), predicted[row.ir_hash])))
     return out
 
 
 def prequential(candidate: Evaluated, evaluated: Sequence[Evaluated]) -> float:
     """The loop's ranking on measurements (`ranking.measured_rankings`) of `candidate`, on what the run had measured
     before its turn."""
-    earlier = [t.timed() for t in evaluated if t.turn < candidate.turn]
-    (ranked,) = measured_rankings([(candidate.predicted_ms, candidate.parents, candidate.operator)], earlier)
+    earlier = [t.timed for t in evaluated if t.turn < candidate.turn]
+    mine = candidate.timed
+    (ranked,) = measured_rankings([(mine.predicted_ms, mine.parents, mine.operator)], earlier)
     assert ranked is not None
     return ranked
 
@@ -115,16 +110,16 @@ def pairs_in_order(turns: Sequence[int], predicted: Sequence[float], measured: S
 
 
 def replay(run: str, timed: Sequence[Evaluated]) -> dict[str, Any]:
-    by_id = {t.id: t for t in timed}
-    tested = sorted((t for t in timed if t.turn > 0), key=lambda t: t.id)
-    absolute = [t.predicted_ms for t in tested]
+    by_id = {t.timed.id: t for t in timed}
+    tested = sorted((t for t in timed if t.turn > 0), key=lambda t: t.timed.id)
+    absolute = [t.timed.predicted_ms for t in tested]
     anchored = [prequential(t, timed) for t in tested]
-    measured = [t.measured_ms for t in tested]
+    measured = [t.timed.measured_ms for t in tested]
     turns = [t.turn for t in tested]
-    on_parent = sum(any(p in by_id and by_id[p].turn < t.turn for p in t.parents) for t in tested)
+    on_parent = sum(any(p in by_id and by_id[p].turn < t.turn for p in t.timed.parents) for t in tested)
     return {"run": run, "n": len(tested), "anchored_on_a_measured_parent": on_parent,
             "absolute": _figures(turns, absolute, measured), "anchored": _figures(turns, anchored, measured),
-            "rows": [{"id": t.id, "turn": t.turn, "measured_ms": t.measured_ms, "absolute_ms": round(a, 4),
+            "rows": [{"id": t.timed.id, "turn": t.turn, "measured_ms": t.timed.measured_ms, "absolute_ms": round(a, 4),
                       "anchored_ms": round(b, 4)} for t, a, b in zip(tested, absolute, anchored, strict=True)]}
 
 

@@ -128,9 +128,9 @@ def test_the_prequential_replay_ranks_each_turn_on_earlier_turns_only() -> None:
 
     # the seed (turn 0), two parents in turn 1 the model prices alike, their children in turn 2: the first
     # lineage ran at 60% of its prediction, so its child, predicted 10% slower, is measured faster
-    timed = [ar.Evaluated(1, 0, "seed", (), 2.0, 2.0), ar.Evaluated(2, 1, "param", (1,), 1.2, 2.0),
-             ar.Evaluated(3, 1, "stages", (1,), 2.0, 2.0), ar.Evaluated(4, 2, "hold", (2,), 0.66, 1.1),
-             ar.Evaluated(5, 2, "regs", (3,), 1.0, 1.0)]
+    timed = [ar.Evaluated(0, Timed(1, "seed", (), 2.0, 2.0)), ar.Evaluated(1, Timed(2, "param", (1,), 1.2, 2.0)),
+             ar.Evaluated(1, Timed(3, "stages", (1,), 2.0, 2.0)), ar.Evaluated(2, Timed(4, "hold", (2,), 0.66, 1.1)),
+             ar.Evaluated(2, Timed(5, "regs", (3,), 1.0, 1.0))]
     out = ar.replay("run", timed)
     assert out["n"] == 4 and out["anchored_on_a_measured_parent"] == 4
     rows = {r["id"]: r for r in out["rows"]}
