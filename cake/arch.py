@@ -338,5 +338,15 @@ def mma_forms_of(family: MmaFamily) -> tuple[MmaForm, ...]:
     return tuple(seen.values())
 
 
+def match_device(name: str) -> DeviceSpec | None:
+    """The device whose name a CUDA device name contains ('NVIDIA H200' -> H200, 'NVIDIA H100 80GB HBM3' ->
+    H100-SXM5), or None when none does."""
+    key = name.upper().replace(" ", "")
+    for spec in sorted(DEVICES.values(), key=lambda d: -len(d.name)):
+        if spec.name.split("-")[0].upper() in key:
+            return spec
+    return None
+
+
 def device_for(arch_name: str) -> DeviceSpec:
     return DEVICES[DEFAULT_DEVICE_FOR_ARCH[arch(arch_name).name]]

@@ -33,7 +33,7 @@ from cake.ir.transforms.bind_params import bind_params
 from cake.lowering.backend import get_backend
 from cake.lowering.cuda.backend import compiled_spills
 
-from cake.arch import DEVICES
+from cake.arch import DEVICES, match_device
 from cake.diagnostics import DiagnosticError
 from cake.errors import ShapeNotSupported
 from cake.runs.store import CandidateStatus, NotARunError, RunStore, ir_hash
@@ -169,11 +169,10 @@ def _device_name(recorded: str) -> str:
     """A `cake.arch` device name from what a run recorded ('NVIDIA H200' or 'H200')."""
     if recorded in DEVICES:
         return recorded
-    key = recorded.upper().replace(" ", "")
-    for name in sorted(DEVICES, key=len, reverse=True):
-        if name.split("-")[0].upper() in key:
-            return name
-    raise SourceError(f"device `{recorded}` is not in cake.arch; add it there before fitting its timings")
+    spec = match_device(recorded)
+    if spec is None:
+        raise SourceError(f"device `{recorded}` is not in cake.arch; add it there before fitting its timings")
+    return spec.name
 
 
 def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,

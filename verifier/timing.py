@@ -54,7 +54,7 @@ from cake.verifier.gates.resources import implausible_speed, roofline_floor_s
 from cake.verifier.inputs import Case, Layout, ValueFamily, make_case
 from torch import Tensor
 
-from cake.arch import DEVICES, DeviceSpec
+from cake.arch import DeviceSpec, match_device
 
 # ---- clocks ------------------------------------------------------------------------------------------------
 
@@ -80,15 +80,6 @@ class Clock(Protocol):
 
 
 L2_FLUSH_MULTIPLE = 2  # the flush buffer is this many times the L2
-
-
-def match_device(name: str) -> DeviceSpec | None:
-    """The `cake.arch` device whose name a CUDA device name contains ('NVIDIA H200' -> H200)."""
-    key = name.upper().replace(" ", "")
-    for spec in sorted(DEVICES.values(), key=lambda d: -len(d.name)):
-        if spec.name.split("-")[0].upper() in key:
-            return spec
-    return None
 
 
 class CudaClock:
