@@ -338,7 +338,8 @@ def _measuring_machine() -> tuple[str | None, str]:
     evaluations are timed by this process's machine, the one the distiller runs on between turns."""
     import torch
     from cake.ir.cost_calibration import toolchain_id
-    from cake.verifier.timing import match_device
+
+    from cake.arch import match_device
 
     spec = match_device(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
     return (spec.name if spec else None), toolchain_id()

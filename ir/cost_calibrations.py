@@ -173,8 +173,9 @@ def calibration_for(backend: str | None, device: str, toolchain: str | None = No
     which toolchain will run the schedule, e.g. a CPU-only search predicting for a GPU), the newest
     calibration for (backend, device) of the backend's current codegen version (`current_codegen`; of any
     version when none is on file) — of those, one fitted to timings of `clock` when there is one (an evolve run
-    ranks for its bench, which times with `BENCH_CLOCK`; no clock named: `KERNEL_CLOCK`) — and the label says so. Anything else without an exact
-    file is uncalibrated, with the reason: never another backend's or toolchain's factors."""
+    ranks for its bench, which times with `BENCH_CLOCK`; no clock named: `KERNEL_CLOCK`) — and the label says so.
+    Anything else without an exact file is uncalibrated, with the reason: never another backend's or toolchain's
+    factors."""
     if backend is None:
         return CalibrationState.uncalibrated("no backend named (calibrations are per backend)")
     mine = [c for c in calibrations(directory) if (c.key.backend, c.key.device) == (backend, device)]

@@ -57,9 +57,9 @@ def now() -> str:
 def clock_and_device(dry_run: bool) -> tuple[Any, Any, str]:
     """(clock, cake.arch DeviceSpec, device name): CUDA events on the GPU, the scripted clock (H200 ceilings
     for the floors) in a dry run."""
-    from cake.verifier.timing import CudaClock, match_device
+    from cake.verifier.timing import CudaClock
 
-    from cake.arch import DEVICES
+    from cake.arch import DEVICES, match_device
 
     if dry_run:
         return ScriptedClock(), DEVICES["H200"], "cpu (dry run)"

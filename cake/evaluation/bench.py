@@ -234,8 +234,9 @@ def _bench_setup(request: BenchRequest) -> tuple[OpSpec, CudaClock, DeviceSpec]:
     """The op's workload spec, the device clock and the device's spec; BenchSetupError when one is missing."""
     import torch
 
+    from cake.arch import match_device
     from cake.experiments.workload import UnknownWorkloadError, workload_for_op
-    from cake.verifier.timing import CudaClock, match_device
+    from cake.verifier.timing import CudaClock
 
     try:
         spec = workload_for_op(request.op).op(request.op)

@@ -21,14 +21,13 @@ from cake.verifier.timing import (
     Unverified,
     Verification,
     input_set_bytes,
-    match_device,
     measure,
     pool_size,
     spot_check,
     summarize,
 )
 
-from cake.arch import DEVICES
+from cake.arch import DEVICES, match_device
 
 PASSED = Verification(True, "battery", "all gates passed")
 
