@@ -81,7 +81,15 @@ server_or_one_shot() { EVOLVE_ARGS=()
   budgeted server_smoke 100 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
   python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
     2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }; }
-# `bests_vs_hand CAP MIN`: every evolved best (EVOLVED_BESTS) beside the held hand-written ping-pong, it with its merge
-# deferred, and triton_assign, two bench processes each (stage bests_vs_hand).
-bests_vs_hand() { budgeted bests_vs_hand "$1" "$2" python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 \
-  --also triton_assign --variants "${EVOLVED_BESTS[@]}" assign_pingpong_rs.cake assign_pingpong_rs_defer.cake; }
+# `bests_vs_hand CAP MIN [VARIANT...]`: every evolved best (EVOLVED_BESTS) and any VARIANT beside the hand-written
+# ping-pong (issue 17's target), it held, it held with its merge deferred, and triton_assign, two bench processes each
+# (stage bests_vs_hand).
+bests_vs_hand() { local cap=$1 min=$2; shift 2
+  budgeted bests_vs_hand "$cap" "$min" python3 scripts/gpu_assign_variants.py --out "$RES/vs" --rounds 2 \
+  --also triton_assign --variants "${EVOLVED_BESTS[@]}" "$@" assign_pingpong.cake assign_pingpong_rs.cake \
+  assign_pingpong_rs_defer.cake; }
+# `unfused_copies BEST...`: prints, for every BEST whose last move fused a launch (a top-level `fuse` line), the path of
+# a copy without that line written beside it (NAME_unfused.cake): the pair says what the fusion costs or saves.
+unfused_copies() { local best copy
+  for best in "$@"; do grep -q '^fuse ' "$best" || continue
+    copy=${best%.cake}_unfused.cake; grep -v '^fuse ' "$best" > "$copy"; echo "$copy"; done; }

@@ -1,5 +1,5 @@
-# Next (after session 27, whose seed 14 ran on an H100 and beat the hand-written ping-pong there): run this on an H200
-# with seeds 15 16, so that issue 17's three clean-start seeds exist and two of them on the issue's device.
+# Superseded by s28_evolve.sh (session 28), which runs the same seeds with the plain ping-pong and unfused bests added
+# to the comparison; this file is kept as session 25-27 notes cite it.
 # H200, session 25 (issue 17): clean-start kmeans evolve seeds with the cost model that prices a deferred merge
 # (session 24), on the bench server when its smoke passes (else one-shot bench processes), then every seed's
 # best beside the fastest hand-made kernels (the held ping-pong, and it with its merge deferred by the `defer_merge`

@@ -1,0 +1,22 @@
+# H200, session 28 (issue 17), carry [".whl"]: two clean-start kmeans evolve seeds (15, 16) on the issue's device, so that
+# with session 27's seed 14 (H100) the issue has its three. Then every seed's best beside the hand-written ping-pong (the
+# issue's target), it held, it held with its merge deferred, and triton_assign, two processes each; beside them each
+# best again without its `fuse` line where it has one (session 27's best ran 3-5% behind the deferred held kernel, and
+# the fused launch is one of its two differences). Last, if the budget has room, the Triton timings of today's codegen
+# for an H200 Triton calibration (s26_triton_cost.sh, ~90 s).
+#   S28_BUDGET=1450 RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s28_evolve.sh 15 16 > /tmp/s28.log 2>&1 < /dev/null &
+#   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s28.log until it says done.
+# Afterwards: results to results/h200-<date>/s28/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py over
+# the seeds' samples, fit_cost_model.py --write, and evolve_seeds.py over seeds 14-16.
+source scripts/gpu/lib.sh
+budget "${S28_BUDGET:-1450}"
+server_or_one_shot
+EVOLVE_SECONDS=${EVOLVE_SECONDS:-570}
+kmeans_evolve_seeds "$@"
+mapfile -t UNFUSED < <(unfused_copies "${EVOLVED_BESTS[@]}")
+bests_vs_hand 330 60 "${UNFUSED[@]}"
+budgeted triton_graph 190 100 python3 scripts/gpu_time_variants.py --out "$RES/triton_cost/costdata" --backend triton \
+  --clock graph --runs 3 --workers 12 --budget-s 150 --drain-s 15
+touch $RES/DONE
+pack
+cat $RES/stages.txt
