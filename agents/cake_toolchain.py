@@ -1,11 +1,11 @@
 """The real toolchain behind `cake evolve`: checker, cost model, and the evaluator the loop's executor runs.
 
 * `validate`: parse, print canonically, check for the arch and backend (`cake.agents.validation`).
-* `predict_ms`: `cake.ir.cost.predict` at the workload's fitness shape on the arch's device; `predict_many` the
-  same for a turn's candidates, which on a GPU run of the CUDA backend first compiles them (nvcc, several at once,
-  into the cubin cache the evaluation then reads) and prices the register spills ptxas reports where roles declare
-  budgets: the static model sees none there, and ranked a consumer ptxas spilled 1.2 KB under (13-15 ms on the
-  H200) at 1.8 ms, among the best.
+* `predict_ms`: `cake.ir.cost.predict` at the workload's fitness shape for the GPU that times the run (the arch's
+  default device on the CPU: `cake.arch.ranking_device`); `predict_many` the same for a turn's candidates, which
+  on a GPU run of the CUDA backend first compiles them (nvcc, several at once, into the cubin cache the evaluation
+  then reads) and prices the register spills ptxas reports where roles declare budgets: the static model sees none
+  there, and ranked a consumer ptxas spilled 1.2 KB under (13-15 ms on the H200) at 1.8 ms, among the best.
 * `evaluator`: a `cake.evaluation.evaluator.ScheduleEvaluator` — the contract gates in an isolated worker,
   then on a GPU the timing against the workload's baselines (measured fitness), on the CPU the cost
   model's predicted speedup over the seed schedule (model fitness; every output of the run says so).
@@ -26,6 +26,7 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
+from cake.arch import ranking_device
 from cake.diagnostics import DiagnosticError
 from cake.errors import InternalError, ShapeNotSupported
 from cake.evaluation.evaluator import EvalSettings, ScheduleEvaluator
@@ -37,6 +38,16 @@ __all__ = ["CakeToolchain", "EvalSettings"]
 _DTYPES = {"fp32": n.DType.F32, "fp16": n.DType.F16, "bf16": n.DType.BF16}
 # nvcc runs at once when a turn's candidates are compiled to be ranked (threads that wait on subprocesses)
 RANK_COMPILE_WORKERS = max(1, (os.cpu_count() or 1) - 2)
+
+
+def _gpu_name(device: str) -> str | None:
+    """The CUDA name of the GPU a run on `device` times with (None on the CPU, or where CUDA has no device: such
+    a run's evaluations then fail on their own, each with its verdict)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return str(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
 
 
 class CakeToolchain:
@@ -54,6 +65,7 @@ class CakeToolchain:
         # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
         self.against = self.workload.fitness_for(op).over(against).against
         self.shape = self.workload.fitness_shape(op)
+        self.rank_device, self.rank_device_reason = ranking_device(arch, _gpu_name(settings.device))
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
         self.model_baseline_ms = self._model_baseline(seeds)
@@ -74,8 +86,8 @@ class CakeToolchain:
         try:
             # ranked for the bench that times the evaluations: a fit of its clock's timings where one exists
             prediction = predict(kernel, dims=self.shape.dim_map, dtype=_DTYPES[self.shape.dtype],
-                                 arch_name=self.arch, backend=self.settings.backend, spilled_regs=spilled_regs,
-                                 clock=BENCH_CLOCK)
+                                 arch_name=self.arch, device=self.rank_device, backend=self.settings.backend,
+                                 spilled_regs=spilled_regs, clock=BENCH_CLOCK)
         except CostError:
             return None
         return prediction.time_ms
@@ -119,7 +131,8 @@ class CakeToolchain:
         where = shapes[0] if len(shapes) == 1 else f"{', '.join(shapes)} (the geomean over them)"
         return (f"GPU: candidates are verified by the contract gates on {self.settings.device}, then timed at "
                 f"{where} interleaved with {', '.join(self.against)}{self._narrowed_note()}; fitness is the "
-                f"measured speedup over the best of them (fitness_kind=measured).")
+                f"measured speedup over the best of them (fitness_kind=measured). Candidates are ranked by the cost "
+                f"model for {self.rank_device.name} ({self.rank_device_reason}).")
 
     def _narrowed_note(self) -> str:
         left_out = [b for b in self.workload.fitness_for(self.op).against if b not in self.against]

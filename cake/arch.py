@@ -350,3 +350,18 @@ def match_device(name: str) -> DeviceSpec | None:
 
 def device_for(arch_name: str) -> DeviceSpec:
     return DEVICES[DEFAULT_DEVICE_FOR_ARCH[arch(arch_name).name]]
+
+
+def ranking_device(arch_name: str, gpu_name: str | None) -> tuple[DeviceSpec, str]:
+    """The device a search ranks its candidates for, and why: the GPU that times them (`gpu_name`, the CUDA
+    device name) when `cake.arch` knows it; else the arch's default device (a CPU run predicts for it, and an
+    unknown GPU has no rates to price with). Session 27 ranked an H100 run with the H200's model (rho 0.915 over
+    its 18 timings); the H100's own calibration is the one fitted to what that GPU measured."""
+    default = device_for(arch_name)
+    if gpu_name is None:
+        return default, f"no GPU in this process: {arch_name}'s default device"
+    present = match_device(gpu_name)
+    if present is None:
+        return default, (f"the GPU present ({gpu_name}) is not a device cake.arch lists: {arch_name}'s default "
+                         f"device; add it to DEVICES to rank for it")
+    return present, f"the GPU present ({gpu_name})"

@@ -137,3 +137,26 @@ def test_a_candidate_that_does_not_build_is_ranked_by_the_static_model(monkeypat
     gpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
                         settings=EvalSettings(device="cuda", backend="cuda", seed=0))
     assert gpu.predict_many([kernel]) == [gpu.predict_ms(kernel)] != [None]
+
+
+def test_a_gpu_run_ranks_for_the_gpu_that_times_it(monkeypatch) -> None:
+    """Session 27 ranked an H100 run with the H200's model; the run now prices for the GPU present, and says so."""
+    from cake.agents import cake_toolchain
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    from cake.ir.cost import predict
+    from cake.ir.cost_calibrations import BENCH_CLOCK
+    from cake.ir.parser import parse
+
+    from cake.arch import DEVICES
+
+    monkeypatch.setattr(cake_toolchain, "_gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(CakeToolchain, "ranks_with_compiler", False)  # the static model: no nvcc in this test
+    gpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                        settings=EvalSettings(device="cuda", backend="cuda", seed=0))
+    assert gpu.rank_device is DEVICES["H100-SXM5"]
+    assert "ranked by the cost model for H100-SXM5 (the GPU present (NVIDIA H100 80GB HBM3))" in gpu.describe()
+    kernel = parse(Path(SEED).read_text(), "seed.cake")
+    on = {name: predict(kernel, dims=gpu.shape.dim_map, dtype=cake_toolchain._DTYPES[gpu.shape.dtype],
+                        arch_name="sm_90a", device=name, backend="cuda", clock=BENCH_CLOCK).time_ms
+          for name in ("H100-SXM5", "H200")}
+    assert gpu.predict_ms(kernel) == on["H100-SXM5"] != on["H200"]

@@ -27,7 +27,7 @@ from cake.verifier.timing import (
     summarize,
 )
 
-from cake.arch import DEVICES, match_device
+from cake.arch import DEVICES, match_device, ranking_device
 
 PASSED = Verification(True, "battery", "all gates passed")
 
@@ -276,6 +276,15 @@ def test_device_names_map_to_the_arch_table() -> None:
     assert match_device("NVIDIA H100 80GB HBM3").name == "H100-SXM5"  # type: ignore[union-attr]
     assert match_device("NVIDIA A100-SXM4-80GB").name == "A100-SXM4-80GB"  # type: ignore[union-attr]
     assert match_device("Some Other GPU") is None
+
+
+def test_a_search_ranks_for_the_gpu_present_and_says_why_otherwise() -> None:
+    h100, why = ranking_device("sm_90a", "NVIDIA H100 80GB HBM3")
+    assert h100 is DEVICES["H100-SXM5"] and "NVIDIA H100 80GB HBM3" in why
+    cpu, why = ranking_device("sm_90a", None)
+    assert cpu is DEVICES["H200"] and "no GPU" in why
+    unknown, why = ranking_device("sm_90a", "Some Other GPU")
+    assert unknown is DEVICES["H200"] and "Some Other GPU" in why and "DEVICES" in why
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU refusal")
