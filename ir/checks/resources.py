@@ -17,10 +17,10 @@ from cake.ir.checks.context import CheckContext
 from cake.ir.checks.fixtures import PINGPONG, PLAIN, TCGEN05, derive
 from cake.ir.checks.registry import Finding, finding
 from cake.ir.checks.registry import check as register_check
-from cake.ir.nodes import Assign, Launch, Let, Mma, NamedBarrierSync, Role, TileType
+from cake.ir.nodes import Assign, DType, Launch, Let, Mma, Name, NamedBarrierSync, Role, TileType
 from cake.ir.stage_reads import held_operands
 
-from cake.arch import ArchSpec
+from cake.arch import THREADS_PER_WARP, WARPS_PER_WARPGROUP, WGMMA_ISSUE_REGISTERS, ArchSpec, MmaFamily
 from cake.diagnostics import Severity
 
 R = TypeVar("R")
@@ -149,6 +149,7 @@ def register_value(ctx: CheckContext) -> Iterable[Finding]:
 # A 32-bit register holds 4 bytes of a tile; an mma accumulator is spread evenly over the threads that
 # issue the instruction (a warpgroup for wgmma, the role instance's warps otherwise).
 REGISTER_BYTES = 4
+WARPGROUP_THREADS = THREADS_PER_WARP * WARPS_PER_WARPGROUP
 
 
 @register_check("E0307", "mma accumulator exceeds the role's registers",
@@ -231,6 +232,62 @@ def _accumulator_overflows(launch: Launch, env: an.Env,
                                  + (f", plus {held_need} registers a thread of held operands" if held_need else ""),
                                  *_dtype_note(env)),
                           tile=name, held=held_text, need=need, regs=budget.regs_per_thread, role=role.name)
+
+
+@register_check("E0308", "an mma instruction exceeds the registers its launch compiles with",
+                "`{form}` needs {need} registers per thread to issue ({fragment} of its accumulator + {issue}), more "
+                "than the {cap} that launch `{launch}` compiles with ({threads} threads)",
+                examples=[derive(PINGPONG, ("param BN = 128 in {64, 128}", "param BN = 64 in {64, 128}"),
+                                 ("role consumer[w in 2]: warpgroups 1, regs 232",
+                                  "role consumer[w in 5]: warpgroups 1, regs 88"),
+                                 ("smem xs[2]", "smem xs[5]"), ("mbarrier x_full[2]", "mbarrier x_full[5]"),
+                                 ("mbarrier x_empty[2]", "mbarrier x_empty[5]"), ("arrivals 2 free", "arrivals 5 free"),
+                                 ("for w in 0 .. 2", "for w in 0 .. 5"), ("tile*2*BN + w*BN : +BN, :]",
+                                                                           "tile*5*BN + w*BN : +BN, :]"),
+                                 ("ids[b, tile*2*BN", "ids[b, tile*5*BN"), ("cdiv(N, 2*BN)", "cdiv(N, 5*BN)"))])
+def mma_issue_registers(ctx: CheckContext) -> Iterable[Finding]:
+    """ptxas compiles a launch under `__launch_bounds__(threads, 1)`: no thread may use more than the even share of
+    the register file (`an.default_regs_per_thread`), whatever budget setmaxnreg gives its role later. One wgmma
+    holds its whole accumulator fragment and its descriptors at once (`cake.arch.WGMMA_ISSUE_REGISTERS`), and ptxas
+    cannot spill inside it: over the share it refuses the kernel (C7602). Session 28's H200 seed 15 timed four such
+    children (6 or 7 consumer warpgroups, a 64-register fragment, a cap of 64 or 72): each died at its first call.
+    Unlike E0307 (the role's budget, which ptxas meets by spilling), this is the whole launch's thread count."""
+    assert ctx.arch is not None
+    arch = ctx.arch
+    for launch in ctx.kernel.launches:
+        for env in ctx.budget_envs:
+            try:
+                threads = (an.setmaxnreg_threads(launch, env) if an.reallocates_registers(launch, arch)
+                           else an.launch_threads(launch, env))
+            except an.Unbound:
+                break
+            found = next(_issue_overflows(launch, threads, an.default_regs_per_thread(threads, arch), arch), None)
+            if found is not None:
+                yield found
+                break
+
+
+def _issue_overflows(launch: Launch, threads: int, cap: int, arch: ArchSpec) -> Iterator[Finding]:
+    issuers = WARPGROUP_THREADS
+    for role in launch.roles:
+        for site in an.walk_body(role.body):
+            for expr in (an.walk_expr(site.stmt.value) if isinstance(site.stmt, (Let, Assign)) else ()):
+                form = arch.mma_form(expr.form) if isinstance(expr, Mma) else None
+                if form is None or form.family is not MmaFamily.WGMMA:
+                    continue
+                accumulator_bytes = DType(form.accumulator_dtype).bytes
+                fragment = -(-form.m * form.n * accumulator_bytes // (REGISTER_BYTES * issuers))
+                need = fragment + WGMMA_ISSUE_REGISTERS
+                if need <= cap:
+                    continue
+                counts = sorted({r.replicas.count.id for r in launch.roles
+                                 if r.replicas is not None and isinstance(r.replicas.count, Name)})
+                fewer = f"fewer instances of {', '.join(f'`{c}`' for c in counts)}" if counts else "fewer warps"
+                yield finding(expr, f"`{form.name}`", f"{need} registers per thread > {cap} at {threads} threads",
+                              help=f"launch fewer threads ({fewer}: {arch.registers_per_sm:,} registers / threads "
+                                   f"must reach {need}), or a narrower form (smaller N)",
+                              form=form.name, need=need, fragment=fragment, issue=WGMMA_ISSUE_REGISTERS, cap=cap,
+                              launch=launch.name, threads=threads)
 
 
 @register_check("E0304", "too many threads per block",
