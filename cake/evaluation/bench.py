@@ -194,13 +194,20 @@ def speedup_inputs(spec: OpSpec, samples: Sequence[Samples], unavailable: Sequen
     return against, baseline_ms, problems
 
 
+# How much of the first failing gate's reason a refusal carries: enough for a ptxas or CUDA error's first lines (a
+# RUNTIME_ERROR's verdict is not cached, so the refusal is where an evolve run's store reads why it failed).
+REFUSAL_REASON_CHARS = 600
+
+
 def verdict_verification(verdict: Any) -> Verification:
     from cake.verifier.timing import Verification
 
     if verdict.passed:
         return Verification(True, "battery", f"{len(verdict.gates)} gates, none failed")
     failed = ", ".join(f"{g.gate_id} ({g.status.value})" for g in verdict.failures)
-    return Verification(False, "battery", f"failed: {failed}")
+    first = verdict.failures[0]
+    reason = " ".join(first.reason.split())[:REFUSAL_REASON_CHARS]
+    return Verification(False, "battery", f"failed: {failed}" + (f"; {first.gate_id}: {reason}" if reason else ""))
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,8 +213,11 @@ class ScheduleEvaluator:
         if isinstance(outcome, str):  # the worker could not start: the schedule did not lower or load, or CAKE broke
             return _evaluation(_load_failure(outcome), device, started, error=f"bench: {outcome}"[:ERROR_CHARS])
         verdict = self.cached_verdict(job.path, dtype)
-        if verdict is None:  # the bench could not finish the battery (a gate timed out or the worker died)
-            return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {problem}"[:ERROR_CHARS])
+        if verdict is None:  # the bench refused it on a verdict no cache keeps (a gate's RUNTIME_ERROR or TIMEOUT),
+            # or could not finish the battery (the worker died)
+            refused = outcome.refused if isinstance(outcome, BenchTimes) else None
+            why = f"refused by the gates: {refused}" if refused else problem or "no verdict and no reason given"
+            return _evaluation(CandidateStatus.FAILED, device, started, error=f"bench: {why}"[:ERROR_CHARS])
         if not verdict.passed:
             return _evaluation(CandidateStatus.FAILED, device, started, verdict=json.loads(verdict.to_json()),
                                tokens=_tokens(verdict))

@@ -13,7 +13,7 @@ import pytest
 from cake.verifier.results import GateResult, GateStatus, Verdict
 
 from cake.evaluation import evaluator as ev
-from cake.evaluation.bench import BenchRequest, BenchTimes
+from cake.evaluation.bench import BenchRequest, BenchTimes, verdict_verification
 from cake.evaluation.evaluator import BENCH_SECONDS_PER_EXTRA_DTYPE, EvalSettings, ScheduleEvaluator
 from cake.evaluation.protocol import EvalJob
 from cake.runs.store import CandidateStatus
@@ -24,14 +24,15 @@ PASS = Verdict.of("kmeans_assign", (GateResult("CMP-01", GateStatus.PASS, "ok"),
 FAIL = Verdict.of("kmeans_assign", (GateResult("CMP-01", GateStatus.FAIL, "wrong ids", replay_token="cake1:t"),))
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict[str, Verdict | None]):
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict[str, Verdict | None],
+         outcome: BenchTimes | None = None):
     seen: dict[str, object] = {}
 
     def worker(request: BenchRequest, device: str, *, timeout_s: float, reuse: bool = False,
                **_: object) -> tuple[BenchTimes, str]:
         seen.update(gated=request.verified_dtypes, timeout_s=timeout_s, retire_ratio=request.retire_ratio,
                     reuse=reuse)
-        return BenchTimes({SHAPE: 1.0}, {"triton_assign": {SHAPE: 1.2}}), "tail"
+        return outcome or BenchTimes({SHAPE: 1.0}, {"triton_assign": {SHAPE: 1.2}}), ""
 
     def no_second_worker(*_: object, **__: object) -> None:
         raise AssertionError("the evaluator started a verifier worker of its own")
@@ -66,6 +67,20 @@ def test_a_failure_or_no_verdict_in_another_dtype_fails_the_candidate(
     assert evaluation.status is CandidateStatus.FAILED and evaluation.fitness is None
     assert said in (evaluation.error or "")
     assert evaluation.replay_tokens == (("cake1:t",) if verdict is FAIL else ())
+
+
+def test_a_refusal_no_cache_keeps_is_stored_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 28's H200 seed 15 stored four failures as `bench: ` and nothing else: a RUNTIME_ERROR verdict (here
+    ptxas refusing a wgmma at the consumer's register budget, met at the first call) is machine-dependent, so no
+    cache keeps it, and the evaluator read why from the cache only."""
+    crash = Verdict.of("kmeans_assign", (GateResult("RES-01", GateStatus.RUNTIME_ERROR,
+                                                    "CompileError: C0900: ptxas rejected the generated code: (C7602) "
+                                                    "Insufficient registers (64)"),))
+    refusal = BenchTimes(refused=f"bfloat16: {verdict_verification(crash).detail}")
+    _, evaluation, _ = _run(tmp_path, monkeypatch, {"bfloat16": None, "float16": None}, refusal)
+    assert evaluation.status is CandidateStatus.FAILED
+    assert "refused by the gates: bfloat16: failed: RES-01 (RUNTIME_ERROR); RES-01: CompileError: C0900" in (
+        evaluation.error or "")
 
 
 def test_the_request_crosses_the_process_boundary_with_its_gate_dtypes_and_retire_ratio() -> None:

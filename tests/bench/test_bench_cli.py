@@ -108,7 +108,7 @@ def test_bench_glue_speedup_is_undefined_when_a_baseline_is_missing_or_wrong(cap
 
 def test_bench_glue_refuses_an_unverified_candidate() -> None:
     failed = verdict_verification(Verdict.of("kmeans_assign", (GateResult("CMP-01", GateStatus.FAIL, "wrong"),)))
-    assert not failed.passed and "CMP-01" in failed.detail
+    assert not failed.passed and failed.detail == "failed: CMP-01 (FAIL); CMP-01: wrong"
     with pytest.raises(Unverified):
         bench_shape(ASSIGN, TINY, [("candidate", fkb.torch_assign_mm, failed)], [], TickClock(), CONFIG,
                     DEVICES["H200"], device="cpu", pool=2)
