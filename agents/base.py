@@ -36,6 +36,8 @@ class Checked:
 
 
 Validate = Callable[[str], Checked]
+# The cost model's predicted time of a checked schedule at the run's fitness shape (None: it cannot price it)
+Predict = Callable[[Kernel], float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class TurnContext:
     tokens_used: int = 0  # tokens the run has spent before this turn (a resumed agent starts from here)
     backend: str | None = None  # what the run lowers with ("triton", "cuda"); None: not known, nothing is excluded
     incumbent: Parent | None = None  # the run's best so far (the archive's best elite), parent or not this turn
+    # the toolchain's cost model, for an agent that chooses among its own drafts (None: the agent is not told prices)
+    predict: Predict | None = None
 
 
 @dataclass(frozen=True, slots=True)

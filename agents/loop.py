@@ -260,7 +260,8 @@ class EvolutionLoop:
                 turn=turn, op=self.toolchain.op, arch=self.toolchain.arch, n=self.settings.proposals_per_turn,
                 parents=tuple(self._parents(rng)), failures=tuple(self._failures()), seen_hashes=frozenset(seen),
                 rng=rng, validate=self.toolchain.validate, operator_stats=self._operator_stats(),
-                tokens_used=self.store.total_tokens(), backend=self.toolchain.backend, incumbent=self._incumbent())
+                tokens_used=self.store.total_tokens(), backend=self.toolchain.backend, incumbent=self._incumbent(),
+                predict=self.toolchain.predict_ms)
             agent_turn = self.agent.propose(ctx)
             self._agent_exhausted = agent_turn.exhausted
         checked: list[tuple[Checked, NewCandidate]] = []

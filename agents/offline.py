@@ -51,6 +51,14 @@ ATTEMPTS_PER_SLOT = 6
 SWEPT: tuple[str, ...] = (*mut.STRUCTURAL, *SPECIALIZING)
 SWEEP_SHARE = 0.5  # of a turn's legal proposals at most; the rest are drawn (a small turn is not all sweep)
 OPERATORS: dict[str, mut.Operator] = {**mut.PARAMETRIC, **mut.STRUCTURAL, **SPECIALIZING}
+# Operators whose child is one sample of a new family of schedules: they redraw every param the structure brings
+# (`cake.agents.specialize.redraw`: register split, consumer count, warps, tiles). Where the turn has the cost model,
+# the agent draws FAMILY_SAMPLES children of such a move and proposes the one it prices fastest, since one draw let a
+# single sample decide a whole run: session 28's H200 seeds 15 and 16 each timed one warp-specialized child from the
+# seed (7 consumers at 64 registers; 5 at 88), priced at the 70th-80th percentile of 92 legal draws, and every later
+# move stayed in its neighbourhood. A budget, not a tuned value: 16 draws cost ~3 s of checking and pricing a move.
+FAMILY_OPERATORS: frozenset[str] = frozenset({"specialize", "split_consumer", "warp_specialize"})
+FAMILY_SAMPLES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +70,16 @@ class OfflineSettings:
     # operators over the incumbent, the three seeds reach the ping-pong with it on. Its weights are untuned.
     feedback: bool = True
     sweep: bool = True  # the incumbent's structural neighbourhood first, every turn
+    # draws of a family operator the model chooses among (1: a single draw, as before session 28)
+    family_samples: int = FAMILY_SAMPLES
     # operators never drawn nor swept (`cake evolve --disable-operator`): an ablation, or a move whose children
     # failed on the device the run is on
     disabled: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, object]:
         return {"repair_rounds": self.repair_rounds, "attempts_per_slot": self.attempts_per_slot,
-                "feedback": self.feedback, "sweep": self.sweep, "disabled": sorted(self.disabled)}
+                "feedback": self.feedback, "sweep": self.sweep, "family_samples": self.family_samples,
+                "disabled": sorted(self.disabled)}
 
 
 def operator_weight(name: str, stats: dict[str, tuple[int, int]]) -> float:
@@ -136,7 +147,7 @@ class OfflineAgent:
             return
         for name in ctx.rng.sample(SWEPT, len(SWEPT)):
             if mut.offered(name, ctx.backend) and name not in self.settings.disabled:
-                result = OPERATORS[name](incumbent.kernel, ctx.rng)
+                result = self.apply(name, incumbent.kernel, ctx, ctx.rng)
                 if result is not None:
                     yield name, result, (incumbent,)
 
@@ -153,8 +164,32 @@ class OfflineAgent:
             other = others[rng.randrange(len(others))]
             result = crossover(parent.kernel, other.kernel, rng)
             return None if result is None else (operator, result, (parent, other))
-        result = OPERATORS[operator](parent.kernel, rng)
+        result = self.apply(operator, parent.kernel, ctx, rng)
         return None if result is None else (operator, result, (parent,))
+
+    def apply(self, name: str, kernel: n.Kernel, ctx: TurnContext, rng: random.Random) -> mut.Mutation | None:
+        """Operator `name` on `kernel`: for a family operator with the model at hand (and `family_samples` > 1), the
+        fastest-priced of that many legal draws, else one draw."""
+        predict = ctx.predict if name in FAMILY_OPERATORS else None
+        samples = self.settings.family_samples
+        if predict is None or samples <= 1:
+            return OPERATORS[name](kernel, rng)
+        drawn: list[mut.Mutation] = []
+        priced: list[tuple[float, int, mut.Mutation]] = []
+        for _ in range(samples):
+            child = OPERATORS[name](kernel, rng)
+            if child is None:
+                return None  # the pass does not apply: no draw will
+            drawn.append(child)
+            checked = ctx.validate(print_kernel(child.kernel))
+            time_ms = predict(checked.kernel) if checked.ok and checked.kernel is not None else None
+            if time_ms is not None:
+                priced.append((time_ms, len(priced), child))
+        if not priced:
+            return drawn[0]  # none legal: the first goes through repair like any single draw
+        best = min(priced)[2]
+        return mut.Mutation(best.kernel, f"{best.description} (the fastest-priced of {len(priced)} legal draws "
+                                         f"of {samples})")
 
 
 def _fitness_dims(op: str) -> dict[str, int] | None:

@@ -3,7 +3,7 @@
 the CUDA backend at the fitness shape, and its fitness the model's predicted speedup (the calibration the GPU run
 ranks with: the current codegen's fit of the bench's clock). No kernel runs and nothing is timed.
 
-    python3 scripts/model_world_search.py [--seeds 0 1 2] [--turns 8] [--json OUT]
+    python3 scripts/model_world_search.py [--seeds 0 1 2] [--turns 8] [--family-samples 16] [--json OUT]
 
 Per seed: the evaluation at which the search first holds a schedule predicted at least as fast as the hand-written
 `assign_pingpong_rs.cake` and as `assign_pingpong_rs_defer.cake`, its best predicted time, and that best's lineage
@@ -24,7 +24,7 @@ from typing import Any
 
 from cake.agents.loop import EvolutionLoop, LoopSettings
 from cake.agents.model_world import ModelWorld
-from cake.agents.offline import OfflineAgent
+from cake.agents.offline import FAMILY_SAMPLES, OfflineAgent, OfflineSettings
 from cake.experiments.workload import get_workload
 from cake.ir.cost_calibrations import BENCH_CLOCK
 from cake.ir.parser import parse
@@ -57,12 +57,13 @@ def model_world() -> ModelWorld:
     return world
 
 
-def search(seed: int, turns: int, world: ModelWorld, marks: dict[str, float]) -> dict[str, Any]:
+def search(seed: int, turns: int, world: ModelWorld, marks: dict[str, float],
+           agent: OfflineSettings | None = None) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore.create(Path(tmp) / "run", {})
         settings = LoopSettings(turns=turns + 1, proposals_per_turn=24, evals_per_turn=4, seed=seed)
-        EvolutionLoop(store, OfflineAgent(), world, settings, [SEED]).run()
+        EvolutionLoop(store, OfflineAgent(agent), world, settings, [SEED]).run()
         rows = {r.id: r for r in store.candidates()}
     evaluated = sorted((r for r in rows.values() if r.evaluation is not None and r.predicted_ms is not None),
                        key=lambda r: r.id)
@@ -79,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--turns", type=int, default=8, help="turns after the seed turn")
+    parser.add_argument("--family-samples", type=int, default=FAMILY_SAMPLES,
+                        help="draws of a family operator the agent chooses among by the model (1: one draw)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    agent = OfflineSettings(family_samples=args.family_samples)
     world = model_world()
     marks = {}
     for name in MARKS:
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print("hand-written, predicted: " + ", ".join(f"{k} {v:.3f} ms" for k, v in marks.items()))
     results = []
     for seed in args.seeds:
-        result = search(seed, args.turns, world, marks)
+        result = search(seed, args.turns, world, marks, agent)
         results.append(result)
         at = ", ".join(f"{k.removesuffix('.cake')} #{v}" if v else f"{k.removesuffix('.cake')} never"
                        for k, v in result["first_evaluation_at_least_as_fast_as"].items())
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['params']}", flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"marks_ms": marks, "seeds": results}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"marks_ms": marks, "agent": agent.to_json(), "turns": args.turns,
+                                         "seeds": results}, indent=1) + "\n")
     return 0
 
 
