@@ -60,8 +60,10 @@ def make_agent(config: dict[str, Any], root: Path) -> Agent:
 
         offline = config.get("offline") or {}
         disabled = frozenset(str(name) for name in offline.get("disabled", ()))
-        # runs stored before the setting was recorded ran without feedback, and resume so
-        return OfflineAgent(OfflineSettings(feedback=bool(offline.get("feedback", False)), disabled=disabled))
+        # runs stored before a setting was recorded ran without feedback and with one draw of a family move, and
+        # resume so
+        return OfflineAgent(OfflineSettings(feedback=bool(offline.get("feedback", False)), disabled=disabled,
+                                            family_samples=int(offline.get("family_samples", 1))))
     from cake.agents.llm import LLMAgent, LLMSettings
 
     settings = LLMSettings(**config["llm"])

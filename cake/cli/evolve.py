@@ -75,6 +75,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--operator-feedback", action=argparse.BooleanOptionalAction, default=True,
                    help="offline agent: weight the operators it draws by the run's resource refusals and by the "
                         "model term its measured parents were underestimated on")
+    p.add_argument("--family-samples", type=int, default=None, metavar="N",
+                   help="offline agent: draw a structural move that redraws its params (warp_specialize, ...) N "
+                        "times and propose the draw the cost model prices fastest (default 16; 1: one draw)")
     p.add_argument("--disable-operator", action="append", default=[], metavar="NAME",
                    help="offline agent: never draw or sweep this operator (repeatable; an ablation, or a move whose "
                         "children fail on this device)")
@@ -181,6 +184,8 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         if args.agent != "offline" or unknown:
             raise UsageError(f"--disable-operator: {'unknown operator(s) ' + ', '.join(unknown) if unknown else 'the offline agent only'}"
                              f" (operators: {', '.join(sorted(BASE_WEIGHTS))})")
+    if args.family_samples is not None and args.family_samples < 1:
+        raise UsageError(f"--family-samples must be >= 1 (1: one draw of a family move), got {args.family_samples}")
     if args.explore_slots < 0:
         raise UsageError(f"--explore-slots must be >= 0 (0: the cost model's order only), got {args.explore_slots}")
     defaults = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
@@ -208,7 +213,10 @@ def new_config(args: argparse.Namespace) -> dict[str, Any]:
         "llm": None, "learned_rules": args.learned_rules,
     }
     if args.agent == "offline":
-        config["offline"] = {"disabled": sorted(set(args.disable_operator)), "feedback": args.operator_feedback}
+        from cake.agents.offline import FAMILY_SAMPLES
+
+        config["offline"] = {"disabled": sorted(set(args.disable_operator)), "feedback": args.operator_feedback,
+                             "family_samples": args.family_samples or FAMILY_SAMPLES}
     if args.agent == "openai":
         from cake.agents.llm import LLMSettings
 

@@ -171,7 +171,7 @@ def test_disabled_operators_and_exploration_places_are_checked_and_stored() -> N
 
     config = new_config(parse_evolve_args(["--device", "cpu", "--disable-operator", "cluster",
                                            "--disable-operator", "defer"], where="test"))
-    assert config["offline"] == {"disabled": ["cluster", "defer"], "feedback": True}
+    assert config["offline"] == {"disabled": ["cluster", "defer"], "feedback": True, "family_samples": 16}
     assert config["loop"]["explore_slots"] == 0  # a model-fitness run: nothing to explore for
     assert config["loop"]["anchor_on_parents"] is False  # nor anything measured to anchor on
     agent = make_agent(config, Path(tempfile.gettempdir()))
@@ -179,10 +179,13 @@ def test_disabled_operators_and_exploration_places_are_checked_and_stored() -> N
     assert agent.settings.feedback  # type: ignore[attr-defined]
     quiet = new_config(parse_evolve_args(["--device", "cpu", "--no-operator-feedback"], where="test"))
     assert not make_agent(quiet, Path(tempfile.gettempdir())).settings.feedback  # type: ignore[attr-defined]
-    # a run stored before the setting was recorded resumes as it ran: without feedback
-    older = {**config, "offline": {"disabled": []}}
-    assert not make_agent(older, Path(tempfile.gettempdir())).settings.feedback  # type: ignore[attr-defined]
+    one = new_config(parse_evolve_args(["--device", "cpu", "--family-samples", "1"], where="test"))
+    assert make_agent(one, Path(tempfile.gettempdir())).settings.family_samples == 1  # type: ignore[attr-defined]
+    # a run stored before the settings were recorded resumes as it ran: without feedback, one draw of a family move
+    older = make_agent({**config, "offline": {"disabled": []}}, Path(tempfile.gettempdir()))
+    assert not older.settings.feedback and older.settings.family_samples == 1  # type: ignore[attr-defined]
     for argv, said in ((["--disable-operator", "nonsense"], r"unknown operator\(s\) nonsense"),
-                       (["--explore-slots", "-1"], "--explore-slots must be >= 0")):
+                       (["--explore-slots", "-1"], "--explore-slots must be >= 0"),
+                       (["--family-samples", "0"], "--family-samples must be >= 1")):
         with pytest.raises(UsageError, match=said):
             new_config(parse_evolve_args(["--device", "cpu", *argv], where="test"))
