@@ -268,6 +268,8 @@ def mma_issue_registers(ctx: CheckContext) -> Iterable[Finding]:
 
 
 def _issue_overflows(launch: Launch, threads: int, cap: int, arch: ArchSpec) -> Iterator[Finding]:
+    """Each wgmma of `launch` whose accumulator fragment (spread over the warpgroup that issues it) plus the issue
+    registers is over `cap`, the registers a thread of a `threads`-thread launch compiles with."""
     issuers = WARPGROUP_THREADS
     for role in launch.roles:
         for site in an.walk_body(role.body):
