@@ -18,13 +18,16 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-from cake.agents.mutations import with_param_default
+from cake.agents.mutations import widened, with_param_default
 from cake.ir import analysis as an
 from cake.ir import check as checker
 from cake.ir import nodes as n
 from cake.ir.parser import parse
+from cake.ir.transforms import apply
+from cake.ir.transforms.refit_forms import refit_forms
 from cake.lowering.cuda.backend import CudaKernel
 from cake.lowering.cuda.compile import CompileError
 
@@ -35,10 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = REPO / "results/h200-2026-12-05/s28/evolve_seed15/run/candidates/0d78b7201427db8b.cake"
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 ARCH = "sm_90a"
-# (CONSUMERS, BN, BK, CONSUMER_REGS): a 64-register fragment (BK 128) from 2 to 7 consumer warpgroups, a 128-row
-# tile (two fragments a role), and a 32-register fragment (BK 64) at 7 consumers, the child's parent.
-POINTS = ((2, 64, 128, 64), (3, 64, 128, 64), (4, 64, 128, 64), (5, 64, 128, 64), (6, 64, 128, 72), (7, 64, 128, 64),
-          (3, 128, 128, 128), (7, 64, 64, 64))
+# (CONSUMERS, BN, BK, CONSUMER_REGS, STAGES): a 64-register fragment (BK 128) from 2 to 7 consumer warpgroups, a
+# 128-row tile (two fragments a role), a 32-register fragment (BK 64) at 7 consumers (the child's parent), and a
+# 128-register fragment (BK 256, one stage to fit shared memory; BK's domain widened to hold it) at 2 and 3.
+POINTS = ((2, 64, 128, 64, 2), (3, 64, 128, 64, 2), (4, 64, 128, 64, 2), (5, 64, 128, 64, 2), (6, 64, 128, 72, 2),
+          (7, 64, 128, 64, 2), (3, 128, 128, 128, 2), (7, 64, 64, 64, 2), (2, 64, 256, 168, 1), (3, 64, 256, 128, 1))
 
 
 def _e0308(kernel: n.Kernel) -> str | None:
@@ -67,14 +71,18 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.environ["CAKE_CACHE_DIR"] = tempfile.mkdtemp(prefix="cake-probe-")  # compile, never read a cached cubin
-    base = parse(CHILD.read_text(), CHILD.name)
+    child = parse(CHILD.read_text(), CHILD.name)
+    base = replace(child, params=tuple(replace(p, domain=widened(p.domain, 256)) if p.name == "BK" else p
+                                       for p in child.params))
     rows = []
     print(f"{'consumers':>9} {'BN':>4} {'BK':>4} {'regs':>4} {'threads':>7} {'cap':>4} {'fragment':>8}  "
           f"{'ptxas':<22} E0308")
-    for consumers, bn, bk, regs in POINTS:
+    for consumers, bn, bk, regs, stages in POINTS:
         kernel = base
-        for name, value in (("CONSUMERS", consumers), ("BN", bn), ("BK", bk), ("CONSUMER_REGS", regs)):
+        for name, value in (("CONSUMERS", consumers), ("BN", bn), ("BK", bk), ("CONSUMER_REGS", regs),
+                            ("STAGES", stages)):
             kernel = with_param_default(kernel, name, value)
+        kernel = apply(refit_forms, kernel)  # the wgmma's N follows BK
         main_launch = next(la for la in kernel.launches if la.name == "main")
         env = an.default_env(kernel, CELL, {v.name: n.DType.BF16 for v in kernel.dtype_vars})
         threads = an.setmaxnreg_threads(main_launch, env)
@@ -84,7 +92,8 @@ def main() -> int:
         except DiagnosticError as error:  # another check refused it: not a ptxas point
             compiled, target, said = False, None, f"checker: {error}"[:160]
         refused = _e0308(kernel)
-        row = {"consumers": consumers, "BN": bn, "BK": bk, "consumer_regs": regs, "threads": threads, "cap": cap,
+        row = {"consumers": consumers, "BN": bn, "BK": bk, "stages": stages, "consumer_regs": regs, "threads": threads,
+               "cap": cap,
                "fragment": 64 * bk // 128, "ptxas_compiled": compiled, "ptxas_target": target, "ptxas": said,
                "e0308": refused}
         rows.append(row)
