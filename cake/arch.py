@@ -130,7 +130,8 @@ WGMMA_FORMS: tuple[MmaForm, ...] = tuple(
 # under fragment + this does not compile. [cake: ptxas 13.0.88 for sm_90a refused a wgmma.m64n128k16 (a 64-register
 # fragment) with C7602 "Insufficient registers ... register target of 90" under caps of 64, 72 and 80 registers a
 # thread and compiled it under 96, 128 and 168; it asked for 154 for a wgmma.m64n256k16 (128) under 128 and compiled
-# it under 168 (session 28's probe, scripts/probe_wgmma_registers.py)]
+# it under 168; with the A operand held in registers (32 of them) beside a 64-register fragment it compiled under 96
+# (session 28's probe, scripts/probe_wgmma_registers.py)]
 WGMMA_ISSUE_REGISTERS = 26
 # [ptx] tcgen05.mma cta_group::1 kind::f16 with M = 128: N = 16..256 in steps of 16. (M = 64 puts the
 # accumulator in other TMEM lanes than row = lane, which CAKE's tensor-memory loads assume: not listed.)
