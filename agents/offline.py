@@ -174,19 +174,19 @@ class OfflineAgent:
         samples = self.settings.family_samples
         if predict is None or samples <= 1:
             return OPERATORS[name](kernel, rng)
-        drawn: list[mut.Mutation] = []
+        first: mut.Mutation | None = None
         priced: list[tuple[float, int, mut.Mutation]] = []
         for _ in range(samples):
             child = OPERATORS[name](kernel, rng)
             if child is None:
                 return None  # the pass does not apply: no draw will
-            drawn.append(child)
+            first = first or child
             checked = ctx.validate(print_kernel(child.kernel))
             time_ms = predict(checked.kernel) if checked.ok and checked.kernel is not None else None
             if time_ms is not None:
                 priced.append((time_ms, len(priced), child))
         if not priced:
-            return drawn[0]  # none legal: the first goes through repair like any single draw
+            return first  # none legal: the first goes through repair like any single draw
         best = min(priced)[2]
         return mut.Mutation(best.kernel, f"{best.description} (the fastest-priced of {len(priced)} legal draws "
                                          f"of {samples})")

@@ -270,7 +270,6 @@ def mma_issue_registers(ctx: CheckContext) -> Iterable[Finding]:
 def _issue_overflows(launch: Launch, threads: int, cap: int, arch: ArchSpec) -> Iterator[Finding]:
     """Each wgmma of `launch` whose accumulator fragment (spread over the warpgroup that issues it) plus the issue
     registers is over `cap`, the registers a thread of a `threads`-thread launch compiles with."""
-    issuers = WARPGROUP_THREADS
     for role in launch.roles:
         for site in an.walk_body(role.body):
             for expr in (an.walk_expr(site.stmt.value) if isinstance(site.stmt, (Let, Assign)) else ()):
@@ -278,7 +277,7 @@ def _issue_overflows(launch: Launch, threads: int, cap: int, arch: ArchSpec) -> 
                 if form is None or form.family is not MmaFamily.WGMMA:
                     continue
                 accumulator_bytes = DType(form.accumulator_dtype).bytes
-                fragment = -(-form.m * form.n * accumulator_bytes // (REGISTER_BYTES * issuers))
+                fragment = -(-form.m * form.n * accumulator_bytes // (REGISTER_BYTES * WARPGROUP_THREADS))
                 need = fragment + WGMMA_ISSUE_REGISTERS
                 if need <= cap:
                     continue
