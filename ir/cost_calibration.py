@@ -6,7 +6,7 @@ toolchain) by `cake.ir.cost_calibrations` and fitted from measured runs by
 `fit_factors`: least squares on log time (the model exists to rank, and a ratio error is what matters for
 ranking), regularized toward 1.0, inside bounds; the result says which factors ended at a bound (a fit that
 needs a term scaled 16x is telling us the term's physics is wrong, not that the factor is 16) and which
-never changed a prediction. `spearman` and `top_k_recall` are the figures we report.
+never changed a prediction. `spearman`, `top_k_recall` and `top_k_regret` are the figures we report.
 
 `load_calibration_targets` turns the distiller's `calibration_targets.jsonl` (mispredictions of a run) into
 the same `MeasuredSample`s the fit uses, for the (device, toolchain) being fitted.
@@ -212,6 +212,15 @@ def top_k_recall(predicted: Sequence[float], measured: Sequence[float], k: int) 
     best_true = set(sorted(range(len(measured)), key=lambda i: measured[i])[:k])
     best_pred = set(sorted(range(len(predicted)), key=lambda i: predicted[i])[:k])
     return len(best_true & best_pred) / k if k else 0.0
+
+
+def top_k_regret(predicted: Sequence[float], measured: Sequence[float], k: int) -> float:
+    """How much slower the fastest of the model's k fastest measured than the truly fastest (0.05 = 5% slower):
+    what a search that times the model's top k loses. Recall counts near-ties as misses; this does not."""
+    if not measured:
+        raise ValueError("top_k_regret needs at least one measured time")
+    best_pred = sorted(range(len(predicted)), key=lambda i: predicted[i])[:max(k, 1)]
+    return min(measured[i] for i in best_pred) / min(measured) - 1.0
 
 
 @dataclass(frozen=True, slots=True)

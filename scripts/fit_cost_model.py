@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from cake.ir.cost import Prediction
-from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall
+from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall, top_k_regret
 from cake.ir.cost_calibrations import (
     CALIBRATION_DIR,
     Calibration,
@@ -157,10 +157,12 @@ def predicted_s(sample: Sample, factors: Factors, correction: Correction | None)
 
 def figures(predicted: Sequence[float], measured: Sequence[float]) -> dict[str, float | int | None]:
     if len(measured) < 2:
-        return {"n": len(measured), "spearman": None, f"top{TOP_K}_recall": None, f"top{TOP_K_WIDE}_recall": None}
+        return {"n": len(measured), "spearman": None, f"top{TOP_K}_recall": None, f"top{TOP_K_WIDE}_recall": None,
+                f"top{TOP_K}_regret": None}
     return {"n": len(measured), "spearman": spearman(predicted, measured),
             f"top{TOP_K}_recall": top_k_recall(predicted, measured, TOP_K),
-            f"top{TOP_K_WIDE}_recall": top_k_recall(predicted, measured, TOP_K_WIDE)}
+            f"top{TOP_K_WIDE}_recall": top_k_recall(predicted, measured, TOP_K_WIDE),
+            f"top{TOP_K}_regret": top_k_regret(predicted, measured, TOP_K)}
 
 
 def shape_tag(sample: Sample) -> str:
@@ -381,6 +383,10 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _regret(value: float | None) -> str:
+    return "-" if value is None else f"+{100 * value:.1f}%"
+
+
 def print_key(summary: Mapping[str, Any]) -> None:
     print(f"\n== {summary['key']}: {summary['schedules']} timed ({summary['distinct_schedules']} distinct) in "
           f"{len(summary['runs'])} run(s)")
@@ -388,7 +394,8 @@ def print_key(summary: Mapping[str, Any]) -> None:
         print(f"   {run}: {count}")
     for w in summary["kept_out_of_every_fit"]:
         print(f"   kept out of every fit (reported win): {w['run']} {w['ident']} {w['measured_ms']:.3f} ms")
-    print(f"   {'':50} {'n':>4} {'rho':>7} {'top5':>5} {'top10':>5}")
+    # regret5: the fastest of the model's top 5 against the fastest measured (what a search timing the top 5 loses)
+    print(f"   {'':50} {'n':>4} {'rho':>7} {'top5':>5} {'top10':>5} {'regret5':>8}")
     rows = [("prior, all runs", summary["prior_all"]), ("in-sample, all runs", summary["in_sample_all"])]
     held = summary["held_out_by_run"]
     if held:
@@ -401,7 +408,7 @@ def print_key(summary: Mapping[str, Any]) -> None:
         rows += [(f"  test {run}", r["held_out"]) for run, r in held["per_run"].items()]
     for label, fig in rows:
         print(f"   {label[:50]:50} {fig['n']:>4} {_fmt(fig['spearman']):>7} {_fmt(fig[f'top{TOP_K}_recall'], '.2f'):>5} "
-              f"{_fmt(fig[f'top{TOP_K_WIDE}_recall'], '.2f'):>5}")
+              f"{_fmt(fig[f'top{TOP_K_WIDE}_recall'], '.2f'):>5} {_regret(fig.get(f'top{TOP_K}_regret')):>8}")
     if held:
         for tag, group in held["by_shape"].items():
             if (interval := group.get("held_out_rho_over_runs")) is not None:

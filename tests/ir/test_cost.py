@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cake.ir.cost import predict
-from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall
+from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall, top_k_regret
 from cake.ir.cost_timing import CostError, Occupancy, Work, combine, quantize, terms
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
@@ -148,6 +148,13 @@ def test_rank_statistics() -> None:
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert top_k_recall([1, 2, 3, 4, 5], [1, 2, 5, 4, 3], 2) == 1.0
     assert top_k_recall([5, 4, 3, 2, 1], [1, 2, 3, 4, 5], 2) == 0.0
+    # A near-tie the model orders wrongly is a recall miss but almost no regret.
+    assert top_k_recall([2, 1, 3], [1.00, 1.01, 2.0], 1) == 0.0
+    assert top_k_regret([2, 1, 3], [1.00, 1.01, 2.0], 1) == pytest.approx(0.01)
+    assert top_k_regret([5, 4, 3, 2, 1], [1, 2, 3, 4, 5], 2) == pytest.approx(3.0)
+    assert top_k_regret([1, 2, 3], [1, 2, 3], 5) == 0.0
+    with pytest.raises(ValueError, match="at least one"):
+        top_k_regret([], [], 5)
 
 
 def test_fit_recovers_a_planted_factor() -> None:
