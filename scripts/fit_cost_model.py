@@ -57,7 +57,15 @@ from pathlib import Path
 from typing import Any
 
 from cake.ir.cost import Prediction
-from cake.ir.cost_calibration import FACTOR_NAMES, Factors, Fit, fit_factors, spearman, top_k_recall, top_k_regret
+from cake.ir.cost_calibration import (
+    FACTOR_NAMES,
+    Factors,
+    Fit,
+    fit_factors,
+    spearman,
+    top_k_recall,
+    top_k_regret,
+)
 from cake.ir.cost_calibrations import (
     CALIBRATION_DIR,
     Calibration,
