@@ -15,8 +15,10 @@ stage() { local name=$1 limit=$2; shift 2; local t0; t0=$(date +%s)
 # A shared time budget for a file's stages: `budget SECONDS` starts it; `budgeted NAME CAP MIN CMD...` runs a stage
 # limited to the smaller of CAP and what is left, or records it as skipped when less than MIN seconds are left (a
 # spent budget never reaches `stage`: `timeout 0` would mean no limit at all).
+# `budget_left` prints the seconds left, less BUDGET_RESERVE (seconds a script keeps for its later stages; default 0).
 budget() { BUDGET_S=$1; BUDGET_END=$(( $(date +%s) + $1 )); }
-budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest=$(( BUDGET_END - $(date +%s) ))
+budget_left() { echo $(( BUDGET_END - $(date +%s) - ${BUDGET_RESERVE:-0} )); }
+budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest; rest=$(budget_left)
   if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of $BUDGET_S" | tee -a "$RES/stages.txt"; return 0; fi
   stage "$name" $(( rest < cap ? rest : cap )) "$@"; }
 # `export_evidence ONE TAG RUNS`: issue 15's evidence for exporting schedule ONE, inside the current budget — the
@@ -61,12 +63,14 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
   budgeted report 30 5 cake report "$RES/kda_evolve"; }
 # `kmeans_evolve_seeds SEED...`: issue 17's clean-start kmeans evolve per seed (`gpu_evolve.py --minutes 10 --backend
 # cuda --evals-per-turn 4`, 8.5 minutes of turns: the loop starts no evaluation past its budget less the slack for the one
-# in flight; EVOLVE_SECONDS, default 600, sets another wall), as stages evolve_seedN (<= that, skipped with less than
-# 420 s left), then their best-so-far curves
+# in flight; EVOLVE_SECONDS, default 600, sets another wall, cut to what the budget has left so that a seed ends on its
+# own clock and reports, never under the stage's kill), as stages evolve_seedN (skipped with less than 420 s left), then
+# their best-so-far curves
 # (evolve_seeds.py). Sets EVOLVED_BESTS to the best.cake of every seed that produced one. EVOLVE_ARGS (an array, may be
 # unset) adds gpu_evolve.py arguments to every seed (e.g. --disable-operator NAME).
-kmeans_evolve_seeds() { local seed runs=() wall=${EVOLVE_SECONDS:-600}; EVOLVED_BESTS=()
+kmeans_evolve_seeds() { local seed runs=() wall; EVOLVED_BESTS=()
   for seed in "$@"; do
+    wall=$(budget_left); [ "$wall" -gt "${EVOLVE_SECONDS:-600}" ] && wall=${EVOLVE_SECONDS:-600}
     budgeted evolve_seed$seed "$wall" 420 python3 scripts/gpu_evolve.py --minutes "$(awk "BEGIN{print $wall/60}")" \
       --backend cuda --evals-per-turn 4 \
       --seed "$seed" --out "$RES/evolve_seed$seed" "${EVOLVE_ARGS[@]}"
