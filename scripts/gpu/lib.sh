@@ -16,7 +16,14 @@ stage() { local name=$1 limit=$2; shift 2; local t0; t0=$(date +%s)
 # limited to the smaller of CAP and what is left, or records it as skipped when less than MIN seconds are left (a
 # spent budget never reaches `stage`: `timeout 0` would mean no limit at all).
 # `budget_left` prints the seconds left, less BUDGET_RESERVE (seconds a script keeps for its later stages; default 0).
-budget() { BUDGET_S=$1; BUDGET_END=$(( $(date +%s) + $1 )); }
+# With BUDGET_DEADLINE (epoch seconds, from the caller's clock: when its lease runs out, less a margin) the budget also
+# ends there, so a machine that took long to start still gets its last stages done inside the lease; a deadline
+# already past or further off than the budget (clocks that disagree) is reported and ignored.
+budget() { BUDGET_S=$1; BUDGET_END=$(( $(date +%s) + $1 ))
+  if [ -n "${BUDGET_DEADLINE:-}" ]; then local ahead=$(( BUDGET_DEADLINE - $(date +%s) ))
+    if [ "$ahead" -gt 0 ] && [ "$ahead" -le "$1" ]; then BUDGET_S=$ahead; BUDGET_END=$BUDGET_DEADLINE
+    elif [ "$ahead" -le 0 ]; then echo "BUDGET_DEADLINE ${ahead}s away: ignored (clocks disagree?)" | tee -a "$RES/stages.txt"; fi
+    echo "budget ${BUDGET_S}s (deadline ${ahead}s away, cap $1 s)" | tee -a "$RES/stages.txt"; fi; }
 budget_left() { echo $(( BUDGET_END - $(date +%s) - ${BUDGET_RESERVE:-0} )); }
 budgeted() { local name=$1 cap=$2 min=$3; shift 3; local rest; rest=$(budget_left)
   if [ "$rest" -lt "$min" ]; then echo "stage $name skipped: ${rest}s left of $BUDGET_S" | tee -a "$RES/stages.txt"; return 0; fi

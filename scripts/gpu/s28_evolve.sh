@@ -1,7 +1,8 @@
 # Next (after session 28, whose H200 seeds 15 and 16 each stalled on one poor draw of `warp_specialize`): run this
 # again with seeds 17 18. The offline agent now draws a family move 16 times and proposes the draw the model prices
 # fastest, and E0308 refuses the wgmma children ptxas cannot compile (four of seed 15's 23 evaluations). Session 29
-# ran it so, with S28_BUDGET=1330: the seeds keep BESTS_RESERVE (170 s) for the comparison and end on their own clock.
+# ran it so, with S28_BUDGET and BUDGET_DEADLINE (the lease's end by this machine's clock, less 60 s): the seeds keep
+# BESTS_RESERVE (170 s) for the comparison and end on their own clock.
 # H200, session 28 (issue 17), carry [".whl"]: two clean-start kmeans evolve seeds (15, 16) on the issue's device, so that
 # with session 27's seed 14 (H100) the issue has its three. Then every seed's best beside the hand-written ping-pong (the
 # issue's target), it held, it held with its merge deferred, and triton_assign, two processes each; beside them each
