@@ -86,10 +86,11 @@ kmeans_evolve_seeds() { local seed runs=() wall; EVOLVED_BESTS=()
   done
   [ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
   return 0; }
-# `server_or_one_shot`: the bench server's smoke (stage server_smoke, <= 100 s); sets EVOLVE_ARGS to run the evolve seeds
-# in one-shot bench processes (`--no-reuse-bench-process`) unless it passed.
+# `server_or_one_shot`: the bench server's smoke (stage server_smoke, <= 150 s); sets EVOLVE_ARGS to run the evolve seeds
+# in one-shot bench processes (`--no-reuse-bench-process`) unless it passed. (Its three evaluations took 92 s on an H100
+# in session 29, whose cap of 100 killed it: that seed then ran one-shot, 12 evaluations against the server's ~22.)
 server_or_one_shot() { EVOLVE_ARGS=()
-  budgeted server_smoke 100 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
+  budgeted server_smoke 150 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
   python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
     2>/dev/null || { EVOLVE_ARGS+=(--no-reuse-bench-process); echo "seeds run with one-shot bench processes" | tee -a "$RES/stages.txt"; }; }
 # `bests_vs_hand CAP MIN [VARIANT...]`: every evolved best (EVOLVED_BESTS) and any VARIANT beside the hand-written
