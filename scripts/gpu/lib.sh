@@ -87,8 +87,8 @@ kmeans_evolve_seeds() { local seed runs=() wall; EVOLVED_BESTS=()
   [ ${#runs[@]} -gt 0 ] && budgeted seeds 20 5 python3 scripts/evolve_seeds.py "${runs[@]}" --json "$RES/evolve_seeds.json"
   return 0; }
 # `server_or_one_shot`: the bench server's smoke (stage server_smoke, <= 150 s); sets EVOLVE_ARGS to run the evolve seeds
-# in one-shot bench processes (`--no-reuse-bench-process`) unless it passed. (Its three evaluations took 92 s on an H100
-# in session 29, whose cap of 100 killed it: that seed then ran one-shot, 12 evaluations against the server's ~22.)
+# in one-shot bench processes (`--no-reuse-bench-process`) unless it passed. (Its three evaluations took 92 s on session
+# 29's H100, a slower host than session 27's: the cap of 100 killed it just after it had written its verdict.)
 server_or_one_shot() { EVOLVE_ARGS=()
   budgeted server_smoke 150 60 python3 scripts/gpu_bench_server_smoke.py --out "$RES/server"
   python3 -c "import json, sys; sys.exit(0 if json.load(open('$RES/server/bench_server_smoke.json'))['ok'] else 1)" \
