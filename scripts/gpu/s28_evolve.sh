@@ -1,8 +1,9 @@
-# Next (after session 28, whose H200 seeds 15 and 16 each stalled on one poor draw of `warp_specialize`): run this
-# again with seeds 17 18. The offline agent now draws a family move 16 times and proposes the draw the model prices
-# fastest, and E0308 refuses the wgmma children ptxas cannot compile (four of seed 15's 23 evaluations). Session 29
-# ran it so, with S28_BUDGET and BUDGET_DEADLINE (the lease's end by this machine's clock, less 60 s): the seeds keep
-# BESTS_RESERVE (170 s) for the comparison and end on their own clock.
+# Next (after session 29, whose H100 seed 17, the first of the sampling search, beat the hand-written ping-pong at its
+# 8th evaluation): run this on an H200 with seeds 18 19, then a third H200 seed, so that the issue's device has three
+# seeds of today's search. Pass BUDGET_DEADLINE (epoch seconds: the call's time + the lease's budget_left_s - 75) with
+# S28_BUDGET=1250: the seeds keep BESTS_RESERVE (170 s) for the comparison and end on their own clock.
+#   S28_BUDGET=1250 BUDGET_DEADLINE=... RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s28_evolve.sh 18 19 > /tmp/s28.log 2>&1 < /dev/null &
+# Session 29 ran it so with seeds 17 18 on an H100 (main 7c21920); session 28 with 15 16 on the H200 (main b6e668d).
 # H200, session 28 (issue 17), carry [".whl"]: two clean-start kmeans evolve seeds (15, 16) on the issue's device, so that
 # with session 27's seed 14 (H100) the issue has its three. Then every seed's best beside the hand-written ping-pong (the
 # issue's target), it held, it held with its merge deferred, and triton_assign, two processes each; beside them each
@@ -11,8 +12,8 @@
 # also timed the Triton codegen-9 variants here, as s26_triton_cost.sh does: the H200 has that data now.)
 #   S28_BUDGET=1450 RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s28_evolve.sh 17 18 > /tmp/s28.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/s28.log until it says done.
-# Afterwards: results to results/h200-<date>/s28/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py over
-# the seeds' samples, fit_cost_model.py --write, and evolve_seeds.py over seeds 14-16.
+# Afterwards: results to results/<device>-<date>/sNN/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py over
+# the seeds' samples, fit_cost_model.py --write, and evolve_seeds.py over every seed so far.
 source scripts/gpu/lib.sh
 budget "${S28_BUDGET:-1450}"
 server_or_one_shot
