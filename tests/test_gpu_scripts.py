@@ -33,3 +33,30 @@ def test_a_gpu_script_parses_and_names_only_files_that_exist(script: Path) -> No
     named = set(RUN.findall(code)) | set(SCHEDULE.findall(code))
     missing = sorted(p for p in named - written if not (ROOT / p).exists())
     assert not missing, f"{script.name} names {missing}, which do not exist"
+
+
+def _budget_shell(body: str, tmp_path: Path) -> list[str]:
+    """Run `body` after lib.sh's budget functions (only those: the rest of lib.sh installs wheels)."""
+    lib = (ROOT / "scripts" / "gpu" / "lib.sh").read_text().splitlines()
+    start = next(i for i, line in enumerate(lib) if line.startswith("budget() {"))
+    end = next(i for i, line in enumerate(lib) if line.startswith("budgeted() {"))
+    script = "\n".join([f"RES={tmp_path}", *lib[start:end], body])
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.split()
+
+
+def test_a_budget_ends_at_the_callers_deadline_and_keeps_its_reserve(tmp_path: Path) -> None:
+    # no deadline: the cap; a reserve is held back from what is left, only while it is set (a second may tick)
+    cap, reserved, left = map(int, _budget_shell("budget 900; echo $BUDGET_S; BUDGET_RESERVE=170 budget_left; "
+                                                 "budget_left", tmp_path))
+    assert cap == 900 and 729 <= reserved <= 730 and 899 <= left <= 900
+    # a deadline nearer than the cap ends the budget there (a machine that took long to start)
+    (until_deadline,) = map(int, _budget_shell("BUDGET_DEADLINE=$(( $(date +%s) + 500 )) budget 900 >/dev/null; "
+                                               "echo $BUDGET_S", tmp_path))
+    assert 499 <= until_deadline <= 500
+    # a deadline further off than the cap changes nothing; one already past is reported and ignored
+    assert _budget_shell("BUDGET_DEADLINE=$(( $(date +%s) + 5000 )) budget 900 >/dev/null; echo $BUDGET_S",
+                         tmp_path) == ["900"]
+    assert _budget_shell("BUDGET_DEADLINE=$(( $(date +%s) - 5 )) budget 900 >/dev/null; echo $BUDGET_S",
+                         tmp_path) == ["900"]
+    assert "ignored" in (tmp_path / "stages.txt").read_text()
