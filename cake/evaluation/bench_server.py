@@ -67,13 +67,14 @@ class Ended:
     timed_out: bool
 
 
-def serve(service: Service, requests: Callable[[], str], reply: Callable[[str], object]) -> None:
-    """Answer requests until end of input or a request that leaves the process unfit for another."""
+def serve(service: Service, requests: Callable[[], str], reply: Callable[[str], object], *, once: bool = False) -> None:
+    """Answer requests until end of input or a request that leaves the process unfit for another; `once`: after the
+    first request (a fresh process's, which starts nothing for a next one)."""
     while line := requests():
         job = json.loads(line)
         served = service.serve(Path(job["request"]), Path(job["result"]))
         reply(json.dumps({"status": served.status, "reusable": served.reusable}) + "\n")
-        if not served.reusable:
+        if once or not served.reusable:
             return
         service.start_spare()
 
@@ -89,12 +90,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--reply-fd", type=int, required=True, help="the pipe answers are written to")
     ap.add_argument("--parent", type=int, required=True, help="the client's pid: the server ends when it is gone")
     ap.add_argument("--service", default=DEFAULT_SERVICE, help="module:factory of what serves each request")
+    ap.add_argument("--once", action="store_true", help="serve one request, then end (a process started ahead)")
     args = ap.parse_args(argv)
     exit_with_parent(args.parent)  # a run killed at its time limit takes its bench server with it
     service = _service(args.service)
     with os.fdopen(args.reply_fd, "w", buffering=1) as replies:
         try:
-            serve(service, sys.stdin.readline, replies.write)
+            serve(service, sys.stdin.readline, replies.write, once=args.once)
         finally:
             service.close()
     return 0
@@ -106,7 +108,7 @@ def main(argv: list[str]) -> int:
 class BenchServer:
     """One server process and the pipes to it; used by one thread at a time (the evaluator's slot for its device)."""
 
-    def __init__(self, env: Mapping[str, str], service: str = DEFAULT_SERVICE):
+    def __init__(self, env: Mapping[str, str], service: str = DEFAULT_SERVICE, *, once: bool = False):
         fd, log = tempfile.mkstemp(prefix="cake-bench-server-", suffix=".log")
         os.close(fd)
         self.log = Path(log)
@@ -116,7 +118,7 @@ class BenchServer:
             # own and are killed by the bench's per-gate timeouts, or when their stdin closes with the server).
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cake.evaluation.bench_server", "--reply-fd", str(write_end),
-                 "--parent", str(os.getpid()), "--service", service],
+                 "--parent", str(os.getpid()), "--service", service, *(["--once"] if once else [])],
                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=dict(env), pass_fds=(write_end,),
                 start_new_session=True)
         os.close(write_end)
@@ -225,13 +227,67 @@ class BenchServers:
             server.close()
 
 
+class FreshBenchServers:
+    """Bench servers that each serve ONE request, started one request ahead per (device, environment): what a
+    re-timing wants, a figure from a process that has run no other kernel, without that process's Python and torch
+    start on its path (about 5 s of a ~10 s re-timing on the H200, one to nine re-timings a seed). `prepare` starts
+    the next one; `request` takes the ready one (or starts one), ends it after its answer and prepares the next."""
+
+    def __init__(self, service: str = DEFAULT_SERVICE):
+        self.service = service
+        self._ready: dict[tuple[str, tuple[tuple[str, str], ...]], BenchServer] = {}
+        self._lock = threading.Lock()
+
+    def prepare(self, device: str, env: Mapping[str, str]) -> None:
+        """Start the next request's process for `device` now, unless one is ready."""
+        key = (device, tuple(sorted(env.items())))
+        with self._lock:
+            ready = self._ready.get(key)
+            if ready is not None and ready.alive():
+                return
+            self._ready[key] = BenchServer(env, self.service, once=True)
+        if ready is not None:
+            ready.close()  # it died waiting: nothing it served, nothing to keep
+
+    def request(self, device: str, env: Mapping[str, str], request_file: Path, result_file: Path,
+                timeout_s: float) -> tuple[Served | Ended, str]:
+        """The answer to one request from a process that served nothing before, and what it printed."""
+        key = (device, tuple(sorted(env.items())))
+        with self._lock:
+            server = self._ready.pop(key, None)
+        if server is None or not server.alive():
+            if server is not None:
+                server.close()
+            server = BenchServer(env, self.service, once=True)
+        try:
+            answer = server.request(request_file, result_file, timeout_s)
+            tail = server.log_since(0)
+        finally:
+            server.close()
+        self.prepare(device, env)
+        return answer, tail
+
+    def close_all(self) -> None:
+        with self._lock:
+            ready, self._ready = list(self._ready.values()), {}
+        for server in ready:
+            server.close()
+
+
 _SERVERS = BenchServers()
 atexit.register(_SERVERS.close_all)
+_FRESH = FreshBenchServers()
+atexit.register(_FRESH.close_all)
 
 
 def bench_servers() -> BenchServers:
     """The process-wide servers the evaluator reuses (closed at exit, or by `close_all`)."""
     return _SERVERS
+
+
+def fresh_bench_servers() -> FreshBenchServers:
+    """The process-wide one-request servers started ahead, for re-timings (closed at exit, or by `close_all`)."""
+    return _FRESH
 
 
 if __name__ == "__main__":

@@ -258,8 +258,11 @@ class ScheduleEvaluator:
         cached by then, so only the timing runs): what the run reports as the best is this figure, measured
         independently of the timing that selected it. Every sample is kept as `<hash>.retime.json`."""
         keep = job.path.with_suffix(".retime.json")
+        # A run on bench servers re-times in a process started ahead for it alone (after its first re-timing, which
+        # starts the next): as fresh as a one-shot worker, without the process start on the run's path.
         outcome, problem = run_bench_worker(self._request(job.path), device, timeout_s=self.bench_timeout_s,
-                                            verdict_cache=self.settings.verdict_cache, keep=keep)
+                                            verdict_cache=self.settings.verdict_cache, keep=keep,
+                                            started_ahead=self.settings.reuse_bench_process)
         samples = keep.name if keep.is_file() else None
         if not isinstance(outcome, BenchTimes):
             return Retime(job.candidate_id, None, None, None,
@@ -274,9 +277,10 @@ class ScheduleEvaluator:
     def close(self) -> None:
         """End this process's bench servers (`reuse_bench_process`) and its spare verifier workers; the next
         evaluation starts fresh ones."""
-        from cake.evaluation.bench_server import bench_servers
+        from cake.evaluation.bench_server import bench_servers, fresh_bench_servers
 
         bench_servers().close_all()
+        fresh_bench_servers().close_all()
         spare_workers().close()
 
     # ------------------------------------------------------------------------------------ ahead
@@ -365,21 +369,27 @@ def spare_workers() -> SpareWorkers:
 
 
 def run_bench_worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,
-                     keep: Path | None = None, reuse: bool = False) -> tuple[BenchTimes | str | None, str]:
+                     keep: Path | None = None, reuse: bool = False,
+                     started_ahead: bool = False) -> tuple[BenchTimes | str | None, str]:
     """Run the bench pinned to `device` ("cuda" or "cuda:N"): (BenchTimes, its output tail) when it timed or refused
     the candidate; (reason, tail) when it could not start or hit a CAKE internal error (the reason then carries the
     internal-error marker); (None, tail) when it died or ran past `timeout_s`. The run, every sample included, is
     written to `keep` when given. `reuse`: on this process's bench server for the device (`cake.evaluation.
-    bench_server`: no process start per evaluation); else in a one-shot worker of its own (what a re-timing wants:
-    a figure measured in a fresh process)."""
-    from cake.evaluation.bench_server import Ended, bench_servers
+    bench_server`: no process start per evaluation); else in a process of its own (what a re-timing wants: a figure
+    measured in a fresh process), with `started_ahead` one started before the request for it alone (`FreshBenchServers`:
+    its start off the request's path), else a one-shot worker started now."""
+    from cake.evaluation.bench_server import Ended, bench_servers, fresh_bench_servers
 
+    if reuse and started_ahead:
+        raise ValueError("a bench request is served on the shared server (reuse) or in a fresh process started ahead "
+                         "(started_ahead), not both")
     with tempfile.TemporaryDirectory() as tmp:
         request_file, result_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_file.write_text(json.dumps(request_to_json(request)))
         env = _bench_env(device, verdict_cache)
-        if reuse:
-            answer, output = bench_servers().request(device, env, request_file, result_file, timeout_s)
+        if reuse or started_ahead:
+            servers = bench_servers() if reuse else fresh_bench_servers()
+            answer, output = servers.request(device, env, request_file, result_file, timeout_s)
             if isinstance(answer, Ended):
                 if answer.timed_out:
                     return None, f"bench timed out after {timeout_s:g} s"

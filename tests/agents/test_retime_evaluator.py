@@ -31,8 +31,10 @@ def _script(monkeypatch: pytest.MonkeyPatch, times: BenchTimes | str | None) -> 
     devices: list[str] = []
 
     def worker(request: BenchRequest, device: str, *, timeout_s: float, verdict_cache: str | None = None,
-               keep: Path | None = None, reuse: bool = False) -> tuple[BenchTimes | str | None, str]:
-        assert not reuse, "a re-timing is measured in a fresh bench process, never on a bench server"
+               keep: Path | None = None, reuse: bool = False,
+               started_ahead: bool = False) -> tuple[BenchTimes | str | None, str]:
+        assert not reuse, "a re-timing is measured in a fresh bench process, never on the shared bench server"
+        assert started_ahead, "a run on bench servers re-times in a fresh process started ahead"
         devices.append(device)
         if keep is not None and isinstance(times, BenchTimes):
             keep.write_text(json.dumps(RUN))

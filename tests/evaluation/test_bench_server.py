@@ -16,7 +16,7 @@ from cake.verifier.worker_protocol import KernelRef
 from cake.evaluation import bench_server
 from cake.evaluation import evaluator as ev
 from cake.evaluation.bench import BenchRequest, BenchSetupError, BenchTimes, bench_kernel
-from cake.evaluation.bench_server import BenchServers, Ended, Served
+from cake.evaluation.bench_server import BenchServers, Ended, FreshBenchServers, Served
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED = "bench_doubles:ScriptedService"
@@ -26,7 +26,8 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
 
 
-def _ask(servers: BenchServers, tmp_path: Path, act: str, timeout_s: float = 60.0) -> tuple[Served | Ended, dict, str]:
+def _ask(servers: BenchServers | FreshBenchServers, tmp_path: Path, act: str,
+         timeout_s: float = 60.0) -> tuple[Served | Ended, dict, str]:
     request, result = tmp_path / f"{act}.request.json", tmp_path / f"{act}.result.json"
     result.unlink(missing_ok=True)
     request.write_text(json.dumps({"op": act}))
@@ -85,6 +86,32 @@ def test_a_hung_request_is_killed_at_its_time_limit(tmp_path: Path) -> None:
         assert _gone(before["pid"])
     finally:
         servers.close_all()
+
+
+def test_a_fresh_server_serves_one_request_and_the_next_is_already_started(tmp_path: Path) -> None:
+    servers = FreshBenchServers(SCRIPTED)
+    try:
+        first, run1, tail = _ask(servers, tmp_path, "ok")
+        assert first == Served(0, reusable=True) and f"serving ok in {run1['pid']}" in tail
+        assert _gone(run1["pid"])  # it served its one request and ended, starting nothing for a next one
+        (key, ready), = servers._ready.items()
+        assert key[0] == "cuda" and ready.alive()  # the next request's process, started after the answer
+        second, run2, _ = _ask(servers, tmp_path, "ok")
+        assert second == first and run2["pid"] == ready.pid != run1["pid"] and run2["spares"] == 0
+        hung, _, _ = _ask(servers, tmp_path, "hang", timeout_s=1.0)
+        assert isinstance(hung, Ended) and hung.timed_out
+        died, _, _ = _ask(servers, tmp_path, "die")
+        assert died == Ended(9, timed_out=False)
+        after, run3, _ = _ask(servers, tmp_path, "ok")  # each failure ended only its own process
+        assert after == first and run3["pid"] not in (run1["pid"], run2["pid"])
+    finally:
+        servers.close_all()
+    assert servers._ready == {} and _gone(run3["pid"])
+
+
+def test_the_evaluator_serves_a_request_fresh_or_shared_never_both() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        ev.run_bench_worker(_request("ok"), "cuda", timeout_s=1, reuse=True, started_ahead=True)
 
 
 def _request(op: str) -> BenchRequest:
