@@ -44,6 +44,8 @@ LOG_TAIL_LINES = 15
 
 
 class Service(Protocol):
+    def prepare(self) -> None: ...
+
     def serve(self, request_file: Path, result_file: Path) -> Served: ...
 
     def start_spare(self) -> None: ...
@@ -94,6 +96,8 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     exit_with_parent(args.parent)  # a run killed at its time limit takes its bench server with it
     service = _service(args.service)
+    if args.once:  # started ahead of its request: what the request would import is paid while it waits
+        service.prepare()
     with os.fdopen(args.reply_fd, "w", buffering=1) as replies:
         try:
             serve(service, sys.stdin.readline, replies.write, once=args.once)

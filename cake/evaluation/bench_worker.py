@@ -32,12 +32,27 @@ def clean(run: BenchRun) -> bool:
     return all(r.candidate is None or not r.candidate.failure for r in run.reports)
 
 
+def warm_imports() -> None:
+    """Import what serving a request imports (torch, the timing clock, the workloads, the verifier's worker client), so
+    a process started ahead of its request (`FreshBenchServers`) has paid that before the request arrives. CUDA itself
+    is not started: an idle process holds no context on the GPU that other processes are timing on."""
+    import torch  # noqa: F401
+
+    from cake.experiments import workload  # noqa: F401
+    from cake.verifier import timing, worker, worker_main  # noqa: F401
+
+
 class BenchService:
     """Serves bench requests in this process. Between requests it may hold a verifier worker started ahead (`spare`),
     which the next request's gates run in, so that process start is not on the next evaluation's path."""
 
     def __init__(self) -> None:
         self._spare: Worker | None = None
+
+    def prepare(self) -> None:
+        """Pay now what serving a request imports (a server started ahead of its one request calls this at start; a
+        server of many does not: its first request's verifier worker starts while this process imports)."""
+        warm_imports()
 
     def serve(self, request_file: Path, result_file: Path) -> Served:
         """Bench one request; `reusable` when the candidate timed cleanly or never ran in this process."""

@@ -81,7 +81,7 @@ class EvalSettings:
     verdict_cache: str | None = None  # a directory; None: the verifier's default cache
     cpu_workers: int = 1  # interpreter workers run side by side on a CPU-only machine
     # GPU evaluations on a bench server per device (`cake.evaluation.bench_server`: one process start per run, not
-    # per evaluation); False: a fresh bench process each (re-timings always take one)
+    # per evaluation; a re-timing takes a fresh process started ahead for it); False: a one-shot bench process each
     reuse_bench_process: bool = True
 
     def to_json(self) -> dict[str, object]:

@@ -15,6 +15,10 @@ from cake.evaluation.bench_server import Served
 class ScriptedService:
     def __init__(self) -> None:
         self.spares = 0  # how many times the server asked for a spare verifier worker between requests
+        self.prepared = False  # whether the server prepared the service before its first request (`--once`)
+
+    def prepare(self) -> None:
+        self.prepared = True
 
     def serve(self, request_file: Path, result_file: Path) -> Served:
         act = json.loads(request_file.read_text())["op"]
@@ -23,7 +27,7 @@ class ScriptedService:
         if act == "die":
             os._exit(9)
         print(f"serving {act} in {os.getpid()}", flush=True)
-        run = {"pid": os.getpid(), "spares": self.spares}
+        run = {"pid": os.getpid(), "spares": self.spares, "prepared": self.prepared}
         if act == "setup":
             result_file.write_text(json.dumps({"error": "no CUDA device here"}))
             return Served(2, reusable=False)

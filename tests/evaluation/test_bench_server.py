@@ -53,6 +53,7 @@ def test_one_server_serves_clean_requests_and_starts_a_spare_between_them(tmp_pa
         second, run2, _ = _ask(servers, tmp_path, "ok")
         assert first == second == Served(0, reusable=True)
         assert run1["pid"] == run2["pid"]  # no process start for the second evaluation
+        assert not run1["prepared"]  # a server of many imports while its first request's verifier worker starts
         assert (run1["spares"], run2["spares"]) == (0, 1)  # the next verifier worker was started after the answer
         assert f"serving ok in {run1['pid']}" in tail  # what the server printed for this request
     finally:
@@ -92,7 +93,7 @@ def test_a_fresh_server_serves_one_request_and_the_next_is_already_started(tmp_p
     servers = FreshBenchServers(SCRIPTED)
     try:
         first, run1, tail = _ask(servers, tmp_path, "ok")
-        assert first == Served(0, reusable=True) and f"serving ok in {run1['pid']}" in tail
+        assert first == Served(0, reusable=True) and f"serving ok in {run1['pid']}" in tail and run1["prepared"]
         assert _gone(run1["pid"])  # it served its one request and ended, starting nothing for a next one
         (key, ready), = servers._ready.items()
         assert key[0] == "cuda" and ready.alive()  # the next request's process, started after the answer
