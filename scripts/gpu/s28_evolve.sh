@@ -25,6 +25,8 @@ BUDGET_RESERVE=${BESTS_RESERVE:-170} kmeans_evolve_seeds "$@"
 S27_BEST=results/h100-2026-12-05/s27/evolve_seed14/best.cake
 mapfile -t UNFUSED < <(unfused_copies "${EVOLVED_BESTS[@]}" "$S27_BEST")
 bests_vs_hand 400 60 "$S27_BEST" "${UNFUSED[@]}"
+# What a re-timing costs one-shot against in a process started ahead (session 29's change), if time is left.
+budgeted retime_start 150 90 python3 scripts/gpu_retime_start.py --rounds 3 --out "$RES/retime_start.json"
 touch $RES/DONE
 pack
 cat $RES/stages.txt
