@@ -187,17 +187,24 @@ class BenchServer:
         self.log.unlink(missing_ok=True)
 
 
+ServerKey = tuple[str, tuple[tuple[str, str], ...]]  # a device and the environment its servers start with
+
+
+def server_key(device: str, env: Mapping[str, str]) -> ServerKey:
+    return device, tuple(sorted(env.items()))
+
+
 class BenchServers:
     """This process's bench servers, one per (device, environment), started on first use and replaced after any
     request that ended one. Each device's server is used by one evaluation at a time (its executor slot)."""
 
     def __init__(self, service: str = DEFAULT_SERVICE):
         self.service = service
-        self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], BenchServer] = {}
+        self._servers: dict[ServerKey, BenchServer] = {}
         self._lock = threading.Lock()
 
     def server(self, device: str, env: Mapping[str, str]) -> BenchServer:
-        key = (device, tuple(sorted(env.items())))
+        key = server_key(device, env)
         with self._lock:
             server = self._servers.get(key)
             if server is None or not server.alive():
@@ -239,12 +246,12 @@ class FreshBenchServers:
 
     def __init__(self, service: str = DEFAULT_SERVICE):
         self.service = service
-        self._ready: dict[tuple[str, tuple[tuple[str, str], ...]], BenchServer] = {}
+        self._ready: dict[ServerKey, BenchServer] = {}
         self._lock = threading.Lock()
 
     def prepare(self, device: str, env: Mapping[str, str]) -> None:
         """Start the next request's process for `device` now, unless one is ready."""
-        key = (device, tuple(sorted(env.items())))
+        key = server_key(device, env)
         with self._lock:
             ready = self._ready.get(key)
             if ready is not None and ready.alive():
@@ -256,7 +263,7 @@ class FreshBenchServers:
     def request(self, device: str, env: Mapping[str, str], request_file: Path, result_file: Path,
                 timeout_s: float) -> tuple[Served | Ended, str]:
         """The answer to one request from a process that served nothing before, and what it printed."""
-        key = (device, tuple(sorted(env.items())))
+        key = server_key(device, env)
         with self._lock:
             server = self._ready.pop(key, None)
         if server is None or not server.alive():
