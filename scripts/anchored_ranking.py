@@ -65,7 +65,7 @@ def held_out_predictions(samples: Sequence[cost_data.Sample]) -> dict[tuple[str,
     """(run, IR hash) -> predicted ms from the factors and correction fitted on the other runs of the key."""
     out = {}
     for run in sorted({s.run for s in samples}):
-        train = [s for s in samples if s.run != run and not s.win]
+        train = [s for s in samples if s.run != run and not s.kept_out]
         factors, correction = fcm.fit_on(train).factors, fcm.correct_on(train)
         for s in samples:
             if s.run == run:

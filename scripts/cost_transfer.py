@@ -28,7 +28,7 @@ EVOLVE = "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events"
 def transfer(source: list[cost_data.Sample], target: list[cost_data.Sample]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per timing shape of `target`: its figures at prior factors, under the factors fitted on `source` (wins
     kept out), and under those factors plus the correction fitted on the same timings."""
-    train = [s for s in source if not s.win]
+    train = [s for s in source if not s.kept_out]
     factors = fcm.fit_on(train).factors
     correction = fcm.correct_on(train)
     groups: dict[str, list[cost_data.Sample]] = {}
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     out = transfer(by_key[args.source], by_key[args.target])
-    train = [s for s in by_key[args.source] if not s.win]
+    train = [s for s in by_key[args.source] if not s.kept_out]
     print(f"fitted on {args.source} ({len(train)} timings); ranked {args.target}")
     for tag, rows in out.items():
         for name, fig in rows.items():

@@ -21,7 +21,8 @@ event-timed eager calls include host work that a CUDA-graph replay does not). Ea
   from that test (counted), so no test schedule was seen by its factors. With one run there is no held-out
   figure, and the report says so instead of inventing one from a random split;
 - the discovery rule (issue 17): the candidate an evolve run reported as its win (its best measured
-  fitness) and every copy of its IR are kept out of every fit; they are still ranked in the tests;
+  fitness) and every copy of its IR are kept out of every fit, and so are the hand-written kernels a win is judged
+  against (`cost_data.REFERENCE_SCHEDULES`, at their defaults); they are still ranked in the tests;
 - reported per key: prior and held-out Spearman rho, top-5 and top-10 recall per timing shape (pooled over
   the test runs timed at that shape: a pool across shapes would rank the shapes against each other), per run,
   and pooled over everything (labelled so); the runs and counts each fit used, and the worst-ranked held-out
@@ -154,7 +155,7 @@ class FinalFit:
 
 
 def final_fit(samples: Sequence[Sample]) -> FinalFit:
-    kept = [s for s in samples if not s.win]
+    kept = [s for s in samples if not s.kept_out]
     return FinalFit(fit_on(kept), correct_on(kept))
 
 
@@ -235,7 +236,7 @@ def hold_out_by_run(samples: Sequence[Sample]) -> HeldOut | None:
         return None
     out = HeldOut()
     for test_run in runs:
-        train = [s for s in samples if s.run != test_run and not s.win]
+        train = [s for s in samples if s.run != test_run and not s.kept_out]
         trained_on = {s.ident for s in samples if s.run != test_run}
         test = [s for s in samples if s.run == test_run and s.ident not in trained_on]
         fit = fit_on(train)
@@ -280,14 +281,14 @@ def worst_ranked(samples: Sequence[Sample], predicted: Sequence[float], factors:
 def fit_key(key: CalibrationKey, samples: Sequence[Sample], final: FinalFit | None = None) -> dict[str, Any]:
     runs = sorted({s.run for s in samples})
     measured = [s.measured_ms for s in samples]
-    wins = [s for s in samples if s.win]
+    kept_out = [s for s in samples if s.kept_out]
     final = final or final_fit(samples)
     fit, correction = final.fit, final.correction
     summary: dict[str, Any] = {
         "key": str(key), "runs": {r: sum(1 for s in samples if s.run == r) for r in runs},
         "schedules": len(samples), "distinct_schedules": len({s.ident for s in samples}),
-        "kept_out_of_every_fit": [{"run": s.run, "ident": s.ident, "label": s.label, "measured_ms": s.measured_ms}
-                                  for s in wins],
+        "kept_out_of_every_fit": [{"run": s.run, "ident": s.ident, "label": s.label, "measured_ms": s.measured_ms,
+                                   "why": "reported win" if s.win else "reference"} for s in kept_out],
         "prior_all": figures([s.prediction.time_s for s in samples], measured),
         "in_sample_all": figures([predicted_s(s, fit.factors, correction) for s in samples], measured),
         "factors_all_runs": fit.factors.to_json(), "at_bound": list(fit.at_bound), "inert": list(fit.inert),
@@ -381,7 +382,7 @@ def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapp
         "held_out_by_run": held["pooled"] if held else summary["held_out_note"],
         "priors_from_wins": list(PRIORS_FROM_WINS),
     }
-    return Calibration(key, final.fit.factors, sum(1 for s in samples if not s.win), date.today().isoformat(),
+    return Calibration(key, final.fit.factors, sum(1 for s in samples if not s.kept_out), date.today().isoformat(),
                        provenance, final.fit.at_bound, final.correction)
 
 
@@ -401,7 +402,8 @@ def print_key(summary: Mapping[str, Any]) -> None:
     for run, count in summary["runs"].items():
         print(f"   {run}: {count}")
     for w in summary["kept_out_of_every_fit"]:
-        print(f"   kept out of every fit (reported win): {w['run']} {w['ident']} {w['measured_ms']:.3f} ms")
+        print(f"   kept out of every fit ({w.get('why', 'reported win')}): {w['run']} {w['ident']} {w['label']} "
+              f"{w['measured_ms']:.3f} ms")
     # regret5: the fastest of the model's top 5 against the fastest measured (what a search timing the top 5 loses)
     print(f"   {'':50} {'n':>4} {'rho':>7} {'top5':>5} {'top10':>5} {'regret5':>8}")
     rows = [("prior, all runs", summary["prior_all"]), ("in-sample, all runs", summary["in_sample_all"])]

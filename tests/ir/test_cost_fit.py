@@ -334,3 +334,24 @@ def test_a_variant_report_that_records_its_provenance_is_one_run_of_its_key(tmp_
         cost_data.load_sources([report])
     # the default sources take only the committed reports that record it
     assert all("provenance" in json.loads(p.read_text()) for p in cost_data.recorded_variant_reports())
+
+
+def test_the_hand_written_kernels_a_win_is_judged_against_are_kept_out_of_every_fit(tmp_path: Path) -> None:
+    from cake.experiments.kmeans.workload import FOLDER
+    from cake.experiments.schedules import write_specialized
+
+    folder = tmp_path / "vs"
+    folder.mkdir()
+    reference = write_specialized(FOLDER / "assign_pingpong.cake", {}, folder)  # as the comparison writes it
+    other = write_specialized(FOLDER / "assign_pingpong.cake", {"STAGES": 3}, folder)  # a param variant is not it
+    provenance = {"device": "NVIDIA H200", "toolchain": "nvcc-13.0.88+torch-2.11.0", "codegen": "4", "clock": "events",
+                  "dims": {"B": 32, "N": 65536, "K": 1024, "D": 128}, "dtype": "bf16"}
+    rows = [{"file": reference.name, "status": "timed", "ms": 1.15}, {"file": other.name, "status": "timed", "ms": 1.2}]
+    report = folder / cost_data.VARIANT_REPORT
+    report.write_text(json.dumps({"provenance": provenance, "rows": rows}))
+    loaded = cost_data.load_sources([report, make_run(tmp_path / "a", RUN_A)])
+    kept = [s for s in loaded.samples if s.kept_out]
+    assert [(s.label, s.reference, s.win) for s in kept] == [(reference.stem, True, False)]
+    assert set(cost_data.REFERENCE_SCHEDULES) >= {"assign_pingpong.cake"}
+    summary = fcm.fit_key(kept[0].key, [s for s in loaded.samples if s.key == kept[0].key])
+    assert [(w["label"], w["why"]) for w in summary["kept_out_of_every_fit"]] == [(reference.stem, "reference")]
