@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cake.evaluation.evaluator import EvalSettings, ScheduleEvaluator
@@ -28,12 +29,10 @@ AGAINST = ("triton_assign", "flash_kmeans", "torch_mm")
 
 def retime_seconds(evaluator: ScheduleEvaluator, job: EvalJob, ahead: bool) -> tuple[float, float | None, str | None]:
     """(wall s, fitness, error) of one re-timing, in a process started ahead (`ahead`) or a one-shot worker."""
-    evaluator_ahead = ScheduleEvaluator(op=evaluator.op, workload=evaluator.workload, arch=evaluator.arch,
-                                        settings=EvalSettings(**{**evaluator.settings.to_json(),
-                                                                 "reuse_bench_process": ahead}),  # type: ignore[arg-type]
-                                        against=evaluator.against)
+    # `reuse_bench_process` is what makes a run's re-timings take a process started ahead
+    way = replace(evaluator, settings=replace(evaluator.settings, reuse_bench_process=ahead))
     started = time.perf_counter()
-    retime = evaluator_ahead.retime(job, "cuda")
+    retime = way.retime(job, "cuda")
     return time.perf_counter() - started, retime.fitness, retime.error
 
 

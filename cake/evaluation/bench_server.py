@@ -263,13 +263,9 @@ class FreshBenchServers:
     def request(self, device: str, env: Mapping[str, str], request_file: Path, result_file: Path,
                 timeout_s: float) -> tuple[Served | Ended, str]:
         """The answer to one request from a process that served nothing before, and what it printed."""
-        key = server_key(device, env)
+        self.prepare(device, env)  # a no-op when a live one is ready
         with self._lock:
-            server = self._ready.pop(key, None)
-        if server is None or not server.alive():
-            if server is not None:
-                server.close()
-            server = BenchServer(env, self.service, once=True)
+            server = self._ready.pop(server_key(device, env))
         try:
             answer = server.request(request_file, result_file, timeout_s)
             tail = server.log_since(0)
