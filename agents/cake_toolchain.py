@@ -2,7 +2,8 @@
 
 * `validate`: parse, print canonically, check for the arch and backend (`cake.agents.validation`).
 * `predict_ms`: `cake.ir.cost.predict` at the workload's fitness shape for the GPU that times the run (the arch's
-  default device on the CPU: `cake.arch.ranking_device`); `predict_many` the same for a turn's candidates, which
+  default device on the CPU: `cake.arch.ranking_device`), through its `Ranker` (which a stored run's replay builds
+  from the run's config, so it ranks as the run did); `predict_many` the same for a turn's candidates, which
   on a GPU run of the CUDA backend first compiles them (nvcc, several at once, into the cubin cache the evaluation
   then reads) and prices the register spills ptxas reports where roles declare budgets: the static model sees none
   there, and ranked a consumer ptxas spilled 1.2 KB under (13-15 ms on the H200) at 1.8 ms, among the best.
@@ -18,7 +19,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cake.agents.base import Checked
 from cake.agents.validation import make_validator
@@ -26,14 +29,17 @@ from cake.ir import nodes as n
 from cake.ir.checks.registry import CheckSpec
 from cake.ir.parser import parse
 
-from cake.arch import ranking_device
+from cake.arch import DeviceSpec, match_device, ranking_device
 from cake.diagnostics import DiagnosticError
 from cake.errors import InternalError, ShapeNotSupported
 from cake.evaluation.evaluator import EvalSettings, ScheduleEvaluator
 from cake.evaluation.protocol import EvalJob
 from cake.runs.store import Evaluation, FitnessKind, Retime
 
-__all__ = ["CakeToolchain", "EvalSettings"]
+if TYPE_CHECKING:
+    from cake.experiments.workload import Shape
+
+__all__ = ["CakeToolchain", "EvalSettings", "Ranker"]
 
 _DTYPES = {"fp32": n.DType.F32, "fp16": n.DType.F16, "bf16": n.DType.BF16}
 # nvcc runs at once when a turn's candidates are compiled to be ranked (threads that wait on subprocesses)
@@ -50,34 +56,39 @@ def _gpu_name(device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
 
 
-class CakeToolchain:
-    def __init__(self, *, workload: str, op: str, arch: str, settings: EvalSettings, seeds: Sequence[Path],
-                 rules: Callable[[], Sequence[CheckSpec]] | None = None, against: Sequence[str] | None = None):
+@dataclass(frozen=True, slots=True)
+class Ranker:
+    """What the loop ranks a turn's candidates by: the cost model at the workload's fitness shape, for `device`
+    (`cake.arch.ranking_device`), through `backend`'s model, with the bench's clock's calibration; with
+    `with_compiler` (a GPU run of the CUDA backend) each candidate is first compiled and priced with the register
+    spills ptxas reports. A stored run is ranked again with `for_run`, as it ranked then (its device and backend),
+    with today's model and calibration."""
+
+    shape: Shape
+    arch: str
+    device: DeviceSpec
+    device_reason: str
+    backend: str
+    with_compiler: bool
+
+    @classmethod
+    def for_run(cls, config: Mapping[str, Any], *, with_compiler: bool | None = None) -> Ranker:
+        """The ranking a stored run's config describes: the GPU it recorded (a run on the CPU, or one stored before
+        runs recorded their GPU, ranks for its arch's default device, and the reason says which); `with_compiler`
+        None ranks as the run did."""
         from cake.experiments.workload import get_workload
 
-        self.workload = get_workload(workload)
-        self.spec = self.workload.op(op)
-        self.op = op
-        self.arch = arch
-        self.backend = settings.backend
-        self.settings = settings
-        self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
-        # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
-        self.against = self.workload.fitness_for(op).over(against).against
-        self.shape = self.workload.fitness_shape(op)
-        self.rank_device, self.rank_device_reason = ranking_device(arch, _gpu_name(settings.device))
-        # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
-        self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
-        self.model_baseline_ms = self._model_baseline(seeds)
-        # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
-        self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, arch=arch,
-                                           settings=settings, model_baseline_ms=self.model_baseline_ms,
-                                           against=self.against)
-
-    # ------------------------------------------------------------------------------------ static
-
-    def validate(self, text: str) -> Checked:
-        return self._validate(text)
+        arch, backend = str(config["arch"]), str(config["eval"]["backend"])
+        on_gpu = config["eval"].get("device") == "cuda"
+        recorded = config.get("device") if on_gpu else None
+        device, reason = ranking_device(arch, str(recorded) if recorded else None)
+        if on_gpu and not recorded:
+            reason = f"the run recorded no GPU: {arch}'s default device"
+        elif recorded and match_device(str(recorded)) is device:
+            reason = f"the GPU the run recorded ({recorded})"
+        shape = get_workload(str(config["workload"])).fitness_shape(str(config["op"]))
+        compiled = on_gpu and backend == "cuda" if with_compiler is None else with_compiler
+        return cls(shape, arch, device, reason, backend, compiled)
 
     def predict_ms(self, kernel: n.Kernel, spilled_regs: Mapping[str, float] | None = None) -> float | None:
         from cake.ir.cost import CostError, predict
@@ -86,20 +97,14 @@ class CakeToolchain:
         try:
             # ranked for the bench that times the evaluations: a fit of its clock's timings where one exists
             prediction = predict(kernel, dims=self.shape.dim_map, dtype=_DTYPES[self.shape.dtype],
-                                 arch_name=self.arch, device=self.rank_device, backend=self.settings.backend,
+                                 arch_name=self.arch, device=self.device, backend=self.backend,
                                  spilled_regs=spilled_regs, clock=BENCH_CLOCK)
         except CostError:
             return None
         return prediction.time_ms
 
-    @property
-    def ranks_with_compiler(self) -> bool:
-        """Whether `predict_many` compiles candidates to read their spills: a GPU run of the CUDA backend (nvcc is
-        there, and the evaluation compiles the same specialization anyway)."""
-        return self.settings.device == "cuda" and self.settings.backend == "cuda"
-
     def predict_many(self, kernels: Sequence[n.Kernel]) -> list[float | None]:
-        if not self.ranks_with_compiler:
+        if not self.with_compiler:
             return [self.predict_ms(k) for k in kernels]
         with ThreadPoolExecutor(max_workers=RANK_COMPILE_WORKERS, thread_name_prefix="cake-rank-nvcc") as pool:
             spills = list(pool.map(self._compiled_spills, kernels))
@@ -117,6 +122,55 @@ class CakeToolchain:
         except (DiagnosticError, ShapeNotSupported, InternalError):
             return None
 
+
+class CakeToolchain:
+    def __init__(self, *, workload: str, op: str, arch: str, settings: EvalSettings, seeds: Sequence[Path],
+                 rules: Callable[[], Sequence[CheckSpec]] | None = None, against: Sequence[str] | None = None):
+        from cake.experiments.workload import get_workload
+
+        self.workload = get_workload(workload)
+        self.spec = self.workload.op(op)
+        self.op = op
+        self.arch = arch
+        self.backend = settings.backend
+        self.settings = settings
+        self.fitness_kind = FitnessKind.MEASURED if settings.device == "cuda" else FitnessKind.MODEL
+        # The baselines a measured fitness is over: the workload's, or the subset a run named (`--against`).
+        self.against = self.workload.fitness_for(op).over(against).against
+        self.shape = self.workload.fitness_shape(op)
+        rank_device, rank_reason = ranking_device(arch, _gpu_name(settings.device))
+        # a GPU run of the CUDA backend compiles its candidates to rank them (nvcc is there, and the evaluation
+        # compiles the same specialization anyway)
+        self.ranker = Ranker(self.shape, arch, rank_device, rank_reason, settings.backend,
+                             with_compiler=settings.device == "cuda" and settings.backend == "cuda")
+        # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
+        self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
+        self.model_baseline_ms = self._model_baseline(seeds)
+        # The backend and arch travel in each kernel reference (KernelSpec), not in the environment.
+        self.evaluator = ScheduleEvaluator(op=op, workload=self.workload.name, arch=arch,
+                                           settings=settings, model_baseline_ms=self.model_baseline_ms,
+                                           against=self.against)
+
+    @property
+    def rank_device(self) -> DeviceSpec:
+        return self.ranker.device
+
+    # ------------------------------------------------------------------------------------ static
+
+    def validate(self, text: str) -> Checked:
+        return self._validate(text)
+
+    def predict_ms(self, kernel: n.Kernel, spilled_regs: Mapping[str, float] | None = None) -> float | None:
+        return self.ranker.predict_ms(kernel, spilled_regs)
+
+    @property
+    def ranks_with_compiler(self) -> bool:
+        """Whether `predict_many` compiles candidates to read their spills (`Ranker.with_compiler`)."""
+        return self.ranker.with_compiler
+
+    def predict_many(self, kernels: Sequence[n.Kernel]) -> list[float | None]:
+        return self.ranker.predict_many(kernels)
+
     def _model_baseline(self, seeds: Sequence[Path]) -> float | None:
         times = [t for t in (self.predict_ms(parse(p.read_text(), p.name)) for p in seeds) if t is not None]
         return min(times) if times else None
@@ -132,7 +186,7 @@ class CakeToolchain:
         return (f"GPU: candidates are verified by the contract gates on {self.settings.device}, then timed at "
                 f"{where} interleaved with {', '.join(self.against)}{self._narrowed_note()}; fitness is the "
                 f"measured speedup over the best of them (fitness_kind=measured). Candidates are ranked by the cost "
-                f"model for {self.rank_device.name} ({self.rank_device_reason}).")
+                f"model for {self.ranker.device.name} ({self.ranker.device_reason}).")
 
     def _narrowed_note(self) -> str:
         left_out = [b for b in self.workload.fitness_for(self.op).against if b not in self.against]

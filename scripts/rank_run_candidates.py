@@ -1,10 +1,16 @@
-"""How well the current cost model ranks the candidates an evolve run timed (no GPU needed).
+"""How well the cost model ranks the candidates an evolve run timed (no GPU needed).
 
-    python3 scripts/rank_run_candidates.py RUN_DIR [RUN_DIR ...] [--json OUT]
+    python3 scripts/rank_run_candidates.py RUN_DIR [RUN_DIR ...] [--static] [--json OUT]
 
-Reads every timed candidate (a measured median) from each run's database, dedupes them by IR hash,
-re-predicts each with the current model at the workload's fitness shape, and prints Spearman rho and
-top-5 recall against the measured times, then one row per schedule.
+Per run: every timed candidate (a measured median, one per IR hash) ranked two ways against the measured times,
+Spearman rho and top-5 recall each —
+
+* `in the run`: the predictions the loop stored when it ranked the candidate (what chose the run's queue);
+* `today`: the candidate priced again as the run ranked it (`cake.agents.cake_toolchain.Ranker.for_run`: the GPU
+  the run recorded, its backend, the bench clock's calibration, and for a GPU run of the CUDA backend the spills
+  ptxas reports, compiled here) with today's model and stored calibration. `--static` prices without compiling.
+
+Runs are ranked one at a time: two runs may rank for different GPUs, and their times are not one scale.
 """
 
 from __future__ import annotations
@@ -12,51 +18,80 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from cake.experiments.workload import get_workload
-from cake.ir import nodes as n
-from cake.ir.cost import CostError, predict
+from cake.agents.cake_toolchain import Ranker
 from cake.ir.cost_calibration import spearman, top_k_recall
 from cake.ir.parser import parse
 
 from cake.runs.store import RunStore
 
 
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    ir_hash: str
+    measured_ms: float
+    in_run_ms: float | None  # what the loop stored when it ranked it
+    today_ms: float | None
+
+
+def ranked_candidates(run: Path, *, static: bool = False) -> tuple[Ranker, list[Ranked]]:
+    store = RunStore.open_read_only(run)
+    with store:
+        ranker = Ranker.for_run(store.config, with_compiler=False if static else None)
+        timed: dict[str, Any] = {}
+        for row in store.candidates():
+            if row.evaluation is not None and row.evaluation.measured_ms is not None:
+                timed.setdefault(row.ir_hash, row)
+    rows = list(timed.values())
+    today = ranker.predict_many([parse(r.ir_text, r.ir_hash) for r in rows])
+    return ranker, [Ranked(r.ir_hash, float(r.evaluation.measured_ms), r.predicted_ms, ms)
+                    for r, ms in zip(rows, today, strict=True)]
+
+
+def agreement(rows: list[Ranked], which: str) -> dict[str, Any] | None:
+    """Spearman and top-5 recall of one prediction column over the rows that have it; None with fewer than two."""
+    pairs = [(getattr(r, which), r.measured_ms) for r in rows if getattr(r, which) is not None]
+    if len(pairs) < 2:
+        return None
+    predicted, measured = [p for p, _ in pairs], [m for _, m in pairs]
+    return {"schedules": len(pairs), "spearman": spearman(predicted, measured),
+            "top5_recall": top_k_recall(predicted, measured, 5)}
+
+
+def _said(summary: dict[str, Any] | None) -> str:
+    if summary is None:
+        return "fewer than two predicted"
+    return f"rho {summary['spearman']:.3f}, top-5 {summary['top5_recall']:.2f} over {summary['schedules']}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--static", action="store_true", help="price today without compiling (no spills)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    measured: dict[str, tuple[str, float, str]] = {}  # ir hash -> (text, measured ms, op)
+    report = []
     for run in args.runs:
-        store = RunStore.open(run)
-        op = str(store.config.get("op", "kmeans_assign"))
-        for row in store.candidates():
-            if row.evaluation is not None and row.evaluation.measured_ms is not None:
-                measured[row.ir_hash] = (row.ir_text, row.evaluation.measured_ms, op)
-    rows = []
-    for digest, (text, ms, op) in measured.items():
-        shape = get_workload("flash_kmeans").fitness_shape(op)
-        kernel = parse(text, digest)
-        try:
-            predicted = predict(kernel, dims=shape.dim_map, dtype=n.DType(shape.ir_dtype)).time_ms
-        except CostError as error:
-            print(f"{digest}: not predicted ({error})", file=sys.stderr)
-            continue
-        rows.append({"ir_hash": digest, "measured_ms": ms, "predicted_ms": predicted})
-    if len(rows) < 2:
-        print("fewer than two timed candidates: no ranking to report", file=sys.stderr)
-        return 1
-    meas = [r["measured_ms"] for r in rows]
-    pred = [r["predicted_ms"] for r in rows]
-    summary = {"schedules": len(rows), "spearman": spearman(pred, meas), "top5_recall": top_k_recall(pred, meas, 5)}
-    print(f"{summary['schedules']} timed schedules: Spearman rho {summary['spearman']:.3f}, "
-          f"top-5 recall {summary['top5_recall']:.2f}")
-    for r in sorted(rows, key=lambda r: r["measured_ms"]):
-        print(f"  {r['ir_hash']}  measured {r['measured_ms']:8.3f} ms  predicted {r['predicted_ms']:8.3f} ms")
+        ranker, rows = ranked_candidates(run, static=args.static)
+        in_run, today = agreement(rows, "in_run_ms"), agreement(rows, "today_ms")
+        how = "compiled" if ranker.with_compiler else "static"
+        print(f"{run}: {len(rows)} timed, ranked for {ranker.device.name} ({ranker.device_reason}), "
+              f"{ranker.backend} backend")
+        print(f"  in the run: {_said(in_run)}")
+        print(f"  today ({how}): {_said(today)}")
+        for r in sorted(rows, key=lambda r: r.measured_ms):
+            stored = "-" if r.in_run_ms is None else f"{r.in_run_ms:.3f}"
+            now = "-" if r.today_ms is None else f"{r.today_ms:.3f}"
+            print(f"    {r.ir_hash}  measured {r.measured_ms:8.3f} ms  in the run {stored:>8}  today {now:>8}")
+        report.append({"run": str(run), "device": ranker.device.name, "backend": ranker.backend, "priced": how,
+                       "in_run": in_run, "today": today,
+                       "rows": [{"ir_hash": r.ir_hash, "measured_ms": r.measured_ms, "in_run_ms": r.in_run_ms,
+                                 "today_ms": r.today_ms} for r in rows]})
     if args.json:
-        args.json.write_text(json.dumps({**summary, "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 

@@ -8,7 +8,7 @@ only: what a changed queue would have measured, and the turns after it, are not 
 Per turn >= 1: the stored queue (rank < evals_per_turn) and the replayed one, the candidates evaluated in earlier
 turns standing in for the run's history (features recomputed from each candidate's IR). Predictions are the stored
 ones, or with `--repredict` today's cost model and stored calibration's, through the loop's own toolchain
-(`CakeToolchain.predict_many`): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
+(`cake.agents.cake_toolchain.Ranker`, for the GPU the run recorded): `static` prices without compiling, `compiled` as a GPU run of the CUDA backend does,
 with the spills ptxas reports (nvcc compiles here; slow: every candidate is built). `--explore-slots` replays with
 that many exploration places a turn (`ranking.with_exploration`) instead of the run's own; `--anchor` ranks on what the run
 had measured (`ranking.measured_rankings`, with the replayed predictions) or `--no-anchor` not, instead of as the run
@@ -57,15 +57,12 @@ def replayed(row: CandidateRow, predicted: Mapping[int, float | None] | None = N
 
 
 def toolchain_predictor(config: Mapping[str, Any], how: str) -> Predictor:
-    """The loop's own pricing of a turn's candidates for the run's workload, op, arch and backend: `static`
-    without compiling (a CPU run's), `compiled` with ptxas's spills (a GPU run of the CUDA backend's)."""
-    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings
+    """The loop's own pricing of a turn's candidates for the run's workload, op, arch, backend and GPU
+    (`Ranker.for_run`): `static` without compiling, `compiled` with ptxas's spills (a GPU run of the CUDA
+    backend's)."""
+    from cake.agents.cake_toolchain import Ranker
 
-    settings = EvalSettings(device="cuda" if how == "compiled" else "cpu", backend=str(config["eval"]["backend"]),
-                            seed=0)
-    toolchain = CakeToolchain(workload=str(config["workload"]), op=str(config["op"]), arch=str(config["arch"]),
-                              settings=settings, seeds=[])
-    return toolchain.predict_many
+    return Ranker.for_run(config, with_compiler=how == "compiled").predict_many
 
 
 def replay_run(run: Path, repredict: str | None = None, explore_slots: int | None = None,

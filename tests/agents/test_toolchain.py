@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from cake.experiments.kmeans.shapes import CAKE_CELL
 from cake.experiments.kmeans.workload import WORKLOAD
 from cake.verifier.timing import Measurement, Verification
@@ -150,7 +151,6 @@ def test_a_gpu_run_ranks_for_the_gpu_that_times_it(monkeypatch) -> None:
     from cake.arch import DEVICES
 
     monkeypatch.setattr(cake_toolchain, "_gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(CakeToolchain, "ranks_with_compiler", False)  # the static model: no nvcc in this test
     gpu = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
                         settings=EvalSettings(device="cuda", backend="cuda", seed=0))
     assert gpu.rank_device is DEVICES["H100-SXM5"]
@@ -160,3 +160,30 @@ def test_a_gpu_run_ranks_for_the_gpu_that_times_it(monkeypatch) -> None:
                         arch_name="sm_90a", device=name, backend="cuda", clock=BENCH_CLOCK).time_ms
           for name in ("H100-SXM5", "H200")}
     assert gpu.predict_ms(kernel) == on["H100-SXM5"] != on["H200"]
+
+
+@pytest.mark.parametrize(("config", "device", "reason"), [
+    ({"device": "NVIDIA H100 80GB HBM3", "eval": {"device": "cuda", "backend": "cuda"}}, "H100-SXM5",
+     "the GPU the run recorded (NVIDIA H100 80GB HBM3)"),
+    ({"eval": {"device": "cuda", "backend": "cuda"}}, "H200", "the run recorded no GPU: sm_90a's default device"),
+    ({"eval": {"device": "cpu", "backend": "triton"}}, "H200", "no GPU in this process: sm_90a's default device"),
+])
+def test_a_stored_run_is_ranked_again_for_the_gpu_it_recorded(config: dict, device: str, reason: str) -> None:
+    """Replays (`scripts/rank_run_candidates.py`, `replay_ranking.py`) rank a stored run as it ranked: an H100
+    run's candidates once were priced again for the H200 and with Triton's model, and its rho read 0.387."""
+    from cake.agents.cake_toolchain import CakeToolchain, EvalSettings, Ranker
+
+    stored = {"workload": "flash_kmeans", "op": "kmeans_assign", "arch": "sm_90a", **config}
+    ranker = Ranker.for_run(stored)
+    assert (ranker.device.name, ranker.device_reason) == (device, reason)
+    assert ranker.backend == config["eval"]["backend"]
+    assert ranker.with_compiler == (config["eval"]["device"] == "cuda" and config["eval"]["backend"] == "cuda")
+    assert not Ranker.for_run(stored, with_compiler=False).with_compiler
+    # the loop's own ranker for the same run prices a schedule the same way
+    from cake.ir.parser import parse
+
+    kernel = parse(Path(SEED).read_text(), "seed.cake")
+    loop = CakeToolchain(workload="flash_kmeans", op="kmeans_assign", arch="sm_90a", seeds=[SEED],
+                         settings=EvalSettings(device="cpu", backend=ranker.backend, seed=0))
+    if device == loop.rank_device.name:
+        assert Ranker.for_run(stored, with_compiler=False).predict_ms(kernel) == loop.predict_ms(kernel) is not None
