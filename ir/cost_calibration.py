@@ -245,6 +245,16 @@ class Fit:
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+def fit_factors_to(predictions: Sequence[Prediction], measured_s: Sequence[float]) -> Fit:
+    """`fit_factors` of timed predictions (each at prior factors) to their measured seconds. The search re-times
+    every prediction thousands of times, so it re-times them all at once (`cost_timing.TermsBatch`, the rule of
+    `Prediction.retimed`)."""
+    from cake.ir.cost_timing import TermsBatch  # cake.ir.cost_timing imports this module
+
+    batch = TermsBatch.of([[lp.terms for lp in p.launches] for p in predictions])
+    return fit_factors(lambda f: batch.totals(f).tolist(), measured_s)
+
+
 def fit_factors(predict: Callable[[Factors], Sequence[float]], measured: Sequence[float], *,
                 bounds: tuple[float, float] = (1.0 / 16.0, 16.0), regularization: float = 0.01,
                 names: Sequence[str] = FACTOR_NAMES, rounds: int = 12, grid_steps_per_octave: int = 2,

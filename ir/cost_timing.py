@@ -9,14 +9,19 @@ terms and calibration factors (`combine`).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
+import numpy as np
 from cake.ir import analysis as an
 from cake.ir import cost_pressure as cp
 from cake.ir import nodes as n
 from cake.ir.cost_calibration import CostConstants, Factors
 
 from cake.arch import ArchSpec, DeviceSpec, arch
+
+T = TypeVar("T", float, np.ndarray)  # one launch's time, or many launches' at once
 
 
 class Bound(enum.Enum):
@@ -251,15 +256,59 @@ def combine(t: Terms, f: Factors) -> tuple[float, Bound]:
         Bound.SYNC: t.sync_s * f.sync, Bound.LAUNCH: t.overhead_s * f.overhead, Bound.SPILL: t.spill_s * f.spill,
         Bound.CHAIN: t.chain_s * f.chain,
     }
-    tc, cu = parts[Bound.TENSOR], parts[Bound.CUDA_CORE]
+    total = overlapped(parts[Bound.TENSOR], parts[Bound.CUDA_CORE], parts[Bound.SMEM], parts[Bound.L2],
+                       parts[Bound.HBM], parts[Bound.LATENCY], parts[Bound.SYNC], parts[Bound.LAUNCH],
+                       parts[Bound.SPILL], parts[Bound.CHAIN], t, max, min)
+    return total, max(parts, key=lambda b: parts[b])
+
+
+def overlapped(tc: T, cu: T, smem: T, l2: T, hbm: T, latency: T, sync: T, launch: T, spill: T, chain: T,
+               shape: Terms | TermsBatch, maximum: Callable[[T, T], T], minimum: Callable[[T, T], T]) -> T:
+    """The overlap rule: a launch's time from its terms' times under factors. One formula for one launch (floats,
+    `max`/`min`) and for many at once (arrays, `np.maximum`/`np.minimum`: `TermsBatch`); `shape` holds the
+    overlap structure (the tensor/shared-memory norm and the residual shares)."""
     # The tensor cores and shared memory contend for one pipe (an mma's shared operands, TMA's writes, CUDA-core
     # reads): a p-norm, the max where one is far smaller and more than it where both are near their peaks.
-    p = t.tensor_smem_norm
-    tensor_smem = (tc ** p + parts[Bound.SMEM] ** p) ** (1.0 / p)
+    p = shape.tensor_smem_norm
+    tensor_smem = (tc ** p + smem ** p) ** (1.0 / p)
     # The iteration chain is a floor on the compute side (work cannot finish before its dependent chain).
-    compute = max(tensor_smem, cu, parts[Bound.CHAIN]) + min(tc, cu) * t.compute_residual
-    memory = max(parts[Bound.L2], parts[Bound.HBM], parts[Bound.LATENCY])
-    body = max(compute, memory) + min(compute, memory) * t.memory_residual
+    compute = maximum(maximum(tensor_smem, cu), chain) + minimum(tc, cu) * shape.compute_residual
+    memory = maximum(maximum(l2, hbm), latency)
+    body = maximum(compute, memory) + minimum(compute, memory) * shape.memory_residual
     # Spill round trips stall the warps that issue them: they add, like barriers.
-    total = body + parts[Bound.SYNC] + parts[Bound.SPILL] + parts[Bound.LAUNCH]
-    return total, max(parts, key=lambda b: parts[b])
+    return body + sync + spill + launch
+
+
+# The Terms fields that are times (each `<name>_s`, scaled by the factor of the same name)
+TERM_TIMES: tuple[str, ...] = ("tensor", "cuda", "smem", "l2", "hbm", "latency", "sync", "overhead", "spill", "chain")
+
+
+@dataclass(frozen=True)
+class TermsBatch:
+    """Many predictions' launch terms as arrays, re-timed under one set of factors at once: what a calibration's
+    search does thousands of times (`cake.ir.cost_calibration.fit_factors_to`), by the same rule as `combine`."""
+
+    times: dict[str, np.ndarray]  # term name (Terms field without `_s`) -> each launch's time at prior rates
+    compute_residual: np.ndarray
+    memory_residual: np.ndarray
+    tensor_smem_norm: np.ndarray
+    owner: np.ndarray  # each launch's prediction, an index into what `of` was given
+    predictions: int
+
+    @staticmethod
+    def of(launches: Sequence[Sequence[Terms]]) -> TermsBatch:
+        """The batch of each prediction's launches' terms (in order: `totals` answers in that order)."""
+        flat = [(i, t) for i, terms_of in enumerate(launches) for t in terms_of]
+        column = lambda name: np.array([getattr(t, name) for _, t in flat], dtype=float)  # noqa: E731
+        return TermsBatch({name: column(f"{name}_s") for name in TERM_TIMES}, column("compute_residual"),
+                          column("memory_residual"), column("tensor_smem_norm"),
+                          np.array([i for i, _ in flat], dtype=np.intp), len(launches))
+
+    def totals(self, f: Factors) -> np.ndarray:
+        """Each prediction's time under `f`: its launches' times by the overlap rule, summed."""
+        t = self.times
+        launch = overlapped(t["tensor"] * f.tensor, t["cuda"] * f.cuda, t["smem"] * f.smem, t["l2"] * f.l2,
+                            t["hbm"] * f.hbm, t["latency"] * f.latency, t["sync"] * f.sync,
+                            t["overhead"] * f.overhead, t["spill"] * f.spill, t["chain"] * f.chain, self,
+                            np.maximum, np.minimum)
+        return np.bincount(self.owner, weights=launch, minlength=self.predictions)

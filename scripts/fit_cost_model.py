@@ -29,8 +29,9 @@ event-timed eager calls include host work that a CUDA-graph replay does not). Ea
   candidates with their term breakdown. The issue-17 goal is judged per shape;
 - the model that is judged is the factored analytic model plus its learned correction (`cake.ir.cost_correction`:
   a ridge in log time over generic features of the prediction, blended half and half with the factored time),
-  fitted on the same training runs as the factors, its regularization chosen by leave-one-run-out inside them;
-  the factors alone are reported beside it ("factors only");
+  fitted on the same training runs as the factors, its regularization, or no correction, chosen by
+  leave-one-run-out inside them (each choice scored as it would predict: the blend with factors fitted on the other
+  training runs, or those factors alone); the factors alone are reported beside it ("factors only");
 - the measurement ceiling: where a `gpu_time_variants.json` sits beside the run stores, how well the timed reps
   rank themselves (split-half), per backend.
 
@@ -62,7 +63,7 @@ from cake.ir.cost_calibration import (
     FACTOR_NAMES,
     Factors,
     Fit,
-    fit_factors,
+    fit_factors_to,
     spearman,
     top_k_recall,
     top_k_regret,
@@ -135,8 +136,7 @@ def timing_ceiling(sources: Sequence[Path]) -> dict[str, dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------ fitting
 
 def fit_on(samples: Sequence[Sample]) -> Fit:
-    preds = [s.prediction for s in samples]
-    return fit_factors(lambda f: [p.retimed(f) for p in preds], [s.measured_ms * 1e-3 for s in samples])
+    return fit_factors_to([s.prediction for s in samples], [s.measured_ms * 1e-3 for s in samples])
 
 
 def correct_on(samples: Sequence[Sample]) -> Correction | None:

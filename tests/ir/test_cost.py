@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 from cake.ir.cost import predict
-from cake.ir.cost_calibration import Factors, constants_for, fit_factors, spearman, top_k_recall, top_k_regret
-from cake.ir.cost_timing import CostError, Occupancy, Work, combine, quantize, terms
+from cake.ir.cost_calibration import (
+    FACTOR_NAMES,
+    Factors,
+    constants_for,
+    fit_factors,
+    fit_factors_to,
+    spearman,
+    top_k_recall,
+    top_k_regret,
+)
+from cake.ir.cost_timing import CostError, Occupancy, TermsBatch, Work, combine, quantize, terms
 from cake.ir.nodes import DType
 from cake.ir.parser import parse
 from cake.ir.transforms.hold_operand import hold_operand
@@ -23,6 +32,11 @@ PINGPONG = parse((FK / "assign_pingpong.cake").read_text())
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 H200 = DEVICES["H200"]
 CONSTS = constants_for("sm_90a")
+# predictions of one and of two launches, plain and ping-pong, over a few params (the batch re-timing's fixture)
+BATCHED = [predict(kernel, dims=CELL, params=params, factors=Factors(), backend=backend)
+           for kernel, backend, params in [(PLAIN, "triton", {"BN": bn, "BK": bk}) for bn in (64, 128) for bk in (32, 64)]
+           + [(PINGPONG, "cuda", {"STAGES": stages}) for stages in (2, 4)]
+           + [(parse((FK / "assign_plain_norms.cake").read_text()), "triton", {})]]
 
 work_st = st.builds(
     Work,
@@ -292,3 +306,19 @@ def test_a_pingpong_pipelines_its_centroid_ring_not_the_point_tiles_it_copies_on
     assert [lp.work.stages for lp in assign] == [1, 2, 4]
     assert all(lp.work.stage_bytes == 128 * 128 * 2 + 128 * 4 for lp in assign)
     assert assign[0].time_s > assign[1].time_s > assign[2].time_s
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.0625, 16.0), min_size=len(FACTOR_NAMES), max_size=len(FACTOR_NAMES)))
+def test_the_batch_retiming_is_the_overlap_rule_of_each_prediction(values: list[float]) -> None:
+    """`fit_factors_to` re-times every prediction at once (`TermsBatch`); it must be `Prediction.retimed`, term for
+    term, or a calibration fits a different model from the one that ranks."""
+    factors = Factors(**dict(zip(FACTOR_NAMES, values, strict=True)))
+    batch = TermsBatch.of([[lp.terms for lp in p.launches] for p in BATCHED])
+    assert batch.totals(factors).tolist() == pytest.approx([p.retimed(factors) for p in BATCHED], rel=1e-12)
+
+
+def test_fitting_factors_to_predictions_is_the_fit_of_their_one_by_one_retiming() -> None:
+    measured = [p.retimed(Factors(tensor=2.0, smem=0.5, chain=1.5)) for p in BATCHED]
+    one_by_one = fit_factors(lambda f: [p.retimed(f) for p in BATCHED], measured)
+    assert fit_factors_to(BATCHED, measured).factors == one_by_one.factors
