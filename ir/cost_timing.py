@@ -258,23 +258,25 @@ def combine(t: Terms, f: Factors) -> tuple[float, Bound]:
     }
     total = overlapped(parts[Bound.TENSOR], parts[Bound.CUDA_CORE], parts[Bound.SMEM], parts[Bound.L2],
                        parts[Bound.HBM], parts[Bound.LATENCY], parts[Bound.SYNC], parts[Bound.LAUNCH],
-                       parts[Bound.SPILL], parts[Bound.CHAIN], t, max, min)
+                       parts[Bound.SPILL], parts[Bound.CHAIN], norm=t.tensor_smem_norm,
+                       compute_residual=t.compute_residual, memory_residual=t.memory_residual, maximum=max,
+                       minimum=min)
     return total, max(parts, key=lambda b: parts[b])
 
 
-def overlapped(tc: T, cu: T, smem: T, l2: T, hbm: T, latency: T, sync: T, launch: T, spill: T, chain: T,
-               shape: Terms | TermsBatch, maximum: Callable[[T, T], T], minimum: Callable[[T, T], T]) -> T:
-    """The overlap rule: a launch's time from its terms' times under factors. One formula for one launch (floats,
-    `max`/`min`) and for many at once (arrays, `np.maximum`/`np.minimum`: `TermsBatch`); `shape` holds the
-    overlap structure (the tensor/shared-memory norm and the residual shares)."""
+def overlapped(tc: T, cu: T, smem: T, l2: T, hbm: T, latency: T, sync: T, launch: T, spill: T, chain: T, *,
+               norm: T, compute_residual: T, memory_residual: T, maximum: Callable[[T, T], T],
+               minimum: Callable[[T, T], T]) -> T:
+    """The overlap rule: a launch's time from its terms' times under factors and its overlap structure (the
+    tensor/shared-memory norm, the residual shares: `Terms`). One formula for one launch (floats, `max`/`min`) and
+    for many at once (arrays, `np.maximum`/`np.minimum`: `TermsBatch`)."""
     # The tensor cores and shared memory contend for one pipe (an mma's shared operands, TMA's writes, CUDA-core
     # reads): a p-norm, the max where one is far smaller and more than it where both are near their peaks.
-    p = shape.tensor_smem_norm
-    tensor_smem = (tc ** p + smem ** p) ** (1.0 / p)
+    tensor_smem: T = (tc ** norm + smem ** norm) ** (1.0 / norm)
     # The iteration chain is a floor on the compute side (work cannot finish before its dependent chain).
-    compute = maximum(maximum(tensor_smem, cu), chain) + minimum(tc, cu) * shape.compute_residual
+    compute = maximum(maximum(tensor_smem, cu), chain) + minimum(tc, cu) * compute_residual
     memory = maximum(maximum(l2, hbm), latency)
-    body = maximum(compute, memory) + minimum(compute, memory) * shape.memory_residual
+    body = maximum(compute, memory) + minimum(compute, memory) * memory_residual
     # Spill round trips stall the warps that issue them: they add, like barriers.
     return body + sync + spill + launch
 
@@ -309,6 +311,7 @@ class TermsBatch:
         t = self.times
         launch = overlapped(t["tensor"] * f.tensor, t["cuda"] * f.cuda, t["smem"] * f.smem, t["l2"] * f.l2,
                             t["hbm"] * f.hbm, t["latency"] * f.latency, t["sync"] * f.sync,
-                            t["overhead"] * f.overhead, t["spill"] * f.spill, t["chain"] * f.chain, self,
-                            np.maximum, np.minimum)
+                            t["overhead"] * f.overhead, t["spill"] * f.spill, t["chain"] * f.chain,
+                            norm=self.tensor_smem_norm, compute_residual=self.compute_residual,
+                            memory_residual=self.memory_residual, maximum=np.maximum, minimum=np.minimum)
         return np.bincount(self.owner, weights=launch, minlength=self.predictions)
