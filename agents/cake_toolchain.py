@@ -87,7 +87,7 @@ class Ranker:
         elif recorded and match_device(str(recorded)) is device:
             reason = f"the GPU the run recorded ({recorded})"
         shape = get_workload(str(config["workload"])).fitness_shape(str(config["op"]))
-        compiled = on_gpu and backend == "cuda" if with_compiler is None else with_compiler
+        compiled = (on_gpu and backend == "cuda") if with_compiler is None else with_compiler
         return cls(shape, arch, device, reason, backend, compiled)
 
     def predict_ms(self, kernel: n.Kernel, spilled_regs: Mapping[str, float] | None = None) -> float | None:
