@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
                           "(uncalibrated) until a fit beats them")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"sources": [str(s) for s in sources], "skipped": loaded.skipped,
+        args.out.write_text(json.dumps({"sources": [short_name(s) for s in sources], "skipped": loaded.skipped,
                                         "quality_rule": f"median <= {MAX_MEDIAN_OVER_MIN} x fastest rep",
                                         "unsteady_dropped": loaded.unsteady, "not_judged": loaded.not_judged,
                                         "spills": loaded.spills,
