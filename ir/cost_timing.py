@@ -301,7 +301,10 @@ class TermsBatch:
     def of(launches: Sequence[Sequence[Terms]]) -> TermsBatch:
         """The batch of each prediction's launches' terms (in order: `totals` answers in that order)."""
         flat = [(i, t) for i, terms_of in enumerate(launches) for t in terms_of]
-        column = lambda name: np.array([getattr(t, name) for _, t in flat], dtype=float)  # noqa: E731
+
+        def column(name: str) -> np.ndarray:
+            return np.array([getattr(t, name) for _, t in flat], dtype=float)
+
         return TermsBatch({name: column(f"{name}_s") for name in TERM_TIMES}, column("compute_residual"),
                           column("memory_residual"), column("tensor_smem_norm"),
                           np.array([i for i, _ in flat], dtype=np.intp), len(launches))

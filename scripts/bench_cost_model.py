@@ -37,7 +37,8 @@ from cake.experiments.schedules import load_any_backend, params_tag, valid_assig
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import (
     Factors,
-    fit_factors,
+    Fit,
+    fit_factors_to,
     spearman,
     toolchain_id,
     top_k_recall,
@@ -216,11 +217,11 @@ def analyse(timed: list[Entry]) -> dict[str, Any]:
     assert all(p is not None for p in preds)
     prior = [p.retimed(Factors()) for p in preds]  # type: ignore[union-attr]
 
-    def model(subset: list[int]) -> Any:
-        return lambda f: [preds[i].retimed(f) for i in subset]  # type: ignore[union-attr]
+    def fit_of(subset: list[int]) -> Fit:
+        return fit_factors_to([preds[i] for i in subset], [meas[i] * 1e-3 for i in subset])
 
     everyone = list(range(len(timed)))
-    fit = fit_factors(model(everyone), [m * 1e-3 for m in meas])  # predictions are seconds, meas ms
+    fit = fit_of(everyone)  # predictions are seconds, meas ms
     factors = fit.factors
     if fit.warning():
         print(f"WARNING: {fit.warning()}", flush=True)
@@ -231,7 +232,7 @@ def analyse(timed: list[Entry]) -> dict[str, Any]:
     half_a, half_b = order[: len(order) // 2], order[len(order) // 2:]
     cross = []
     for fit_on, test_on in ((half_a, half_b), (half_b, half_a)):
-        f = fit_factors(model(fit_on), [meas[i] * 1e-3 for i in fit_on]).factors
+        f = fit_of(fit_on).factors
         cross.append(spearman([preds[i].retimed(f) for i in test_on], [meas[i] for i in test_on]))  # type: ignore[union-attr]
     for e, p, q in zip(timed, prior, fitted, strict=True):
         e.extra.update({"predicted_prior_ms": p * 1e3, "predicted_calibrated_ms": q * 1e3})

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from cake.agents.cake_toolchain import Ranker
-from cake.ir.cost_calibration import spearman, top_k_recall
 from cake.ir.parser import parse
+from fit_cost_model import figures
 
-from cake.runs.store import RunStore
+from cake.runs.store import CandidateRow, RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def ranked_candidates(run: Path, *, static: bool = False) -> tuple[Ranker, list[
     store = RunStore.open_read_only(run)
     with store:
         ranker = Ranker.for_run(store.config, with_compiler=False if static else None)
-        timed: dict[str, Any] = {}
+        timed: dict[str, CandidateRow] = {}
         for row in store.candidates():
             if row.evaluation is not None and row.evaluation.measured_ms is not None:
                 timed.setdefault(row.ir_hash, row)
@@ -52,19 +52,18 @@ def ranked_candidates(run: Path, *, static: bool = False) -> tuple[Ranker, list[
 
 
 def agreement(rows: list[Ranked], which: str) -> dict[str, Any] | None:
-    """Spearman and top-5 recall of one prediction column over the rows that have it; None with fewer than two."""
+    """The fitter's figures (`fit_cost_model.figures`: rho, top-5 and top-10 recall, top-5 regret) of one prediction
+    column over the rows that have it; None with fewer than two."""
     pairs = [(getattr(r, which), r.measured_ms) for r in rows if getattr(r, which) is not None]
     if len(pairs) < 2:
         return None
-    predicted, measured = [p for p, _ in pairs], [m for _, m in pairs]
-    return {"schedules": len(pairs), "spearman": spearman(predicted, measured),
-            "top5_recall": top_k_recall(predicted, measured, 5)}
+    return figures([p for p, _ in pairs], [m for _, m in pairs])
 
 
 def _said(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return "fewer than two predicted"
-    return f"rho {summary['spearman']:.3f}, top-5 {summary['top5_recall']:.2f} over {summary['schedules']}"
+    return f"rho {summary['spearman']:.3f}, top-5 {summary['top5_recall']:.2f} over {summary['n']}"
 
 
 def main() -> int:
