@@ -1,9 +1,5 @@
-# Next (after session 30, whose H100 seeds 18 and 19, ranked with prior factors, beat the hand-written ping-pong by 10.1%
-# and 9.0% side by side): run this on an H200 with seeds 20 21, then a third H200 seed, so that the issue's device has
-# three seeds of today's search. Pass BUDGET_DEADLINE (epoch seconds: the call's time + the lease's budget_left_s - 75)
-# with S28_BUDGET=1250: the seeds keep BESTS_RESERVE (170 s) for the comparison and end on their own clock. A call that
-# names nvidia-h200 may be served by an H100 (session 30's was); an H100 seed now ranks with session 30's H100 fit.
-#   S28_BUDGET=1250 BUDGET_DEADLINE=... RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/s28_evolve.sh 20 21 > /tmp/s28.log 2>&1 < /dev/null &
+# Superseded for the next seeds by kmeans_seeds_vs_hand.sh (three seeds and the comparison in one lease, without
+# session 27's best). This file stays as sessions 28-30 ran it.
 # Session 30 ran it so with seeds 18 19 on an H100 (main 5c4ae12); session 29 with 17 18 on an H100 (main 7c21920);
 # session 28 with 15 16 on the H200 (main b6e668d).
 # H200, session 28 (issue 17), carry [".whl"]: two clean-start kmeans evolve seeds (15, 16) on the issue's device, so that
