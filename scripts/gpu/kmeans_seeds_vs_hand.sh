@@ -1,8 +1,9 @@
 # Issue 17's evidence in one call: clean-start kmeans evolve seeds (the sampling search from the plain seed, ranked with
 # the stored calibration of the GPU present, which no reference kernel or reported win trained), then every seed's best
 # beside the hand-written ping-pong, it held, it held with its merge deferred, and triton_assign, two bench processes each.
-# Each seed runs EVOLVE_SECONDS (default 420: three seeds and the comparison fit one 30-minute lease) and ends on its own
-# clock; the seeds keep BESTS_RESERVE seconds (default 190) for the comparison. Pass BUDGET_DEADLINE (epoch seconds: the
+# The seeds share what the budget leaves after the bench server's smoke and BESTS_RESERVE seconds (default 190) kept for
+# the comparison: each runs that share, at most EVOLVE_SECONDS (default 570, the issue's 10 minutes less the report), and
+# ends on its own clock; a seed left less than EVOLVE_MIN_SECONDS (default 300) is skipped. Pass BUDGET_DEADLINE (epoch seconds: the
 # call's time + the lease's budget_left_s - 75) so a slow machine start still leaves the comparison its time.
 #   KMEANS_BUDGET=1600 BUDGET_DEADLINE=... RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/kmeans_seeds_vs_hand.sh 20 21 22 > /tmp/seeds.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/seeds.log until it says done (carry [".whl"]).
@@ -11,8 +12,11 @@
 source scripts/gpu/lib.sh
 budget "${KMEANS_BUDGET:-1600}"
 server_or_one_shot
-EVOLVE_SECONDS=${EVOLVE_SECONDS:-420}
-BUDGET_RESERVE=${BESTS_RESERVE:-190} kmeans_evolve_seeds "$@"
+BESTS_RESERVE=${BESTS_RESERVE:-190}
+share=$(( ($(budget_left) - BESTS_RESERVE) / $# ))
+EVOLVE_SECONDS=$(( share < ${EVOLVE_SECONDS:-570} ? share : ${EVOLVE_SECONDS:-570} ))
+echo "each seed: ${EVOLVE_SECONDS}s" | tee -a "$RES/stages.txt"
+EVOLVE_MIN_SECONDS=${EVOLVE_MIN_SECONDS:-300} BUDGET_RESERVE=$BESTS_RESERVE kmeans_evolve_seeds "$@"
 bests_vs_hand 400 60
 touch "$RES/DONE"
 pack

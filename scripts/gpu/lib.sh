@@ -78,7 +78,7 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
 kmeans_evolve_seeds() { local seed runs=() wall; EVOLVED_BESTS=()
   for seed in "$@"; do
     wall=$(budget_left); [ "$wall" -gt "${EVOLVE_SECONDS:-600}" ] && wall=${EVOLVE_SECONDS:-600}
-    budgeted evolve_seed$seed "$wall" 420 python3 scripts/gpu_evolve.py --minutes "$(awk "BEGIN{print $wall/60}")" \
+    budgeted evolve_seed$seed "$wall" "${EVOLVE_MIN_SECONDS:-420}" python3 scripts/gpu_evolve.py --minutes "$(awk "BEGIN{print $wall/60}")" \
       --backend cuda --evals-per-turn 4 \
       --seed "$seed" --out "$RES/evolve_seed$seed" "${EVOLVE_ARGS[@]}"
     [ -f "$RES/evolve_seed$seed/gpu_evolve.json" ] && runs+=("$RES/evolve_seed$seed/gpu_evolve.json")
