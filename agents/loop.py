@@ -420,8 +420,11 @@ class EvolutionLoop:
 
     def _evaluate_turn(self, turn: int) -> bool:
         """Evaluate the turn's queue; False when the wall-time budget ran out before all of it started.
-        Jobs are submitted only while a slot is free, so the budget is checked before each one starts."""
-        queue = [c for c in self.store.candidates(turn=turn, status=CandidateStatus.QUEUED)]
+        Jobs are submitted only while a slot is free, so the budget is checked before each one starts, and in the
+        order the turn ranked them: when the budget ends a turn, what it leaves queued is what ranked last
+        (session 31: in proposal order, a seed's last turn timed its 4th- and 2nd-ranked candidates and left its
+        1st queued)."""
+        queue = sorted(self.store.candidates(turn=turn, status=CandidateStatus.QUEUED), key=_queue_order)
         complete = True
         slots = sum(self.executor.capacity().values())
         if not self._wall_spent():
@@ -512,3 +515,11 @@ def _timed(evaluated: Sequence[CandidateRow]) -> list[Timed]:
             out.append(Timed(row.id, operator_of(row.mutation), tuple(row.parents), float(ev.measured_ms),
                              float(row.predicted_ms)))
     return out
+
+
+def _queue_order(row: CandidateRow) -> tuple[int, int]:
+    """A queued candidate's place in its turn's evaluation order: its rank (`_rank` ranks whatever it queues)."""
+    if row.rank is None:
+        raise ValueError(f"queued candidate #{row.id} of turn {row.turn} has no rank: every queued candidate is "
+                         "ranked in the transaction that queues it, so this store was written by something else")
+    return (row.rank, row.id)
