@@ -522,6 +522,7 @@ class LaunchPrediction:
     occupancy: Occupancy
     terms: Terms
     pingpong: bool
+    fused: bool = False  # runs inside another launch, behind a grid-wide barrier (`fuse`), not as a launch of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -625,7 +626,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
         if fused:  # a grid-wide barrier replaces the launch boundary
             t = replace(t, overhead_s=consts.grid_sync_s)
         time_s, bound = combine(t, factors)
-        launches.append(LaunchPrediction(launch.name, time_s, bound, lw.work, occ, t, pingpong))
+        launches.append(LaunchPrediction(launch.name, time_s, bound, lw.work, occ, t, pingpong, fused))
     total = sum(lp.time_s for lp in launches)
     main = max(launches, key=lambda lp: lp.time_s)
     bound_params = tuple((p.name, env.ints[p.name]) for p in kernel.params)

@@ -94,6 +94,10 @@ FEATURES: tuple[tuple[str, str, Callable[[PriorView], float]], ...] = (
      lambda v: float(v.slowest.occupancy.spilled_regs > 0)),
     ("log_stages", "log of the pipeline depth", lambda v: math.log(max(1, v.slowest.work.stages))),
     ("launches", "how many launches", lambda v: float(len(v.launch_s))),
+    ("grid_barriers", "how many launches run fused into another, behind a grid-wide barrier",
+     lambda v: float(sum(lp.fused for lp in v.prediction.launches))),
+    ("peer_share", "the share of the slowest launch's global bytes its cluster peers fetch (a multicast's)",
+     lambda v: v.slowest.work.peer_bytes / v.slowest.work.global_bytes if v.slowest.work.global_bytes else 0.0),
     ("log_launch_spread", "log of the total time over the slowest launch's", lambda v: math.log(v.total_s / v.slowest_s)),
 )
 FEATURE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in FEATURES)

@@ -71,8 +71,8 @@ from cake.ir.cost_calibration import (
 from cake.ir.cost_calibrations import (
     CALIBRATION_DIR,
     Calibration,
+    CalibrationFileError,
     CalibrationKey,
-    calibration_for,
     store_calibration,
 )
 from cake.ir.cost_correction import Correction, TimedPrediction, fit_correction
@@ -350,11 +350,16 @@ def stale_stored(key: CalibrationKey, samples: Sequence[Sample],
     """The stored calibration file of `key` when it ranks the key's runs worse than the priors at some timing
     shape (factors fitted for an earlier version of the model's terms), with why; (None, why not) otherwise.
     `--write` removes such a file when it keeps no new fit: prior factors, labelled uncalibrated, are then
-    the better ranking, and stale factors would be used without a word."""
+    the better ranking, and stale factors would be used without a word. A file this model cannot read (a
+    correction over other features) is stale too. Only the key's own file is read: the others may be the ones
+    this `--write` has not refitted yet."""
     path = directory / key.file_name
-    state = calibration_for(key.backend, key.device, key.toolchain, directory)
-    if state.calibration is None or not path.is_file():
+    if not path.is_file():
         return None, "no stored calibration"
+    try:
+        stored_cal = Calibration.from_json(json.loads(path.read_text()), str(path))
+    except CalibrationFileError as unreadable:
+        return path, f"this model cannot read it ({unreadable})"
     groups: dict[str, list[Sample]] = {}
     for s in samples:
         groups.setdefault(shape_tag(s), []).append(s)
@@ -362,7 +367,7 @@ def stale_stored(key: CalibrationKey, samples: Sequence[Sample],
         measured = [s.measured_ms for s in group]
         if len(group) < 2:
             continue
-        stored = spearman([predicted_s(s, state.factors, state.correction) for s in group], measured)
+        stored = spearman([predicted_s(s, stored_cal.factors, stored_cal.correction) for s in group], measured)
         prior = spearman([s.prediction.time_s for s in group], measured)
         if stored < prior:
             return path, (f"the stored factors rank its runs at rho {stored:.3f} < the priors' {prior:.3f} ({tag}): "

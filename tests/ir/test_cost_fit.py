@@ -276,6 +276,18 @@ def test_a_stored_calibration_that_ranks_worse_than_the_priors_is_stale(tmp_path
     store_calibration(Calibration(key, Factors(smem=16.0), 1, "2026-12-02", {}, ()), directory)  # rho 0.60 < 0.74
     path, why = fcm.stale_stored(key, loaded.samples, directory)
     assert path == directory / key.file_name and "fitted for an earlier model" in why
+    # A correction over another model's features cannot be read: stale too. Another key's such file, one this
+    # `--write` has not refitted yet, is not read at all.
+    old_features = json.loads(path.read_text())
+    old_features["correction"] = {"features": ["log_time"], "means": [0.0], "scales": [1.0], "weights": [0.0],
+                                  "intercept": 0.0, "regularization": 0.1, "blend": 0.5}
+    other = directory / "triton__H100-SXM5__other.json"
+    other.write_text(json.dumps(old_features))
+    store_calibration(Calibration(key, PLANTED, 1, "2026-12-02", {}, ()), directory)
+    assert fcm.stale_stored(key, loaded.samples, directory)[0] is None
+    path.write_text(json.dumps(old_features))
+    path, why = fcm.stale_stored(key, loaded.samples, directory)
+    assert path == directory / key.file_name and "cannot read" in why and "features" in why
 
 
 def test_a_calibration_fitted_on_some_runs_ranks_a_key_it_never_saw(tmp_path: Path) -> None:
