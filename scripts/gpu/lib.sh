@@ -71,13 +71,21 @@ kda_gpu_evolve() { local cap=$1 min=$2 wall=$3
 # `kmeans_evolve_seeds SEED...`: issue 17's clean-start kmeans evolve per seed (`gpu_evolve.py --minutes 10 --backend
 # cuda --evals-per-turn 4`, 8.5 minutes of turns: the loop starts no evaluation past its budget less the slack for the one
 # in flight; EVOLVE_SECONDS, default 600, sets another wall, cut to what the budget has left so that a seed ends on its
-# own clock and reports, never under the stage's kill), as stages evolve_seedN (skipped with less than 420 s left), then
+# own clock and reports, never under the stage's kill), as stages evolve_seedN (skipped with less than
+# EVOLVE_MIN_SECONDS, default 420, left). With EVOLVE_SHARE set, each seed's wall is also cut to an even share of what
+# the budget has left among the seeds still to run, as many of them as can have EVOLVE_MIN_SECONDS each (the last
+# ones are skipped), so what one seed leaves unused goes to the next. Then
 # their best-so-far curves
 # (evolve_seeds.py). Sets EVOLVED_BESTS to the best.cake of every seed that produced one. EVOLVE_ARGS (an array, may be
 # unset) adds gpu_evolve.py arguments to every seed (e.g. --disable-operator NAME).
-kmeans_evolve_seeds() { local seed runs=() wall; EVOLVED_BESTS=()
+kmeans_evolve_seeds() { local seed runs=() wall fit left=$#; EVOLVED_BESTS=()
   for seed in "$@"; do
-    wall=$(budget_left); [ "$wall" -gt "${EVOLVE_SECONDS:-600}" ] && wall=${EVOLVE_SECONDS:-600}
+    wall=$(budget_left)
+    if [ -n "${EVOLVE_SHARE:-}" ]; then  # shared among the seeds still to run that can have their minimum each
+      fit=$(( wall / ${EVOLVE_MIN_SECONDS:-420} )); [ "$fit" -gt "$left" ] && fit=$left
+      [ "$fit" -lt 1 ] && { echo "stage evolve_seed$seed skipped: ${wall}s left" | tee -a "$RES/stages.txt"; continue; }
+      wall=$(( wall / fit )); left=$(( left - 1 )); fi
+    [ "$wall" -gt "${EVOLVE_SECONDS:-600}" ] && wall=${EVOLVE_SECONDS:-600}
     budgeted evolve_seed$seed "$wall" "${EVOLVE_MIN_SECONDS:-420}" python3 scripts/gpu_evolve.py --minutes "$(awk "BEGIN{print $wall/60}")" \
       --backend cuda --evals-per-turn 4 \
       --seed "$seed" --out "$RES/evolve_seed$seed" "${EVOLVE_ARGS[@]}"
