@@ -7,11 +7,11 @@
 # and ends on its own clock; the last seeds are skipped when the rest cannot have EVOLVE_MIN_SECONDS (default 300) each. Pass
 # BUDGET_DEADLINE (epoch seconds: the call's time + the lease's budget_left_s - 75) so a slow machine start still leaves
 # the comparison its time.
-#   KMEANS_BUDGET=1600 BUDGET_DEADLINE=... RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/kmeans_seeds_vs_hand.sh 20 21 22 > /tmp/seeds.log 2>&1 < /dev/null &
+#   KMEANS_BUDGET=1600 BUDGET_DEADLINE=... RES=/tmp/res OUT=/tmp/o PRIVATE_COPY=1 setsid nohup bash scripts/gpu/kmeans_seeds_vs_hand.sh 23 24 25 > /tmp/seeds.log 2>&1 < /dev/null &
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/seeds.log until it says done (carry [".whl"]).
 # Session 31 ran it so with seeds 20 21 22 (main ce1f4e9) on an H100 (the call named nvidia-h200), with one share
 # fixed up front (347 s a seed; the seeds ended 66, 43 and 66 s early and the comparison got the rest). Next: the
-# same on an H200, the issue's device, where the sampling search has not run yet.
+# same with seeds 23 24 25 on an H200, the issue's device, where the sampling search has not run yet.
 # Afterwards: results to results/<device>-<date>/sNN/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py
 # over the seeds' samples, rank_run_candidates.py, fit_cost_model.py --write, and evolve_seeds.py over every seed so far.
 source scripts/gpu/lib.sh
