@@ -12,10 +12,11 @@ calibration key, from the same timed runs the factors are fitted on:
 
 The features (`FEATURES`) are the prediction's own quantities at prior factors, never a schedule's param names:
 each term's share of its launch, occupancy, registers, pipeline depth, whether consumers ping-pong, how many
-launches, how many run behind a grid-wide barrier, the share of bytes a multicast's cluster peers fetch. So a correction applies to any schedule of any workload the model can price. Its regularization, or
-no correction at all, is chosen by leave-one-run-out over the training runs (`fit_correction`), each choice scored
-as the calibration would predict (the blend with factors fitted on the other runs, or those factors alone), never
-on the runs it is judged on.
+launches, how many run behind a grid-wide barrier, the share of bytes a multicast's cluster peers fetch. So a
+correction applies to any schedule of any workload the model can price. Its regularization, or no correction at
+all, is chosen by leave-one-run-out over the training runs (`fit_correction`), each choice scored as the
+calibration would predict (the blend with factors fitted on the other runs, or those factors alone), never on the
+runs it is judged on.
 
 Why a blend and not the ridge alone: held out by run on the committed H200 data (session 22, `scripts/
 fit_cost_model.py`), the ridge alone ranked better than the fitted factors on rho but lost top-5 recall on the
