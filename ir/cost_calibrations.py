@@ -154,12 +154,18 @@ class CalibrationState:
         return CalibrationState("uncalibrated", None, reason)
 
 
+def read_calibration(path: Path) -> Calibration:
+    """One stored calibration file; CalibrationFileError when this model cannot read it (e.g. a correction over
+    features it no longer has)."""
+    return Calibration.from_json(json.loads(path.read_text()), str(path))
+
+
 def calibrations(directory: Path = CALIBRATION_DIR) -> tuple[Calibration, ...]:
     if not directory.is_dir():
         return ()
     out = []
     for path in sorted(directory.glob("*.json")):
-        cal = Calibration.from_json(json.loads(path.read_text()), str(path))
+        cal = read_calibration(path)
         if cal.key.file_name != path.name:
             raise CalibrationFileError(f"{path}: holds the calibration for {cal.key}, whose file is "
                                        f"{cal.key.file_name}; rename it or rewrite it with scripts/fit_cost_model.py")

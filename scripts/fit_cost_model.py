@@ -73,6 +73,7 @@ from cake.ir.cost_calibrations import (
     Calibration,
     CalibrationFileError,
     CalibrationKey,
+    read_calibration,
     store_calibration,
 )
 from cake.ir.cost_correction import Correction, TimedPrediction, fit_correction
@@ -357,7 +358,7 @@ def stale_stored(key: CalibrationKey, samples: Sequence[Sample],
     if not path.is_file():
         return None, "no stored calibration"
     try:
-        stored_cal = Calibration.from_json(json.loads(path.read_text()), str(path))
+        stored_cal = read_calibration(path)
     except CalibrationFileError as unreadable:
         return path, f"this model cannot read it ({unreadable})"
     groups: dict[str, list[Sample]] = {}
