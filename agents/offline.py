@@ -8,9 +8,13 @@ each operator's children have survived the static checks in this run, and to the
 refusals favour the operators that shrink, parents the cost model underestimated favour the operators on the term
 it got wrong; see `feedback`), applies it to a parent from the population, prints the child to IR text and checks
 it. A child over a resource budget (E03xx) is repaired from its diagnostics: a register split over the file or
-short of an accumulator is re-split (`repair_for`), else the params the diagnostic names (else the ones sizing
-shared memory) step down their domains, at most `repair_rounds` times. Children already seen in the run are
-skipped. Children that stay illegal are proposed too (up to as many as the legal ones), so the run's rejection
+short of an accumulator is re-split, else one of the params the diagnostic names (else the ones sizing what is
+short: an accumulator's tile and its role's instances, or shared memory) steps down its domain (`repair_steps`).
+Every way of at most `repair_rounds` steps is walked, and of the legal ends the run has not seen the model picks
+the fastest-priced (`OfflineAgent.repair`): session 32's seed 24 held a 128-row tile in four consumers, the one
+drawn step took the tile back to 64 rows, and the run never left that family, where a consumer fewer and the
+registers re-split kept the tile (the structure of that session's seed 23's best). Children already seen in the
+run are skipped. Children that stay illegal are proposed too (up to as many as the legal ones), so the run's rejection
 counts show what the checker stopped. The loop ranks the proposals by the cost model and evaluates the best few.
 
 All randomness flows from `ctx.rng`: the same seed and the same population give the same proposals.
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from cake.agents import mutations as mut
-from cake.agents.base import AgentTurn, Parent, Proposal, TurnContext
+from cake.agents.base import AgentTurn, Checked, Parent, Proposal, TurnContext
 from cake.agents.crossover import crossover
 from cake.agents.feedback import operator_multipliers
 from cake.agents.specialize import SPECIALIZING
@@ -32,6 +37,8 @@ from cake.ir import nodes as n
 from cake.ir.printer import print_kernel
 from cake.ir.transforms.fit_consumer_regs import fit_consumer_regs
 from cake.ir.transforms.free_copy_regs import free_copy_regs
+from cake.ir.transforms.sites import issues_mma, main_launch
+from cake.ir.visit import walk_expr, walk_stmts
 
 from cake.diagnostics import Diagnostic
 from cake.runs.store import ir_hash
@@ -45,6 +52,9 @@ BASE_WEIGHTS: dict[str, float] = {
     "cluster": 0.4, "defer": 0.3,
 }
 RESOURCE_FAMILY = "E03"  # resource-budget diagnostics: repairable by shrinking tiles or stages
+# Checks one refused child's repair may spend walking its ways out (~70 ms each on a CPU core): enough for every way
+# of two steps where three params can shrink, and a third step after a few of them.
+REPAIR_CHECKS = 12
 ATTEMPTS_PER_SLOT = 6
 # The operators that change how a schedule works (not which point of its param space it sits at): each is applied
 # once to the incumbent at the start of every turn.
@@ -114,13 +124,8 @@ class OfflineAgent:
             operator, mutation, parents = child
             checked = ctx.validate(print_kernel(mutation.kernel))
             rounds = 0
-            while not checked.ok and checked.kernel is not None and rounds < self.settings.repair_rounds:
-                fixed = repair_for(checked.kernel, checked.errors, ctx.rng)
-                if fixed is None:
-                    break
-                rounds += 1
-                mutation = mut.Mutation(fixed.kernel, f"{mutation.description}; repair {fixed.description}")
-                checked = ctx.validate(print_kernel(fixed.kernel))
+            if not checked.ok:
+                mutation, checked, rounds = self.repair(ctx, mutation, checked, seen)
             digest = ir_hash(checked.text)
             if digest in seen:
                 continue
@@ -138,6 +143,52 @@ class OfflineAgent:
         if len(legal) < ctx.n:
             notes += (f"only {len(legal)} new legal children in {ctx.n * self.settings.attempts_per_slot} attempts",)
         return AgentTurn(tuple(legal + illegal), notes=notes)
+
+    def repair(self, ctx: TurnContext, mutation: mut.Mutation, checked: Checked,
+                seen: set[str]) -> tuple[mut.Mutation, Checked, int]:
+        """A refused child repaired: every way through `repair_steps` of at most `repair_rounds` steps, shortest
+        first, within `REPAIR_CHECKS` checks; of the legal ends not `seen` in the run (a step back to the parent is
+        one), the fastest-priced where the turn has the model, else one drawn. With none, the child as the first
+        way ended it. Also returns how many steps the chosen way took."""
+        ways: deque[tuple[mut.Mutation, Checked, int]] = deque([(mutation, checked, 0)])
+        walked = {checked.text}
+        legal: list[tuple[mut.Mutation, Checked, int]] = []
+        refused: tuple[mut.Mutation, Checked, int] | None = None
+        checks = 0
+        while ways:
+            way = ways.popleft()
+            step_from, at, depth = way
+            if at.ok:
+                if ir_hash(at.text) not in seen:
+                    legal.append(way)
+                else:
+                    refused = refused or way
+                continue
+            steps = (repair_steps(at.kernel, at.errors)
+                     if at.kernel is not None and depth < self.settings.repair_rounds else [])
+            if not steps or checks >= REPAIR_CHECKS:
+                refused = refused or way
+                continue
+            for step in steps[:REPAIR_CHECKS - checks]:
+                checks += 1
+                stepped = ctx.validate(print_kernel(step.kernel))
+                if stepped.text not in walked:
+                    walked.add(stepped.text)
+                    ways.append((mut.Mutation(step.kernel, f"{step_from.description}; repair {step.description}"),
+                                 stepped, depth + 1))
+        if not legal:
+            return refused or (mutation, checked, 0)
+        if len(legal) == 1:
+            return legal[0]
+        if ctx.predict is None:
+            return legal[ctx.rng.randrange(len(legal))]
+        priced = [(time_ms, i) for i, (_, at, _) in enumerate(legal)
+                  if at.kernel is not None and (time_ms := ctx.predict(at.kernel)) is not None]
+        if not priced:
+            return legal[ctx.rng.randrange(len(legal))]
+        chosen, at, depth = legal[min(priced)[1]]
+        return (mut.Mutation(chosen.kernel, f"{chosen.description} (the fastest-priced of {len(priced)} legal repairs)"),
+                at, depth)
 
     def _sweep(self, ctx: TurnContext) -> Iterator[tuple[str, mut.Mutation, tuple[Parent, ...]]]:
         """One child of each structural operator that applies to the incumbent, in an order drawn from the turn's
@@ -205,63 +256,86 @@ def _fitness_dims(op: str) -> dict[str, int] | None:
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _give_accumulators_registers(kernel: n.Kernel) -> n.Kernel | None:
+    """The copy roles hand over what they hold idle; where they hold nothing idle, the mma roles still take what
+    the file leaves them (a move that cut their count, or one that left their budget below the file's share)."""
+    return free_copy_regs(kernel) or fit_consumer_regs(kernel)
+
+
 # Register refusals of a setmaxnreg kernel, and the pass that re-splits the register file to fix each: over the file
 # (E0302: a budget moved up), the mma roles take only what the others leave; an accumulator over its role's budget
-# (E0307), the copy roles hand over what they hold idle.
+# (E0307), the mma roles take every register the others need not keep.
 REGISTER_SPLIT_REPAIRS: dict[str, Callable[[n.Kernel], n.Kernel | None]] = {
     "E0302": fit_consumer_regs,
-    "E0307": free_copy_regs,
+    "E0307": _give_accumulators_registers,
 }
+# Register refusals no re-split fixes step down the params that size what is short of registers, not shared memory.
+ACCUMULATOR_REFUSALS = frozenset({"E0307"})
 
 
-def repair_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
-    """One repair step for a resource refusal: where every error is a register refusal of a setmaxnreg kernel, the
-    register file re-split (`REGISTER_SPLIT_REPAIRS`: tiles and stages stay as the operator chose them); else
-    `shrink_for`. None when neither applies."""
+def repair_steps(kernel: n.Kernel, errors: tuple[Diagnostic, ...]) -> list[mut.Mutation]:
+    """The ways one repair step can answer a resource refusal: where every error is a register refusal of a
+    setmaxnreg kernel that a re-split of the register file fixes, that re-split alone (`REGISTER_SPLIT_REPAIRS`:
+    tiles and stages stay as the operator chose them); else one child for each param `shrink_steps` can step down.
+    Empty when neither applies."""
     codes = {d.code for d in errors}
     if codes <= REGISTER_SPLIT_REPAIRS.keys():
         for code, resplit in REGISTER_SPLIT_REPAIRS.items():  # over the file first: fitting it may leave E0307 next
             fixed = resplit(kernel) if code in codes else None
             if fixed is not None:
-                return mut.Mutation(fixed, f"registers re-split ({code})")
-    return shrink_for(kernel, errors, rng)
+                return [mut.Mutation(fixed, f"registers re-split ({code})")]
+    return shrink_steps(kernel, errors)
 
 
-def shrink_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
-    """Step one param down its domain to fix a resource-budget error: a param the diagnostic names when
-    there is one, else one that sizes a shared buffer or a pipeline. None for other errors."""
+def repair_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
+    """One repair step drawn from `repair_steps`; None when there is none."""
+    steps = repair_steps(kernel, errors)
+    return steps[rng.randrange(len(steps))] if steps else None
+
+
+def shrink_steps(kernel: n.Kernel, errors: tuple[Diagnostic, ...]) -> list[mut.Mutation]:
+    """One param stepped down its domain to answer a resource-budget error, one child per param that can step: the
+    params the diagnostics name when they name some, else those that size what is short (an accumulator's tile and
+    the instances of its role sharing the register file, for a register refusal; shared buffers and pipelines,
+    otherwise). Empty for other errors."""
     resource = [d for d in errors if d.code.startswith(RESOURCE_FAMILY)]
     if not resource or len(resource) < len(errors):
-        return None
+        return []
     params = {p.name: p for p in kernel.params}
     named: list[str] = []
     for diag in resource:
         text = " ".join(filter(None, (diag.message, diag.label, diag.help, diag.subject)))
         named += [w for w in _WORD.findall(text) if w in params and w not in named]
-    candidates = named or sorted(_sizing_params(kernel) & params.keys())
-    for name in rng.sample(candidates, len(candidates)):
-        param = params[name]
-        lower = [v for v in mut.domain_values(kernel, name) if v < param.default]
+    sizing = (_accumulator_params(kernel) if {d.code for d in resource} <= ACCUMULATOR_REFUSALS
+              else _sizing_params(kernel))
+    steps = []
+    for name in named or sorted(sizing & params.keys()):
+        default = params[name].default
+        lower = [v for v in mut.domain_values(kernel, name) if v < default]
         if lower:
-            value = lower[-1]
-            return mut.Mutation(mut.with_param_default(kernel, name, value), f"{name} {param.default}->{value}")
-    return None
+            steps.append(mut.Mutation(mut.with_param_default(kernel, name, lower[-1]), f"{name} {default}->{lower[-1]}"))
+    return steps
+
+
+def _names_in(exprs: Iterable[n.Expr | None]) -> set[str]:
+    return {e.id for expr in exprs for e in walk_expr(expr) if isinstance(e, n.Name)}
 
 
 def _sizing_params(kernel: n.Kernel) -> set[str]:
-    names: set[str] = set()
+    """Names that size a shared buffer or its pipeline."""
+    return _names_in(dim for launch in kernel.launches for buf in launch.smem
+                     for dim in (buf.stages, *buf.type.shape))
 
-    def collect(expr: object) -> None:
-        if isinstance(expr, n.Name):
-            names.add(expr.id)
-        elif isinstance(expr, n.BinOp):
-            collect(expr.lhs)
-            collect(expr.rhs)
 
-    for launch in kernel.launches:
-        for buf in launch.smem:
-            if buf.stages is not None:
-                collect(buf.stages)
-            for dim in buf.type.shape:
-                collect(dim)
-    return names
+def _accumulator_params(kernel: n.Kernel) -> set[str]:
+    """Names that size an mma result held in registers, or count the instances of its role that share the file:
+    a smaller tile needs fewer registers a thread, fewer instances leave each more (the next re-split gives them).
+    Pipeline stages and other shared buffers change neither."""
+    exprs: list[n.Expr | None] = []
+    for role in main_launch(kernel).roles:
+        if not issues_mma(role):
+            continue
+        exprs.append(role.replicas.count if role.replicas is not None else None)
+        exprs += [dim for stmt in walk_stmts(role.body) if isinstance(stmt, n.Let) and isinstance(stmt.value, n.Mma)
+                  and stmt.type is not None for dim in stmt.type.shape]
+    return _names_in(exprs)
