@@ -390,7 +390,8 @@ class _Counter:
                     per_thread = math.ceil(vectors / max(1, self.threads))
                     self.serial_loads += mult * math.ceil(per_thread / max(1, self.consts.serial_load_vectors_in_flight))
             if pipelined > 1 and self.global_bytes > before and len(shape) >= 2:
-                buffers = pipelined if self.consts.register_loads_pipelined else 1
+                buffers = (max(1, pipelined - self.consts.pipelined_load_buffers_below_stages)
+                           if self.consts.register_loads_pipelined else 1)
                 self.staged_smem += buffers * math.prod(shape) * eb
             elif pipelined <= 1 and self.global_bytes > before and len(shape) >= 2 and isinstance(s.value, n.Load):
                 self.staged_smem += math.prod(shape) * eb  # an mma operand loaded once still lands in smem

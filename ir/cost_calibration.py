@@ -61,6 +61,9 @@ class CostConstants:
     # Whether the backend turns a global->register tile load in a `pipelined` loop into asynchronous copies over
     # the loop's stages (else one buffer, loaded synchronously each iteration: no stages of latency hiding).
     register_loads_pipelined: bool
+    # Of such a load, how many fewer shared buffers than the loop's stages the backend keeps (Triton's pipeliner
+    # prefetches stages - 1 iterations ahead on Ampere and Hopper: 1); at least one buffer either way.
+    pipelined_load_buffers_below_stages: int
     # 0: a tile load issues its vectors together (one memory latency). N > 0: each thread issues its N-byte
     # vectors one after another, each waiting a full memory latency (a dependent chain of the CTA).
     serial_load_vector_bytes: int

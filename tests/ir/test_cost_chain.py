@@ -78,9 +78,9 @@ def test_stages_buy_latency_hiding_only_where_the_backend_pipelines_register_loa
     if backend == "cuda":  # one staging buffer, loaded synchronously: STAGES changes nothing
         assert not CUDA.register_loads_pipelined
         assert stages == [1, 1] and smem[0] == smem[1] == (128 + 32) * 128 * 2 and times[0] == times[1]
-    else:  # Triton's pipeliner: STAGES buffers of the centroid tile, STAGES deep
-        assert TRITON.register_loads_pipelined
-        assert stages == [1, 4] and smem[1] - smem[0] == 3 * 32 * 128 * 2
+    else:  # Triton's pipeliner: STAGES deep, STAGES - 1 buffers of the centroid tile (one at 1 stage)
+        assert TRITON.register_loads_pipelined and TRITON.pipelined_load_buffers_below_stages == 1
+        assert stages == [1, 4] and smem[1] - smem[0] == 2 * 32 * 128 * 2
 
 
 def test_fewer_warps_for_the_same_tile_predict_a_longer_chain_on_the_cuda_backend() -> None:

@@ -51,7 +51,9 @@ def _run(name: str, assignments: list[tuple[int, int, int, int]]) -> list[TimedP
 
 RUN_A = _run("a", [(bn, bk, 2, 4) for bn in (32, 64, 128) for bk in (32, 64, 128)])
 RUN_B = _run("b", [(bn, bk, 3, 8) for bn in (32, 64, 128) for bk in (32, 64, 128)])
-RUN_C = _run("c", [(bn, bk, 4, 4) for bn in (64, 128, 256) for bk in (16, 32, 64)])
+# (BK from 32: with 16 the priors, once Triton's pipelined loads kept stages - 1 buffers, no longer reverse the planted
+# order, which the first test needs)
+RUN_C = _run("c", [(bn, bk, 4, 4) for bn in (64, 128, 256) for bk in (32, 64, 128)])
 
 
 def test_every_feature_is_finite_for_a_shipped_schedule() -> None:
@@ -80,7 +82,9 @@ def _faster_when_smem_bound(p: Prediction) -> float:
 
 @pytest.mark.parametrize(("measure", "corrected"), [
     (_faster_when_smem_bound, True),
-    (lambda p: p.retimed(Factors(smem=2.0)), False),  # what a factor alone explains
+    # what a factor alone explains: the L2 rate, which runs A and B pin down (a doubled smem factor they do not: its
+    # factors-alone score was 0.939 with Triton's stages - 1 buffers, where l2's is 0.994)
+    (lambda p: p.retimed(Factors(l2=2.0)), False),
 ])
 def test_the_correction_is_chosen_against_none_by_how_its_blend_ranks_unseen_runs(
         measure: Callable[[Prediction], float], corrected: bool) -> None:
