@@ -1,5 +1,5 @@
 """Test-wide setup: `scripts/` on sys.path, so tests can import a benchmark script's functions; `ray_local`, a
-local Ray for the executor and experiment tests.
+local Ray for the executor and experiment tests; `compiled_rows`, what a script that compiles for a GPU target prints.
 
 Scripts live outside every package (they are run as files, never installed); the few tests that check a
 script's logic (the cost-model fit, the benchmark's candidate enumeration) import it by its file name.
@@ -7,9 +7,11 @@ script's logic (the cost-model fit, the benchmark's candidate enumeration) impor
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,23 @@ def ray_local() -> Iterator[object]:
         yield ray
     finally:
         ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------------- AOT compiles
+
+
+@pytest.fixture
+def compiled_rows(tmp_path: Path) -> Callable[[Path], list[dict[str, object]]]:
+    """Runs a script that compiles Triton kernels for a GPU target (no GPU needed) and prints one JSON object a
+    line, and returns those objects: in a process without TRITON_INTERPRET (Triton cannot compile what it was told
+    to interpret), with a Triton cache of the test's own."""
+
+    def run(script: Path) -> list[dict[str, object]]:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
+                              cwd=TESTS.parent)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
+    return run

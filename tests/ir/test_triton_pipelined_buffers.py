@@ -7,11 +7,9 @@ H200 ran two; with the compiler's count its priors rank the H100 and H200 Triton
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cake.ir.cost import predict
 from cake.ir.cost_calibration import Factors, constants_for
@@ -24,14 +22,9 @@ PLAIN = parse((REPO / "experiments" / "kmeans" / "assign_plain.cake").read_text(
 SLACK = 2048
 
 
-def test_triton_keeps_the_pipelined_buffers_the_cost_model_counts(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
-    script = Path(__file__).resolve().parent / "aot_pipelined_buffers.py"
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+def test_triton_keeps_the_pipelined_buffers_the_cost_model_counts(
+        compiled_rows: Callable[[Path], list[dict[str, Any]]]) -> None:
+    rows = compiled_rows(Path(__file__).resolve().parent / "aot_pipelined_buffers.py")
     assert {r["arch"] for r in rows} == {"sm_80", "sm_90a", "sm_100a"} and {r["stages"] for r in rows} == {3, 4}
     for row in rows:
         point_tile = row["BN"] * row["D"] * 2  # bf16

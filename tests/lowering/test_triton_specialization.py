@@ -12,11 +12,8 @@ rules give over many shapes, which is what Triton's kernel cache is keyed on.
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,17 +196,13 @@ def test_interpreted_results_agree_across_the_flag(assign: LoadedKernel) -> None
 
 
 @pytest.mark.slow
-def test_aligned_inputs_still_compile_to_vector_loads(tmp_path: Path) -> None:
+def test_aligned_inputs_still_compile_to_vector_loads(
+        compiled_rows: Callable[[Path], list[dict[str, Any]]]) -> None:
     """The strides are unspecialized, yet with ALIGNED_* on the sm_90a PTX has 16-byte loads and async copies
     (what Triton's own stride specialization gave); a misaligned view gets element-wide ones. Compiled
     without a GPU, in a process without TRITON_INTERPRET (about 10 s)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
     script = Path(__file__).resolve().parent / "aot_vector_loads.py"
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = {(r["dtype"], r["layout"]): r for r in map(json.loads, proc.stdout.splitlines())}
+    rows = {(r["dtype"], r["layout"]): r for r in compiled_rows(script)}
     for dtype in ("float32", "float16"):
         aligned, sliced = rows[(dtype, "contiguous")], rows[(dtype, "sliced")]
         assert set(aligned["cp_async_bytes"]) == {"16"}, aligned
