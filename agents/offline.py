@@ -287,12 +287,6 @@ def repair_steps(kernel: n.Kernel, errors: tuple[Diagnostic, ...]) -> list[mut.M
     return shrink_steps(kernel, errors)
 
 
-def repair_for(kernel: n.Kernel, errors: tuple[Diagnostic, ...], rng: random.Random) -> mut.Mutation | None:
-    """One repair step drawn from `repair_steps`; None when there is none."""
-    steps = repair_steps(kernel, errors)
-    return steps[rng.randrange(len(steps))] if steps else None
-
-
 def shrink_steps(kernel: n.Kernel, errors: tuple[Diagnostic, ...]) -> list[mut.Mutation]:
     """One param stepped down its domain to answer a resource-budget error, one child per param that can step: the
     params the diagnostics name when they name some, else those that size what is short (an accumulator's tile and
