@@ -38,6 +38,7 @@ from cake.runs.store import Evaluation, FitnessKind, Retime
 
 if TYPE_CHECKING:
     from cake.experiments.workload import Shape
+    from cake.ir.cost_timing import Allocation
 
 __all__ = ["CakeToolchain", "EvalSettings", "Ranker"]
 
@@ -60,8 +61,8 @@ def _gpu_name(device: str) -> str | None:
 class Ranker:
     """What the loop ranks a turn's candidates by: the cost model at the workload's fitness shape, for `device`
     (`cake.arch.ranking_device`), through `backend`'s model, with the bench's clock's calibration; with
-    `with_compiler` (a GPU run of the CUDA backend) each candidate is first compiled and priced with the register
-    spills ptxas reports. A stored run is ranked again with `for_run`, as it ranked then (its device and backend),
+    `with_compiler` (a GPU run) each candidate is first compiled and priced with what the compiler reports: the
+    CUDA backend's register spills (ptxas), the Triton backend's registers, spills and shared memory. A stored run is ranked again with `for_run`, as it ranked then (its device and backend),
     with today's model and calibration."""
 
     shape: Shape
@@ -87,10 +88,11 @@ class Ranker:
         elif recorded and match_device(str(recorded)) is device:
             reason = f"the GPU the run recorded ({recorded})"
         shape = get_workload(str(config["workload"])).fitness_shape(str(config["op"]))
-        compiled = (on_gpu and backend == "cuda") if with_compiler is None else with_compiler
+        compiled = on_gpu if with_compiler is None else with_compiler
         return cls(shape, arch, device, reason, backend, compiled)
 
-    def predict_ms(self, kernel: n.Kernel, spilled_regs: Mapping[str, float] | None = None) -> float | None:
+    def predict_ms(self, kernel: n.Kernel, spilled_regs: Mapping[str, float] | None = None,
+                   allocations: Mapping[str, Allocation] | None = None) -> float | None:
         from cake.ir.cost import CostError, predict
         from cake.ir.cost_calibrations import BENCH_CLOCK
 
@@ -98,7 +100,7 @@ class Ranker:
             # ranked for the bench that times the evaluations: a fit of its clock's timings where one exists
             prediction = predict(kernel, dims=self.shape.dim_map, dtype=_DTYPES[self.shape.dtype],
                                  arch_name=self.arch, device=self.device, backend=self.backend,
-                                 spilled_regs=spilled_regs, clock=BENCH_CLOCK)
+                                 spilled_regs=spilled_regs, allocations=allocations, clock=BENCH_CLOCK)
         except CostError:
             return None
         return prediction.time_ms
@@ -106,20 +108,34 @@ class Ranker:
     def predict_many(self, kernels: Sequence[n.Kernel]) -> list[float | None]:
         if not self.with_compiler:
             return [self.predict_ms(k) for k in kernels]
+        if self.backend == "triton":
+            # one at a time: Triton's compiler is not documented safe to call from several threads at once
+            return [self.predict_ms(k, allocations=self._compiled_allocations(k)) for k in kernels]
         with ThreadPoolExecutor(max_workers=RANK_COMPILE_WORKERS, thread_name_prefix="cake-rank-nvcc") as pool:
             spills = list(pool.map(self._compiled_spills, kernels))
         return [self.predict_ms(k, s) for k, s in zip(kernels, spills, strict=True)]
 
+    # Either compile returns None when the candidate does not build: it is then ranked by the static model alone, so
+    # a checked schedule that fails to compile still reaches its evaluation, which records the failure located (or,
+    # for a bug in a generator, as an internal error) where the distiller and the report see it; ranking it last
+    # would hide the checker's gap.
+
     def _compiled_spills(self, kernel: n.Kernel) -> dict[str, float] | None:
-        """None when the candidate does not build: it is then ranked by the static model alone, so a checked
-        schedule that fails to compile still reaches its evaluation, which records the failure located (or, for a
-        bug in a generator, as an internal error) where the distiller and the report see it; ranking it last would
-        hide the checker's gap."""
+        """The register spills ptxas reports for each launch (CUDA backend)."""
         from cake.lowering.cuda.backend import compiled_spills
 
         try:
             return compiled_spills(kernel, self.arch, self.shape.dim_map, _DTYPES[self.shape.dtype])
         except (DiagnosticError, ShapeNotSupported, InternalError):
+            return None
+
+    def _compiled_allocations(self, kernel: n.Kernel) -> dict[str, Allocation] | None:
+        """The registers, spills and shared memory Triton allocates for each launch (Triton backend)."""
+        from cake.lowering.triton.allocations import NotCompiled, compiled_allocations
+
+        try:
+            return compiled_allocations(kernel, self.arch, self.shape.dim_map, _DTYPES[self.shape.dtype])
+        except (DiagnosticError, ShapeNotSupported, InternalError, NotCompiled):
             return None
 
 
@@ -139,10 +155,10 @@ class CakeToolchain:
         self.against = self.workload.fitness_for(op).over(against).against
         self.shape = self.workload.fitness_shape(op)
         rank_device, rank_reason = ranking_device(arch, _gpu_name(settings.device))
-        # a GPU run of the CUDA backend compiles its candidates to rank them (nvcc is there, and the evaluation
-        # compiles the same specialization anyway)
+        # a GPU run compiles its candidates to rank them (its compiler is there, the one that builds what the bench
+        # times, and the evaluation compiles the same specialization anyway)
         self.ranker = Ranker(self.shape, arch, rank_device, rank_reason, settings.backend,
-                             with_compiler=settings.device == "cuda" and settings.backend == "cuda")
+                             with_compiler=settings.device == "cuda")
         # rules: the learned ones (distiller); dims: budgets are proven at the fitness shape
         self._validate = make_validator(arch, settings.backend, rules, dims=self.shape.dim_map)
         self.model_baseline_ms = self._model_baseline(seeds)

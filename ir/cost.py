@@ -42,6 +42,7 @@ from cake.ir.cost_calibration import CostConstants, Factors, constants_for
 from cake.ir.cost_calibrations import CalibrationState, calibration_for
 from cake.ir.cost_row_sum import elementwise_leaves, price_row_sum
 from cake.ir.cost_timing import (
+    Allocation,
     Bound,
     CostError,
     LaunchWork,
@@ -571,7 +572,8 @@ class Prediction:
 _DTYPE_RATE_KEY = {n.DType.BF16: "bf16", n.DType.F16: "fp16", n.DType.F32: "tf32"}
 
 
-def _bind_dtypes(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
+def dtype_bindings(kernel: n.Kernel, dtype: n.DType) -> dict[str, n.DType]:
+    """Each dtype variable of `kernel` bound to `dtype` where it may take it, else to its first choice."""
     return {d.name: (dtype if dtype in d.choices else d.choices[0]) for d in kernel.dtype_vars if d.choices}
 
 
@@ -579,7 +581,8 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
             params: Mapping[str, int] | None = None, device: DeviceSpec | str | None = None,
             arch_name: str | None = None, factors: Factors | None = None, backend: str | None = None,
             toolchain: str | None = None, codegen: str | None = None,
-            spilled_regs: Mapping[str, float] | None = None, clock: str | None = None) -> Prediction:
+            spilled_regs: Mapping[str, float] | None = None, allocations: Mapping[str, Allocation] | None = None,
+            clock: str | None = None) -> Prediction:
     """Predict `kernel` at `dims` with `params` (defaults for the rest) on `device` (default: the target's),
     as lowered by `backend` ("triton" | "cuda") built with `toolchain` (`cost_calibrations.toolchain_key`).
 
@@ -587,6 +590,10 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     them (`cake.lowering.cuda.backend.compiled_spills`), for launches whose roles declare register budgets, where
     the static estimate sees none (`occupancy`): on the H200 ping-pongs whose consumer budget ptxas spilled 1.2-1.7
     KB under ran 7-18 ms against 1.3, and the static model had them at 1.8.
+
+    `allocations`: per launch name, the registers, spills and shared memory its compiled code allocates, for
+    launches that declare no register budget (`occupancy`): what Triton compiles for a config
+    (`cake.lowering.triton.aot.compiled_allocations`) in place of the static estimate.
 
     Constants: the target's priors with `backend`'s overrides (what it lowers differently, e.g. `via dot`) and
     those of its codegen version `codegen` (None: the version it generates now; a timing of older generated code
@@ -607,7 +614,7 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
         factors = state.factors
     else:
         state = CalibrationState.explicit()
-    env = an.default_env(kernel, dims, _bind_dtypes(kernel, dtype)).bind(dict(params or {}))
+    env = an.default_env(kernel, dims, dtype_bindings(kernel, dtype)).bind(dict(params or {}))
     unknown = set(params or {}) - {p.name for p in kernel.params}
     if unknown:
         raise CostError(f"{kernel.name} has no param {', '.join(sorted(unknown))}")
@@ -616,7 +623,8 @@ def predict(kernel: n.Kernel, *, dims: Mapping[str, int], dtype: n.DType = n.DTy
     typing = type_kernel(kernel)
     for launch in kernel.launches:
         lw = count_work(kernel, launch, env, consts, typing)
-        occ = occupancy(kernel, launch, env, spec, dev, consts, lw, (spilled_regs or {}).get(launch.name))
+        occ = occupancy(kernel, launch, env, spec, dev, consts, lw, (spilled_regs or {}).get(launch.name),
+                        (allocations or {}).get(launch.name))
         fused = kernel.fused_into(launch.name) is not None
         if fused:
             # Its blocks run one after another on the host launch's persistent CTAs, one CTA an SM (the runtime's

@@ -83,6 +83,16 @@ class LaunchWork:
 # ------------------------------------------------------------------------------------------- occupancy
 
 @dataclass(frozen=True, slots=True)
+class Allocation:
+    """What the compiler allocated for one launch's code, in the model's units: registers per thread, registers per
+    thread it spilled (spill stores / 4 bytes), and shared memory per CTA (None where its report gives none)."""
+
+    registers_per_thread: int
+    spilled_regs: float = 0.0
+    smem_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Occupancy:
     smem_bytes_per_cta: int
     regs_per_thread: int
@@ -103,19 +113,30 @@ class Occupancy:
 
 
 def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, device: DeviceSpec,
-              consts: CostConstants, lw: LaunchWork, compiled_spills: float | None = None) -> Occupancy:
+              consts: CostConstants, lw: LaunchWork, compiled_spills: float | None = None,
+              allocation: Allocation | None = None) -> Occupancy:
     """`compiled_spills`: the registers per thread the launch's compiled code spills (`predict`'s `spilled_regs`),
     used where its roles declare register budgets: the static estimate below prices an undeclared allocation
     against the architecture's maximum and has nothing to say about a budget `setmaxnreg` imposes. (Where no
     budget is declared the estimate stays: ptxas also reports spills in the plain `via dot` kernels that ran among
-    the fastest of session 11's variants, outside the loop the model prices.)"""
+    the fastest of session 11's variants, outside the loop the model prices.)
+
+    `allocation`: what the compiler allocated for a launch with no declared budget (`predict`'s `allocations`), in
+    place of the static estimate of registers, spills and shared memory: a compiler that decides its own layouts
+    (Triton) allocates what the IR cannot say, e.g. 173 registers for an 8-warp 128x128 tile the estimate puts at
+    96, which halves the CTAs an SM holds."""
     threads = an.launch_threads(launch, env)
     smem = an.smem_layout(launch, env).total_bytes + lw.staged_smem_bytes
     budget = an.register_budget(launch, env, spec)
     spilled = 0.0
-    if any(r.declared for r in budget):
+    declared = any(r.declared for r in budget)
+    if declared:
         spilled = compiled_spills or 0.0
         regs = max(1, sum(r.total for r in budget) // max(1, threads))
+    elif allocation is not None:
+        g = spec.register_allocation_granularity  # the hardware allocates a warp's registers in these steps
+        regs, spilled = -(-allocation.registers_per_thread // g) * g, allocation.spilled_regs
+        smem = smem if allocation.smem_bytes is None else allocation.smem_bytes
     else:
         need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts)
         spilled = cp.spilled_registers(need, spec.registers_per_thread_max)
@@ -137,7 +158,7 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     persistent = launch.grid.kind is n.GridKind.PERSISTENT
     busiest, resident = quantize(lw.tiles, ctas_per_sm, device.sm_count, persistent)
     return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident,
-                     spilled, compiled_spills is not None and any(r.declared for r in budget))
+                     spilled, (compiled_spills is not None and declared) or (allocation is not None and not declared))
 
 
 def quantize(tiles: int, ctas_per_sm: int, sms: int, persistent: bool) -> tuple[int, int]:

@@ -28,11 +28,13 @@ from cake.experiments.workload import get_workload
 from cake.ir.cost import CostError, Prediction, predict
 from cake.ir.cost_calibration import Factors
 from cake.ir.cost_calibrations import CalibrationKey, timed_toolchain
-from cake.ir.nodes import DType
+from cake.ir.cost_timing import Allocation
+from cake.ir.nodes import DType, Kernel
 from cake.ir.parser import parse_diagnostics
 from cake.ir.transforms.bind_params import bind_params
 from cake.lowering.backend import get_backend
 from cake.lowering.cuda.backend import compiled_spills
+from cake.lowering.triton.allocations import InterpreterSet, NotCompiled, compiled_allocations, triton_version
 
 from cake.arch import DEVICES, match_device
 from cake.diagnostics import DiagnosticError
@@ -176,6 +178,7 @@ class Loaded:
     unsteady: list[dict[str, Any]] = field(default_factory=list)  # timings the quality rule dropped, with why
     not_judged: dict[str, int] = field(default_factory=dict)  # run -> timings without stored reps
     spills: dict[str, int] = field(default_factory=dict)  # how CUDA timings' spills were priced -> count
+    allocations: dict[str, int] = field(default_factory=dict)  # how Triton timings' registers were priced -> count
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -200,17 +203,19 @@ def _device_name(recorded: str) -> str:
     return spec.name
 
 
-def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, device: str, backend: str,
-             codegen: str, params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
-    """The prediction at prior factors of the code `backend`'s codegen version `codegen` generated (the constants
-    describe each version's code: `cake.ir.cost_calibration.constants_for`). Code the CUDA backend generates today
-    is priced with the register spills ptxas reports for it, compiled here (`compiled_spills`), as the evolve loop
-    ranks it; older codegen versions cannot be regenerated and keep the static estimate."""
+def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, key: CalibrationKey, codegen: str,
+             params: Mapping[str, int] | None, loaded: Loaded) -> Prediction | None:
+    """The prediction at prior factors of the code `key.backend`'s codegen version `codegen` generated (the
+    constants describe each version's code: `cake.ir.cost_calibration.constants_for`). Code the CUDA backend
+    generates today is priced with the register spills ptxas reports for it, compiled here (`compiled_spills`), as
+    the evolve loop ranks it; code the Triton backend generates today with what the Triton that timed it allocates
+    (`triton_allocations`); older codegen versions cannot be regenerated and keep the static estimate."""
+    device, backend = key.device, key.backend
     kernel, diagnostics = parse_diagnostics(text, where)
     if kernel is None:
         loaded.skip(f"does not parse: {diagnostics[0].code if diagnostics else '?'}")
         return None
-    spilled = None
+    spilled = allocations = None
     if backend == "cuda":
         current = codegen == str(get_backend("cuda").codegen_version)
         how = "compiled here (ptxas spills)" if current else f"codegen {codegen}: static estimate"
@@ -222,12 +227,39 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, devic
                 loaded.skip(f"does not build here for its spills: {str(error).splitlines()[0][:80]}")
                 return None
         loaded.spills[how] = loaded.spills.get(how, 0) + 1
+    if backend == "triton":
+        allocations, how = triton_allocations(kernel, params, dims, dtype, key, codegen, where)
+        if allocations is None and how.startswith("does not build"):
+            loaded.skip(how)
+            return None
+        loaded.allocations[how] = loaded.allocations.get(how, 0) + 1
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
-                       factors=Factors(), codegen=codegen, spilled_regs=spilled)
+                       factors=Factors(), codegen=codegen, spilled_regs=spilled, allocations=allocations)
     except CostError as error:
         loaded.skip(f"not priced: {str(error).split(' (')[0]}")
         return None
+
+
+def triton_allocations(kernel: Kernel, params: Mapping[str, int] | None, dims: Mapping[str, int], dtype: DType,
+                       key: CalibrationKey, codegen: str, where: str) -> tuple[dict[str, Allocation] | None, str]:
+    """(what Triton allocates for the timed code, compiled here for the device's arch, or None; how it was priced).
+    Only code the backend generates today, compiled by the Triton version that timed it (the key's toolchain), in a
+    process that does not interpret Triton: another version decides other layouts, so anything else keeps the
+    static estimate, and says why."""
+    if codegen != str(get_backend("triton").codegen_version):
+        return None, f"codegen {codegen}: static estimate"
+    timed_by = key.toolchain.split("+", 1)[0]
+    here = f"triton-{triton_version()}"
+    if timed_by != here:
+        return None, f"timed by {timed_by}, {here} here: static estimate"
+    built = bind_params(kernel, dict(params)) if params else kernel
+    try:
+        return compiled_allocations(built, DEVICES[key.device].arch, dims, dtype), f"compiled here ({here})"
+    except InterpreterSet:
+        return None, "TRITON_INTERPRET set here: static estimate"
+    except (DiagnosticError, ShapeNotSupported, NotCompiled) as error:
+        return None, f"does not build here for its allocation: {str(error).splitlines()[0][:80]}"
 
 
 def retracted_timings(run_dir: Path) -> frozenset[str]:
@@ -342,8 +374,7 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
             loaded.unsteady.append({"run": name, "ident": row.ir_hash, "label": f"{row.name} [{row.mutation}]"[:60],
                                     "why": spread})
             continue
-        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key.device, backend, str(codegen),
-                              None, loaded)
+        prediction = _predict(row.ir_text, f"{name}/{row.ir_hash}", dims, dtype, key, str(codegen), None, loaded)
         if prediction is None:
             continue
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
@@ -371,14 +402,14 @@ def load_bench_report(path: Path, loaded: Loaded) -> None:
             raise SourceError(f"{path}: the bench report records no codegen version and COMMITTED_CODEGEN has none "
                               f"for it")
         text = (SCHEDULES / entry["schedule"]).read_text()
-        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, device, backend,
-                              found[0], entry["params"], loaded)
+        key = CalibrationKey(backend, device, timed_toolchain(str(report["toolchain"]), found[0],
+                                                              CLOCK_BEFORE_RECORDED))
+        prediction = _predict(text, entry["schedule"], shapes.CAKE_CELL.dim_map, DType.BF16, key, found[0],
+                              entry["params"], loaded)
         if prediction is None:
             continue
         loaded.assumptions[name] = f"codegen {found[0]} ({found[1]})"
         loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1
-        key = CalibrationKey(backend, device, timed_toolchain(str(report["toolchain"]), found[0],
-                                                              CLOCK_BEFORE_RECORDED))
         ident = f"{entry['schedule']}:{params_tag(entry['params'])}"
         loaded.samples.append(Sample(name, key, ident, ident, float(entry["measured_ms"]), prediction))
 
@@ -404,8 +435,7 @@ def load_variants_report(path: Path, loaded: Loaded) -> None:
             rounds.setdefault(str(row["file"]), []).append(float(row["ms"]))
     for file, times in sorted(rounds.items()):
         text = (path.parent / file).read_text()
-        prediction = _predict(text, f"{name}/{file}", dims, dtype, key.device, key.backend, str(provenance["codegen"]),
-                              None, loaded)
+        prediction = _predict(text, f"{name}/{file}", dims, dtype, key, str(provenance["codegen"]), None, loaded)
         if prediction is None:
             continue
         loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1  # a row keeps its median, not its reps

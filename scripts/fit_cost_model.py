@@ -500,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     if loaded.spills:
         print(f"CUDA register spills (nvcc {nvcc_version() or '?'} here): "
               + ", ".join(f"{how} x{n}" for how, n in loaded.spills.items()))
+    if loaded.allocations:
+        print("Triton registers: " + ", ".join(f"{how} x{n}" for how, n in loaded.allocations.items()))
     for note in PRIORS_FROM_WINS:
         print(f"prior informed by a win: {note}")
     ceiling = timing_ceiling(sources)
@@ -534,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps({"sources": [short_name(s) for s in sources], "skipped": loaded.skipped,
                                         "quality_rule": f"median <= {MAX_MEDIAN_OVER_MIN} x fastest rep",
                                         "unsteady_dropped": loaded.unsteady, "not_judged": loaded.not_judged,
-                                        "spills": loaded.spills,
+                                        "spills": loaded.spills, "triton_allocations": loaded.allocations,
                                         "assumed": loaded.assumptions, "priors_from_wins": list(PRIORS_FROM_WINS),
                                         "measurement_ceiling": ceiling,
                                         "keys": summaries}, indent=1) + "\n")
