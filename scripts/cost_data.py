@@ -179,6 +179,9 @@ class Loaded:
     not_judged: dict[str, int] = field(default_factory=dict)  # run -> timings without stored reps
     spills: dict[str, int] = field(default_factory=dict)  # how CUDA timings' spills were priced -> count
     allocations: dict[str, int] = field(default_factory=dict)  # how Triton timings' registers were priced -> count
+    # keys whose code this process could have compiled but not as the toolchain that timed it did (another Triton
+    # here, or its interpreter set) -> why: a fit of their static estimates must not replace a stored compiled one
+    uncompiled: dict[CalibrationKey, str] = field(default_factory=dict)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -232,6 +235,8 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, key: 
         if allocations is None and how.startswith("does not build"):
             loaded.skip(how)
             return None
+        if allocations is None and not how.startswith("codegen"):
+            loaded.uncompiled[key] = how
         loaded.allocations[how] = loaded.allocations.get(how, 0) + 1
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,

@@ -517,7 +517,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = fit_key(key, by_key[key], final)
         summaries.append(summary)
         print_key(summary)
-        if args.write:
+        if args.write and key in loaded.uncompiled:
+            why = (f"its code was priced with the static estimate ({loaded.uncompiled[key]}); run the fit where the "
+                   f"toolchain that timed it compiles, to store it; the stored fit is kept")
+            summary["stored"] = {"stored": False, "why": why}
+            print(f"   NOT STORED: {why}")
+        elif args.write:
             keep, why = keep_decision(summary, args.allow_single_run)
             summary["stored"] = {"stored": keep, "why": why}
             if keep:

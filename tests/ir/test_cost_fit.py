@@ -369,3 +369,23 @@ def test_the_hand_written_kernels_a_win_is_judged_against_are_kept_out_of_every_
     assert set(cost_data.REFERENCE_SCHEDULES) >= {"assign_pingpong.cake"}
     summary = fcm.fit_key(kept[0].key, [s for s in loaded.samples if s.key == kept[0].key])
     assert [(w["label"], w["why"]) for w in summary["kept_out_of_every_fit"]] == [(reference.stem, "reference")]
+
+
+def test_a_triton_key_priced_without_its_compiler_is_never_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Code the Triton backend generates today is priced with what the Triton that timed it allocates, compiled
+    here. Where that cannot happen (this process interprets Triton, or another Triton version is installed) its
+    static estimate is fitted, and that fit must not replace a stored one fitted on compiled allocations."""
+    from cake.lowering.backend import get_backend
+
+    current = str(get_backend("triton").codegen_version)
+    runs = [make_run(tmp_path / "a", RUN_A, codegen=current), make_run(tmp_path / "b", RUN_B, codegen=current)]
+    loaded = cost_data.load_sources(runs)
+    (key,) = {s.key for s in loaded.samples}
+    # (Triton 3.6 timed it; this process interprets Triton, and may hold another version)
+    assert set(loaded.uncompiled) == {key} and loaded.uncompiled[key].endswith("here: static estimate")
+    assert cost_data.load_sources([make_run(tmp_path / "old", RUN_A)]).uncompiled == {}  # codegen 8: never compiled
+    stored: list[object] = []
+    monkeypatch.setattr(fcm, "store_calibration", stored.append)
+    assert fcm.main(["--write", *map(str, runs)]) == 0
+    assert stored == [] and "NOT STORED: its code was priced with the static estimate" in capsys.readouterr().out
