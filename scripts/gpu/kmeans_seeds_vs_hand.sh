@@ -11,8 +11,10 @@
 #   then bash scripts/gpu/poll.sh /tmp/res 540 /tmp/seeds.log until it says done (carry [".whl"]).
 # Session 31 ran it so with seeds 20 21 22 (main ce1f4e9) on an H100 (the call named nvidia-h200), with one share
 # fixed up front (347 s a seed). Session 32 ran it with seeds 23 24 25 (main 44877b9), again on an H100 served for the
-# H200: loop clocks 359, 391 and 458 s, ~1,590 s of device time in all. Next: seeds 26 27 28 on an H200, the issue's
-# device, where the sampling search has not run yet (this session's repair walk is new in the agent: say so).
+# H200: loop clocks 359, 391 and 458 s, ~1,590 s of device time in all. Session 33 ran seeds 26 27 28 (main 80e8895) on
+# an H100 served for the H200 after nine refused starts had spent ~700 s: the deadline left 965 s, seeds 26 and 27 ran
+# (275 and 354 s) and 28 was skipped. Next: seeds 28 29 30 on an H200, the issue's device, where the sampling search has
+# not run yet.
 # Afterwards: results to results/<device>-<date>/sNN/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py
 # over the seeds' samples, rank_run_candidates.py, fit_cost_model.py --write, and evolve_seeds.py over every seed so far.
 source scripts/gpu/lib.sh
