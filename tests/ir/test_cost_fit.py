@@ -192,13 +192,19 @@ def test_an_evolve_runs_bench_reps_are_judged_and_rank_themselves(tmp_path: Path
 # events 76 held out, 0.702 / 0.2 -> 0.849 / 0.6.
 # Session 26 combines tensor and shared-memory time as their Euclidean norm (tensor_smem_norm): events 0.849 / 0.6 ->
 # 0.905 / 0.8 (the goal met), graph 0.919 / 0.8 -> 0.910 / 0.6, codegen 1 0.868 / 0.2 -> 0.865 / 0.4, Triton 0.838 -> 0.837.
+# Session 33 (these figures had gone stale: the test is slow, and CI does not run it): session 28's H200 evolve
+# seeds 15-16 took the events key to 109 held out (0.939 / 0.8); graph 0.909 / 0.8; the H100 evolve key is
+# 0.846 / 0.2 over 142; Triton codegen 3 0.855 / 0.6 (Triton's stages - 1 buffers, session 32).
 # (key: shape, held-out n, rho at least, top-5 at least, issue-17 goal met)
 REPORTED = {
     "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.86, 0.4, False),
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.91, 0.6, True),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.90, 0.8, True),
     # the kmeans evolve runs at codegen 4, priced with the spills ptxas reports for their code (session 19)
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 76, 0.90, 0.8, True),
-    "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.83, 0.4, False),
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 109, 0.93, 0.8, True),
+    # the H100 evolve runs (sessions 27-33): the goal is not met there
+    "cuda/H100-SXM5/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 142, 0.84, 0.2,
+                                                                  False),
+    "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.85, 0.6, False),
 }
 
 
