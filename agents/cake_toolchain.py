@@ -62,8 +62,9 @@ class Ranker:
     """What the loop ranks a turn's candidates by: the cost model at the workload's fitness shape, for `device`
     (`cake.arch.ranking_device`), through `backend`'s model, with the bench's clock's calibration; with
     `with_compiler` (a GPU run) each candidate is first compiled and priced with what the compiler reports: the
-    CUDA backend's register spills (ptxas), the Triton backend's registers, spills and shared memory. A stored run is ranked again with `for_run`, as it ranked then (its device and backend),
-    with today's model and calibration."""
+    CUDA backend's register spills (ptxas), the Triton backend's registers, spills and shared memory. A stored run
+    is ranked again with `for_run`, as it ranked then (its device and backend), with today's model and
+    calibration."""
 
     shape: Shape
     arch: str

@@ -11,7 +11,8 @@ It exists to rank candidates, so every term is monotone in the work it models. P
    what a deferred merge of a running reduction saves each iteration (`lane_merge_ops_per_row`, `deferred_merges`).
 2. **Occupancy** (`occupancy`): shared memory (declared buffers via `cake.ir.analysis.smem_layout`, plus
    the staging a backend adds for tiles loaded in a pipelined loop when the schedule declares none),
-   registers (declared budgets via `analysis.register_budget`, else an estimate from live tiles), threads,
+   registers (declared budgets via `analysis.register_budget`, else what the compiler allocated when the caller
+   has it — `allocations`, Triton's code — else an estimate from live tiles), threads,
    and the CTAs per SM they allow; wave quantization is over SMs (the busiest SM runs ceil(tiles / SMs)).
 3. **Terms**: tensor, CUDA-core and smem time at the per-SM rate scaled by issue efficiency (resident warps),
    L2 and HBM time at device bandwidth, memory latency by Little's law (bytes in flight = resident CTAs x

@@ -129,13 +129,15 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     smem = an.smem_layout(launch, env).total_bytes + lw.staged_smem_bytes
     budget = an.register_budget(launch, env, spec)
     spilled = 0.0
-    declared = any(r.declared for r in budget)
-    if declared:
+    spills_compiled = False
+    if any(r.declared for r in budget):
         spilled = compiled_spills or 0.0
+        spills_compiled = compiled_spills is not None
         regs = max(1, sum(r.total for r in budget) // max(1, threads))
     elif allocation is not None:
         g = spec.register_allocation_granularity  # the hardware allocates a warp's registers in these steps
         regs, spilled = -(-allocation.registers_per_thread // g) * g, allocation.spilled_regs
+        spills_compiled = True
         smem = smem if allocation.smem_bytes is None else allocation.smem_bytes
     else:
         need = cp.register_need(lw.acc_bytes, lw.vector_bytes, threads, consts)
@@ -158,7 +160,7 @@ def occupancy(kernel: n.Kernel, launch: n.Launch, env: an.Env, spec: ArchSpec, d
     persistent = launch.grid.kind is n.GridKind.PERSISTENT
     busiest, resident = quantize(lw.tiles, ctas_per_sm, device.sm_count, persistent)
     return Occupancy(smem, regs, threads, ctas_per_sm, limited_by, lw.tiles, persistent, busiest, resident,
-                     spilled, (compiled_spills is not None and declared) or (allocation is not None and not declared))
+                     spilled, spills_compiled)
 
 
 def quantize(tiles: int, ctas_per_sm: int, sms: int, persistent: bool) -> tuple[int, int]:

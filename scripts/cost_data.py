@@ -14,6 +14,7 @@ kept with the samples (`Loaded.assumptions`).
 
 from __future__ import annotations
 
+import enum
 import json
 import statistics
 import sys
@@ -231,13 +232,14 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, key: 
                 return None
         loaded.spills[how] = loaded.spills.get(how, 0) + 1
     if backend == "triton":
-        allocations, how = triton_allocations(kernel, params, dims, dtype, key, codegen, where)
-        if allocations is None and how.startswith("does not build"):
-            loaded.skip(how)
+        priced = triton_allocations(kernel, params, dims, dtype, key, codegen)
+        if priced.kind is TritonPricing.UNBUILT:
+            loaded.skip(priced.how)
             return None
-        if allocations is None and not how.startswith("codegen"):
-            loaded.uncompiled[key] = how
-        loaded.allocations[how] = loaded.allocations.get(how, 0) + 1
+        if priced.kind is TritonPricing.UNCOMPILED:
+            loaded.uncompiled[key] = priced.how
+        allocations = priced.allocations
+        loaded.allocations[priced.how] = loaded.allocations.get(priced.how, 0) + 1
     try:
         return predict(kernel, dims=dims, dtype=dtype, params=dict(params or {}), device=device, backend=backend,
                        factors=Factors(), codegen=codegen, spilled_regs=spilled, allocations=allocations)
@@ -246,25 +248,43 @@ def _predict(text: str, where: str, dims: Mapping[str, int], dtype: DType, key: 
         return None
 
 
+class TritonPricing(enum.Enum):
+    """How a Triton timing's registers are priced."""
+
+    COMPILED = "compiled"  # what the Triton that timed it allocates, compiled here
+    OLD_CODEGEN = "old codegen"  # code no longer generated: the static estimate, as it always will be
+    UNCOMPILED = "uncompiled"  # could be compiled, but not here (another Triton, or its interpreter): the estimate
+    UNBUILT = "unbuilt"  # the backend or Triton refuses it here: the timing is skipped
+
+
+@dataclass(frozen=True, slots=True)
+class TritonPriced:
+    kind: TritonPricing
+    how: str  # what the report counts it under
+    allocations: dict[str, Allocation] | None = None
+
+
 def triton_allocations(kernel: Kernel, params: Mapping[str, int] | None, dims: Mapping[str, int], dtype: DType,
-                       key: CalibrationKey, codegen: str, where: str) -> tuple[dict[str, Allocation] | None, str]:
-    """(what Triton allocates for the timed code, compiled here for the device's arch, or None; how it was priced).
-    Only code the backend generates today, compiled by the Triton version that timed it (the key's toolchain), in a
+                       key: CalibrationKey, codegen: str) -> TritonPriced:
+    """What Triton allocates for the timed code, compiled here for the device's arch, and how it was priced. Only
+    code the backend generates today, compiled by the Triton version that timed it (the key's toolchain), in a
     process that does not interpret Triton: another version decides other layouts, so anything else keeps the
     static estimate, and says why."""
     if codegen != str(get_backend("triton").codegen_version):
-        return None, f"codegen {codegen}: static estimate"
+        return TritonPriced(TritonPricing.OLD_CODEGEN, f"codegen {codegen}: static estimate")
     timed_by = key.toolchain.split("+", 1)[0]
     here = f"triton-{triton_version()}"
     if timed_by != here:
-        return None, f"timed by {timed_by}, {here} here: static estimate"
+        return TritonPriced(TritonPricing.UNCOMPILED, f"timed by {timed_by}, {here} here: static estimate")
     built = bind_params(kernel, dict(params)) if params else kernel
     try:
-        return compiled_allocations(built, DEVICES[key.device].arch, dims, dtype), f"compiled here ({here})"
+        allocations = compiled_allocations(built, DEVICES[key.device].arch, dims, dtype)
     except InterpreterSet:
-        return None, "TRITON_INTERPRET set here: static estimate"
+        return TritonPriced(TritonPricing.UNCOMPILED, "TRITON_INTERPRET set here: static estimate")
     except (DiagnosticError, ShapeNotSupported, NotCompiled) as error:
-        return None, f"does not build here for its allocation: {str(error).splitlines()[0][:80]}"
+        return TritonPriced(TritonPricing.UNBUILT,
+                            f"does not build here for its allocation: {str(error).splitlines()[0][:80]}")
+    return TritonPriced(TritonPricing.COMPILED, f"compiled here ({here})", allocations)
 
 
 def retracted_timings(run_dir: Path) -> frozenset[str]:
