@@ -13,8 +13,9 @@
 # fixed up front (347 s a seed). Session 32 ran it with seeds 23 24 25 (main 44877b9), again on an H100 served for the
 # H200: loop clocks 359, 391 and 458 s, ~1,590 s of device time in all. Session 33 ran seeds 26 27 28 (main 80e8895) on
 # an H100 served for the H200 after nine refused starts had spent ~700 s: the deadline left 965 s, seeds 26 and 27 ran
-# (275 and 354 s) and 28 was skipped. Next: seeds 28 29 30 on an H200, the issue's device, where the sampling search has
-# not run yet.
+# (275 and 354 s) and 28 was skipped. Session 34 ran seeds 28 29 30 (main 7a642cb) on an H200, the issue's device, after
+# three refused starts (~270 s): the deadline left 1,312 s; loop clocks 258, 306 and 349 s, bests_vs_hand 151 s.
+# Next: seeds 31 onward, on either GPU, to widen the spread; name the GPU a run is served with in RESULTS.md.
 # Afterwards: results to results/<device>-<date>/sNN/ (not server/compiled/), a RESULTS.md section, timing_sync_bias.py
 # over the seeds' samples, rank_run_candidates.py, fit_cost_model.py --write, and evolve_seeds.py over every seed so far.
 source scripts/gpu/lib.sh
