@@ -9,7 +9,9 @@ Every timed candidate is re-predicted at prior factors, at the shape its run tim
 lowered it, the device and the toolchain (which includes the backend's codegen version and the clock:
 `cake.ir.cost_calibrations.timed_toolchain`). A run that records no device, toolchain or codegen is used only with
 the assumption stated in `COMMITTED_PROVENANCE` / `COMMITTED_CODEGEN` or on the command line, and the assumption is
-kept with the samples (`Loaded.assumptions`).
+kept with the samples (`Loaded.assumptions`). Where every timing of a key at a shape was timed beside the same
+baseline in its own process (`ANCHOR_BASELINE`), times are read as ratios to it (`anchor_times`): the GPU's drift
+between machines and minutes cancels in a ratio and not in milliseconds.
 """
 
 from __future__ import annotations
@@ -84,6 +86,16 @@ COMMITTED_CODEGEN: dict[tuple[str, str], tuple[str, str]] = {
                                                            "still 4 at session 13"),
     ("h200-2026-12-04/s19-evolve/", "cuda"): ("4", "CUDA codegen 4 at b4179f9, the commit session 19 ran"),
 }
+# The anchor: the kmeans evolve runs and `scripts/gpu_assign_variants.py` reports time this baseline in the same process
+# as each candidate, interleaved with it, at the same shape. A GPU's speed drifts over minutes and differs between
+# machines (seed 13's re-timing: every contestant ~5% slower after 25 reps; an H100 run's triton_assign spans 6-11%
+# between its first and last evaluation), and interleaved contestants drift together. Over the IRs timed in two or more
+# runs (`scripts/anchor_repeatability.py`, session 34), the largest over the smallest run's time is, at the median and
+# at most, 1.5% and 3.9% in milliseconds but 0.33% and 1.0% as a ratio to this baseline (24 IRs, H100), 0.8% and 6.7%
+# against 0.20% and 0.8% (21 IRs, H200). So a timing is read as that ratio, in milliseconds of the anchor's median over
+# the timings of its key and shape (`anchor_times`), wherever every timing there has the anchor beside it.
+ANCHOR_BASELINE = "triton_assign"
+
 # Before `gpu_time_variants.py --clock` existed, every timing was device events around the eager host call (the
 # only clock `cake.verifier.timing` shipped): not an assumption, the protocol's code.
 CLOCK_BEFORE_RECORDED = "events"
@@ -142,10 +154,12 @@ class Sample:
     key: CalibrationKey
     ident: str  # IR hash (or schedule:params of a bench report): the same schedule across runs
     label: str  # what a reader recognizes: the candidate's name and mutation, or schedule and params
-    measured_ms: float
+    measured_ms: float  # what is fitted and ranked: the anchored time where its key and shape are anchored, else raw
     prediction: Prediction  # at prior factors; `retimed` applies others
     win: bool = False  # the run reported it as its best: never fitted on
     reference: bool = False  # a hand-written schedule a discovery is judged against (`REFERENCE_SCHEDULES`): never fitted on
+    anchor_ms: float | None = None  # `ANCHOR_BASELINE`'s time in the process that timed this one (None: not timed there)
+    raw_ms: float | None = None  # the candidate's own median when `measured_ms` is anchored (None: it is the raw time)
 
     @property
     def kept_out(self) -> bool:
@@ -171,6 +185,47 @@ def reference_idents() -> frozenset[str]:
                          for name in REFERENCE_SCHEDULES)
 
 
+def timing_shape(sample: Sample) -> str:
+    """The shape a sample was timed at: ranks, and anchor times, compare only between timings at one shape."""
+    return ",".join(f"{k}={v}" for k, v in sample.prediction.dims) + f" {sample.prediction.dtype}"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchoring:
+    """How the timings of one key at one shape are read: as ratios to `ANCHOR_BASELINE` in milliseconds of its median
+    (`level_ms`), or raw, and why."""
+
+    anchored: bool
+    samples: int
+    level_ms: float | None
+    why: str
+
+
+def anchor_times(samples: Sequence[Sample]) -> tuple[list[Sample], dict[tuple[CalibrationKey, str], Anchoring]]:
+    """`samples` with each (key, shape) group's times anchored where every timing in it has the anchor beside it.
+    A group with any timing lacking one stays raw, whole: a ratio and a raw time are not compared in one ranking."""
+    groups: dict[tuple[CalibrationKey, str], list[int]] = {}
+    for i, s in enumerate(samples):
+        groups.setdefault((s.key, timing_shape(s)), []).append(i)
+    out = list(samples)
+    how: dict[tuple[CalibrationKey, str], Anchoring] = {}
+    for group, idx in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        anchors = [samples[i].anchor_ms for i in idx]
+        lacking = sum(1 for a in anchors if a is None or not a > 0)
+        if lacking:
+            how[group] = Anchoring(False, len(idx), None, f"raw: {lacking} of {len(idx)} timings have no "
+                                                          f"{ANCHOR_BASELINE} time from their process")
+            continue
+        level = statistics.median(a for a in anchors if a is not None)
+        for i in idx:
+            s = samples[i]
+            assert s.anchor_ms is not None
+            out[i] = replace(s, measured_ms=level * s.measured_ms / s.anchor_ms, raw_ms=s.measured_ms)
+        how[group] = Anchoring(True, len(idx), level, f"anchored: each time / its process's {ANCHOR_BASELINE} time "
+                                                      f"x {level:.4f} ms (their median)")
+    return out, how
+
+
 @dataclass
 class Loaded:
     samples: list[Sample] = field(default_factory=list)
@@ -183,6 +238,7 @@ class Loaded:
     # keys whose code this process could have compiled but not as the toolchain that timed it did (another Triton
     # here, or its interpreter set) -> why: a fit of their static estimates must not replace a stored compiled one
     uncompiled: dict[CalibrationKey, str] = field(default_factory=dict)
+    anchoring: dict[tuple[CalibrationKey, str], Anchoring] = field(default_factory=dict)  # (key, shape) -> how read
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -403,9 +459,11 @@ def load_run(run_dir: Path, loaded: Loaded, device: str | None = None,
         if prediction is None:
             continue
         assert row.evaluation is not None and row.evaluation.measured_ms is not None
+        anchor = row.evaluation.timings.get(f"{ANCHOR_BASELINE}_ms")
         loaded.samples.append(Sample(name, key, row.ir_hash, f"{row.name} [{row.mutation}]"[:60],
                                      float(row.evaluation.measured_ms), prediction,
-                                     win=win is not None and row.ir_hash == win.ir_hash))
+                                     win=win is not None and row.ir_hash == win.ir_hash,
+                                     anchor_ms=None if anchor is None else float(anchor)))
 
 
 def load_bench_report(path: Path, loaded: Loaded) -> None:
@@ -455,21 +513,29 @@ def load_variants_report(path: Path, loaded: Loaded) -> None:
     dims = {str(k): int(v) for k, v in provenance["dims"].items()}
     dtype = DType(str(provenance["dtype"]))
     rounds: dict[str, list[float]] = {}
+    anchors: dict[str, list[float]] = {}  # each round's anchor time, where that round timed it
     for row in report["rows"]:
         if row.get("status") == "timed" and row.get("ms") and row.get("file"):
             rounds.setdefault(str(row["file"]), []).append(float(row["ms"]))
+            anchor = (row.get("baseline_ms") or {}).get(ANCHOR_BASELINE)
+            if anchor:
+                anchors.setdefault(str(row["file"]), []).append(float(anchor))
     for file, times in sorted(rounds.items()):
         text = (path.parent / file).read_text()
         prediction = _predict(text, f"{name}/{file}", dims, dtype, key, str(provenance["codegen"]), None, loaded)
         if prediction is None:
             continue
         loaded.not_judged[name] = loaded.not_judged.get(name, 0) + 1  # a row keeps its median, not its reps
+        anchored = anchors.get(file, [])
         loaded.samples.append(Sample(name, key, ir_hash(text), file.removesuffix(".cake")[:60],
-                                     statistics.median(times), prediction))
+                                     statistics.median(times), prediction,
+                                     anchor_ms=statistics.median(anchored) if len(anchored) == len(times) else None))
 
 
 def load_sources(sources: Sequence[Path], device: str | None = None,
-                 toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None) -> Loaded:
+                 toolchains: Mapping[str, str] | None = None, codegens: Mapping[str, str] | None = None,
+                 anchored: bool = True) -> Loaded:
+    """Every timed sample of `sources`, read as `anchor_times` reads them (raw milliseconds with `anchored` off)."""
     loaded = Loaded()
     for source in sources:
         if source.is_file() and source.name == VARIANT_REPORT:
@@ -484,4 +550,6 @@ def load_sources(sources: Sequence[Path], device: str | None = None,
                 loaded.skip("empty run store (its evaluations were left in a write-ahead log)")
     references = reference_idents()
     loaded.samples = [replace(s, reference=s.ident in references) for s in loaded.samples]
+    if anchored:
+        loaded.samples, loaded.anchoring = anchor_times(loaded.samples)
     return loaded

@@ -12,6 +12,10 @@ device and the toolchain, which here includes the backend's codegen version and 
 event-timed eager calls include host work that a CUDA-graph replay does not). Each key is fitted on its own
 (`cake.ir.cost_calibration.fit_factors`):
 
+- the time of a candidate: its median over its reps, read as a ratio to the baseline its own process timed beside it
+  (`cost_data.anchor_times`, in milliseconds of that baseline's median over the key's timings at the shape) wherever
+  every timing of the key at that shape has one, else raw milliseconds; `--raw-times` reads every timing raw;
+
 - measurement quality, judged on each timing's own reps and never on how the model ranks it: a timing whose
   median rep is more than `MAX_MEDIAN_OVER_MIN` x its fastest rep is dropped from every fit and test
   (reported, with what it drops); where no reps were stored (evolve runs, the bench report) it is not judged;
@@ -79,6 +83,7 @@ from cake.ir.cost_calibrations import (
 from cake.ir.cost_correction import Correction, TimedPrediction, fit_correction
 from cake.lowering.cuda.compile import nvcc_version
 from cost_data import (
+    ANCHOR_BASELINE,
     MAX_MEDIAN_OVER_MIN,
     ROOT,
     Sample,
@@ -87,6 +92,7 @@ from cost_data import (
     load_sources,
     short_name,
     stored_reps,
+    timing_shape,
 )
 
 from cake.stats import cluster_bootstrap
@@ -177,7 +183,7 @@ def figures(predicted: Sequence[float], measured: Sequence[float]) -> dict[str, 
 
 def shape_tag(sample: Sample) -> str:
     """The shape a sample was timed at: ranks are only comparable between runs timed at the same shape."""
-    return ",".join(f"{k}={v}" for k, v in sample.prediction.dims) + f" {sample.prediction.dtype}"
+    return timing_shape(sample)
 
 
 def by_shape(samples: Sequence[Sample], predicted: Sequence[float]) -> dict[str, dict[str, Any]]:
@@ -288,6 +294,8 @@ def fit_key(key: CalibrationKey, samples: Sequence[Sample], final: FinalFit | No
     summary: dict[str, Any] = {
         "key": str(key), "runs": {r: sum(1 for s in samples if s.run == r) for r in runs},
         "schedules": len(samples), "distinct_schedules": len({s.ident for s in samples}),
+        "times": (f"anchored to {ANCHOR_BASELINE} timed in the same process: {anchored} of {len(samples)}"
+                  if (anchored := sum(1 for s in samples if s.raw_ms is not None)) else "raw milliseconds"),
         "kept_out_of_every_fit": [{"run": s.run, "ident": s.ident, "label": s.label, "measured_ms": s.measured_ms,
                                    "why": "reported win" if s.win else "reference"} for s in kept_out],
         "prior_all": figures([s.prediction.time_s for s in samples], measured),
@@ -387,6 +395,7 @@ def calibration_of(key: CalibrationKey, samples: Sequence[Sample], summary: Mapp
         "prior": summary["prior_all"], "in_sample": summary["in_sample_all"],
         "held_out_by_run": held["pooled"] if held else summary["held_out_note"],
         "priors_from_wins": list(PRIORS_FROM_WINS),
+        "times": summary["times"],
     }
     return Calibration(key, final.fit.factors, sum(1 for s in samples if not s.kept_out), date.today().isoformat(),
                        provenance, final.fit.at_bound, final.correction)
@@ -407,6 +416,7 @@ def print_key(summary: Mapping[str, Any]) -> None:
           f"{len(summary['runs'])} run(s)")
     for run, count in summary["runs"].items():
         print(f"   {run}: {count}")
+    print(f"   times: {summary['times']}")
     for w in summary["kept_out_of_every_fit"]:
         print(f"   kept out of every fit ({w.get('why', 'reported win')}): {w['run']} {w['ident']} {w['label']} "
               f"{w['measured_ms']:.3f} ms")
@@ -478,11 +488,14 @@ def main(argv: list[str] | None = None) -> int:
                              f"it ranks held-out runs at least as well as the priors")
     parser.add_argument("--allow-single-run", action="store_true",
                         help="with --write, also store keys timed in one run only (no held-out evidence)")
+    parser.add_argument("--raw-times", action="store_true",
+                        help="fit and rank each timing's own milliseconds, not its ratio to the baseline its process "
+                             "timed beside it")
     args = parser.parse_args(argv)
     sources = args.sources or default_sources()
     try:
         loaded = load_sources(sources, args.assume_device, _toolchain_args(args.assume_toolchain),
-                              _toolchain_args(args.assume_codegen, "--assume-codegen"))
+                              _toolchain_args(args.assume_codegen, "--assume-codegen"), anchored=not args.raw_times)
     except SourceError as error:
         print(f"fit_cost_model: {error}", file=sys.stderr)
         return 2
@@ -502,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{how} x{n}" for how, n in loaded.spills.items()))
     if loaded.allocations:
         print("Triton registers: " + ", ".join(f"{how} x{n}" for how, n in loaded.allocations.items()))
+    for (key, shape), how in loaded.anchoring.items():
+        print(f"times of {key} at {shape} ({how.samples}): {how.why}")
+    if args.raw_times:
+        print("times: raw milliseconds (--raw-times)")
     for note in PRIORS_FROM_WINS:
         print(f"prior informed by a win: {note}")
     ceiling = timing_ceiling(sources)
@@ -544,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
                                         "spills": loaded.spills, "triton_allocations": loaded.allocations,
                                         "assumed": loaded.assumptions, "priors_from_wins": list(PRIORS_FROM_WINS),
                                         "measurement_ceiling": ceiling,
+                                        "anchoring": [{"key": str(key), "shape": shape, "anchored": how.anchored,
+                                                       "samples": how.samples, "level_ms": how.level_ms,
+                                                       "why": how.why}
+                                                      for (key, shape), how in loaded.anchoring.items()],
                                         "keys": summaries}, indent=1) + "\n")
     return 0
 

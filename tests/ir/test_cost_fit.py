@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,11 @@ def _measured_ms(text: str, dims: dict[str, int]) -> float:
 
 
 def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool = False,
-             device: str | None = "H200", dims: dict[str, int] | None = None, codegen: str | None = CODEGEN) -> Path:
-    """A run store of the Triton backend whose candidates were 'measured' at the planted factors."""
+             device: str | None = "H200", dims: dict[str, int] | None = None, codegen: str | None = CODEGEN,
+             slower: float = 1.0, anchor_ms: float | None = None) -> Path:
+    """A run store of the Triton backend whose candidates were 'measured' at the planted factors, on a machine
+    `slower` times slower than the planted one; with `anchor_ms`, each beside the anchor baseline at that time (also
+    slowed), as an evolve's evaluation records it."""
     config: dict[str, Any] = {"workload": "flash_kmeans", "op": "kmeans_assign", "eval": {"backend": "triton"},
                               "dims": dims or DIMS, "dtype": "bf16", "toolchain": TOOLCHAIN}
     if device is not None:
@@ -58,10 +62,66 @@ def make_run(root: Path, assignments: Sequence[dict[str, int]], *, evolve: bool 
                                                  CandidateStatus.QUEUED) for t, p in zip(texts, assignments,
                                                                                          strict=True)], tokens=0)
         for cid, text in zip(ids, texts, strict=True):
-            ms = _measured_ms(text, dims or DIMS)
-            store.record_evaluation(cid, Evaluation(CandidateStatus.PASSED, None, (), {}, ms, 1.0, 1.0 / ms,
+            ms = _measured_ms(text, dims or DIMS) * slower
+            timings = {} if anchor_ms is None else {f"{cost_data.ANCHOR_BASELINE}_ms": anchor_ms * slower}
+            store.record_evaluation(cid, Evaluation(CandidateStatus.PASSED, None, (), timings, ms, 1.0, 1.0 / ms,
                                                     FitnessKind.MEASURED, None, "cuda:0", 1.0))
     return root
+
+
+def test_times_are_read_as_ratios_to_the_baseline_their_process_timed_beside_them(tmp_path: Path) -> None:
+    # The same schedules timed on a machine 5% slower: raw, the two runs disagree by 5%; read against the anchor
+    # each process timed beside them, they agree, in milliseconds of the anchor's median.
+    fast = make_run(tmp_path / "fast", RUN_A, anchor_ms=2.0)
+    slow = make_run(tmp_path / "slow", RUN_A, anchor_ms=2.0, slower=1.05)
+    raw = cost_data.load_sources([fast, slow], anchored=False).samples
+    loaded = cost_data.load_sources([fast, slow])
+    for group in (raw, loaded.samples):
+        assert {s.ident for s in group if s.run == str(fast)} == {s.ident for s in group if s.run == str(slow)}
+    ratio = {s.ident: s.measured_ms for s in raw if s.run == str(slow)}
+    assert all(ratio[s.ident] == pytest.approx(1.05 * s.measured_ms) for s in raw if s.run == str(fast))
+    by_ident: dict[str, set[float]] = {}
+    for s in loaded.samples:
+        by_ident.setdefault(s.ident, set()).add(round(s.measured_ms, 9))
+        assert s.raw_ms is not None and s.anchor_ms is not None
+        assert s.measured_ms == pytest.approx(s.raw_ms / s.anchor_ms * statistics.median([2.0, 2.1]))
+    assert all(len(times) == 1 for times in by_ident.values())
+    [(group, how)] = loaded.anchoring.items()
+    assert how.anchored and how.samples == 2 * len(RUN_A) and how.level_ms == pytest.approx(2.05)
+    assert fcm.fit_key(group[0], loaded.samples)["times"].endswith(f"{2 * len(RUN_A)} of {2 * len(RUN_A)}")
+
+
+def test_repeatability_across_runs_is_read_raw_and_anchored(tmp_path: Path) -> None:
+    import anchor_repeatability as ar
+
+    fast = make_run(tmp_path / "fast", RUN_A, anchor_ms=2.0)
+    slow = make_run(tmp_path / "slow", RUN_A, anchor_ms=2.0, slower=1.05)
+    bare = make_run(tmp_path / "bare", RUN_A)  # no anchor in its process: its IRs are not compared
+    found = ar.spreads(cost_data.load_sources([fast, slow], anchored=False).samples)
+    assert found["raw"] == pytest.approx([1.05] * len(RUN_A)) and found["anchored"] == pytest.approx([1.0] * len(RUN_A))
+    assert ar.spreads(cost_data.load_sources([fast, bare], anchored=False).samples) == {"raw": [], "anchored": []}
+
+
+def test_a_replayed_run_is_also_ranked_against_its_anchored_times() -> None:
+    import rank_run_candidates as rrc
+
+    # the GPU slowed 10% between two evaluations: raw, the later (faster) schedule looks slower; anchored, it is not
+    rows = [rrc.Ranked("a", 1.00, 1.00, None, anchor_ms=1.0), rrc.Ranked("b", 1.05, 0.98, None, anchor_ms=1.1)]
+    anchored = rrc.anchored(rows)
+    assert [r.anchored_ms for r in anchored] == pytest.approx([1.05, 1.05 / 1.1 * 1.05])
+    assert rrc.agreement(anchored, "in_run_ms")["spearman"] == pytest.approx(-1.0)
+    assert rrc.agreement(anchored, "in_run_ms", "anchored_ms")["spearman"] == pytest.approx(1.0)
+    assert all(r.anchored_ms is None for r in rrc.anchored([rows[0], rrc.Ranked("c", 1.0, 1.0, None)]))
+
+
+def test_a_key_with_a_timing_that_has_no_baseline_beside_it_stays_raw(tmp_path: Path) -> None:
+    anchored = make_run(tmp_path / "a", RUN_A, anchor_ms=2.0, slower=1.05)
+    bare = make_run(tmp_path / "b", RUN_B)  # a variant run: no baseline in its process
+    loaded = cost_data.load_sources([anchored, bare])
+    assert all(s.raw_ms is None for s in loaded.samples)  # a ratio and a raw time are never ranked together
+    [how] = loaded.anchoring.values()
+    assert not how.anchored and how.why.startswith(f"raw: {len(RUN_B)} of {len(RUN_A) + len(RUN_B)} timings")
+    assert fcm.fit_key(loaded.samples[0].key, loaded.samples)["times"] == "raw milliseconds"
 
 
 def test_held_out_by_run_recovers_a_planted_calibration_on_two_fake_runs(tmp_path: Path) -> None:
@@ -199,10 +259,11 @@ def test_an_evolve_runs_bench_reps_are_judged_and_rank_themselves(tmp_path: Path
 REPORTED = {
     "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events": ("B=8,D=128,K=1024,N=16384 bf16", 107, 0.86, 0.4, False),
     "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+graph": ("B=8,D=128,K=1024,N=16384 bf16", 176, 0.90, 0.8, True),
-    # the kmeans evolve runs at codegen 4, priced with the spills ptxas reports for their code (session 19)
-    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 109, 0.93, 0.8, True),
-    # the H100 evolve runs (sessions 27-33): the goal is not met there
-    "cuda/H100-SXM5/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 142, 0.84, 0.2,
+    # the kmeans evolve runs at codegen 4 (through session 34), priced with the spills ptxas reports for their code
+    # (session 19), their times anchored to the triton_assign timed beside each
+    "cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 132, 0.95, 0.8, True),
+    # the H100 evolve runs (sessions 27-33), anchored too: the goal is not met there
+    "cuda/H100-SXM5/nvcc-13.0.88+torch-2.11.0+codegen-4+events": ("B=32,D=128,K=1024,N=65536 bf16", 142, 0.85, 0.2,
                                                                   False),
     "triton/H200/triton-3.6.0+torch-2.11.0+codegen-3+events": ("B=8,D=128,K=1024,N=16384 bf16", 152, 0.85, 0.6, False),
 }
@@ -224,6 +285,9 @@ def test_the_fitter_on_the_committed_runs_reports_what_results_md_says(tmp_path:
         assert keys[key]["held_out_by_run"]["goal_met"] == goal_met, key
         # the correction never ranks held-out runs worse than the factors alone
         assert group["spearman"] >= by_shape["analytic"]["spearman"], (key, by_shape)
+    anchored = {k for k, summary in keys.items() if summary["times"].startswith("anchored")}
+    assert anchored == {"cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-4+events",
+                        "cuda/H100-SXM5/nvcc-13.0.88+torch-2.11.0+codegen-4+events"}  # every timing beside its anchor
     # The measurements rank themselves (split-half reps) far better than the model does: the model is the limit.
     ceiling = report["measurement_ceiling"]
     assert min(fig["spearman"] for fig in ceiling.values()) > 0.95
@@ -338,15 +402,21 @@ def test_a_variant_report_that_records_its_provenance_is_one_run_of_its_key(tmp_
         (folder / f"{name[:-5]}____abc.cake").write_text(text)
     provenance = {"device": "NVIDIA H200", "toolchain": "nvcc-13.0.88+torch-2.11.0", "codegen": "1", "clock": "events",
                   "dims": {"B": 32, "N": 65536, "K": 1024, "D": 128}, "dtype": "bf16"}
-    rows = [{"file": "assign_pingpong____abc.cake", "status": "timed", "ms": ms} for ms in (1.2, 1.1, 1.3)]
-    rows += [{"file": "assign_pingpong_rs____abc.cake", "status": "timed", "ms": 1.05},
+    rows = [{"file": "assign_pingpong____abc.cake", "status": "timed", "ms": ms,
+             "baseline_ms": {cost_data.ANCHOR_BASELINE: anchor}} for ms, anchor in ((1.2, 1.3), (1.1, 1.2), (1.3, 1.4))]
+    rows += [{"file": "assign_pingpong_rs____abc.cake", "status": "timed", "ms": 1.05,
+              "baseline_ms": {cost_data.ANCHOR_BASELINE: 1.3}},
              {"file": "assign_pingpong_rs____abc.cake", "status": "bfloat16: failed: CMP-01 (FAIL)", "ms": None},
              {"status": "timed", "ms": 0.5}]  # a row of a report written before rows named their file: not read
     report = folder / cost_data.VARIANT_REPORT
     report.write_text(json.dumps({"provenance": provenance, "rows": rows}))
-    loaded = cost_data.load_sources([report])
-    assert sorted((s.label, s.measured_ms) for s in loaded.samples) == [
-        ("assign_pingpong____abc", 1.2), ("assign_pingpong_rs____abc", 1.05)]  # the median of its rounds
+    loaded = cost_data.load_sources([report], anchored=False)
+    assert sorted((s.label, s.measured_ms, s.anchor_ms) for s in loaded.samples) == [
+        ("assign_pingpong____abc", 1.2, 1.3), ("assign_pingpong_rs____abc", 1.05, 1.3)]  # the median of its rounds
+    anchored = cost_data.load_sources([report]).samples  # every row timed the anchor: read against it, at its median
+    assert sorted((s.label, s.raw_ms) for s in anchored) == [("assign_pingpong____abc", 1.2),
+                                                             ("assign_pingpong_rs____abc", 1.05)]
+    assert all(s.measured_ms == pytest.approx(s.raw_ms / s.anchor_ms * 1.3) for s in anchored if s.raw_ms)
     assert {str(s.key) for s in loaded.samples} == {"cuda/H200/nvcc-13.0.88+torch-2.11.0+codegen-1+events"}
     assert {s.run for s in loaded.samples} == {str(folder)} and not any(s.win for s in loaded.samples)
     report.write_text(json.dumps({"rows": rows}))  # what every report before session 26 is
