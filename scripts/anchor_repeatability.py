@@ -38,6 +38,19 @@ def spreads(samples: Sequence[cost_data.Sample]) -> dict[str, list[float]]:
     return out
 
 
+def anchor_drift(samples: Sequence[cost_data.Sample]) -> list[float]:
+    """Per run whose every timing has an anchor (two or more): the largest over the smallest anchor time it timed,
+    i.e. how far the GPU's speed moved within the run."""
+    by_run: dict[str, list[float]] = {}
+    lacking: set[str] = set()
+    for s in samples:
+        if s.anchor_ms is None:
+            lacking.add(s.run)
+        else:
+            by_run.setdefault(s.run, []).append(s.anchor_ms)
+    return sorted(max(a) / min(a) for run, a in by_run.items() if run not in lacking and len(a) >= 2)
+
+
 def quantiles(values: Sequence[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {"median": statistics.median(ordered), "p90": ordered[int(0.9 * (len(ordered) - 1))], "max": ordered[-1]}
@@ -57,13 +70,18 @@ def main(argv: list[str] | None = None) -> int:
         found = spreads(samples)
         if not found["raw"]:
             continue
+        drift = anchor_drift(samples)
         row = {"key": key, "shape": shape, "irs": len(found["raw"]),
-               **{kind: quantiles(values) for kind, values in found.items()}}
+               **{kind: quantiles(values) for kind, values in found.items()},
+               "anchor_drift_in_runs": {"runs": len(drift), "min": drift[0], "max": drift[-1]} if drift else None}
         report.append(row)
         print(f"{key} at {shape}: {row['irs']} IRs timed in 2+ runs; max/min of their runs' times")
         for kind in ("raw", "anchored"):
             q = row[kind]
             print(f"   {kind:9} median {q['median']:.4f}  p90 {q['p90']:.4f}  max {q['max']:.4f}")
+        if drift:
+            print(f"   within a run, max/min of its {cost_data.ANCHOR_BASELINE} times: {drift[0]:.4f} to {drift[-1]:.4f} "
+                  f"over {len(drift)} runs")
     if args.json is not None:
         args.json.write_text(json.dumps({"anchor": cost_data.ANCHOR_BASELINE, "keys": report}, indent=1) + "\n")
     return 0

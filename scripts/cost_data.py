@@ -88,12 +88,13 @@ COMMITTED_CODEGEN: dict[tuple[str, str], tuple[str, str]] = {
 }
 # The anchor: the kmeans evolve runs and `scripts/gpu_assign_variants.py` reports time this baseline in the same process
 # as each candidate, interleaved with it, at the same shape. A GPU's speed drifts over minutes and differs between
-# machines (seed 13's re-timing: every contestant ~5% slower after 25 reps; an H100 run's triton_assign spans 6-11%
-# between its first and last evaluation), and interleaved contestants drift together. Over the IRs timed in two or more
-# runs (`scripts/anchor_repeatability.py`, session 34), the largest over the smallest run's time is, at the median and
-# at most, 1.5% and 3.9% in milliseconds but 0.33% and 1.0% as a ratio to this baseline (24 IRs, H100), 0.8% and 6.7%
-# against 0.20% and 0.8% (21 IRs, H200). So a timing is read as that ratio, in milliseconds of the anchor's median over
-# the timings of its key and shape (`anchor_times`), wherever every timing there has the anchor beside it.
+# machines (seed 13's re-timing: every contestant ~5% slower after 25 reps; within one run, the largest over the
+# smallest triton_assign time reaches 1.11 on the H100 and 1.09 on the H200), and interleaved contestants drift
+# together. Over the IRs timed in two or more runs (`scripts/anchor_repeatability.py`, session 34), the largest over the
+# smallest run's time is, at the median and at most, 1.5% and 3.9% in milliseconds but 0.33% and 1.0% as a ratio to
+# this baseline (24 IRs, H100), 0.8% and 6.7% against 0.20% and 0.8% (21 IRs, H200). So a timing is read as that
+# ratio, in milliseconds of the anchor's median over the timings of its key and shape (`anchor_times`), wherever every
+# timing there has the anchor beside it.
 ANCHOR_BASELINE = "triton_assign"
 
 # Before `gpu_time_variants.py --clock` existed, every timing was device events around the eager host call (the
@@ -201,6 +202,16 @@ class Anchoring:
     why: str
 
 
+def anchored_ms(times_ms: Sequence[float], anchors_ms: Sequence[float | None]) -> tuple[list[float], float] | None:
+    """Each time as its ratio to the anchor timed beside it, in milliseconds of the anchors' median, and that median;
+    None when any time lacks a (positive) anchor: a ratio and a raw time are never ranked together."""
+    present = [a for a in anchors_ms if a is not None and a > 0]
+    if not times_ms or len(present) != len(anchors_ms):
+        return None
+    level = statistics.median(present)
+    return [level * t / a for t, a in zip(times_ms, present, strict=True)], level
+
+
 def anchor_times(samples: Sequence[Sample]) -> tuple[list[Sample], dict[tuple[CalibrationKey, str], Anchoring]]:
     """`samples` with each (key, shape) group's times anchored where every timing in it has the anchor beside it.
     A group with any timing lacking one stays raw, whole: a ratio and a raw time are not compared in one ranking."""
@@ -211,16 +222,15 @@ def anchor_times(samples: Sequence[Sample]) -> tuple[list[Sample], dict[tuple[Ca
     how: dict[tuple[CalibrationKey, str], Anchoring] = {}
     for group, idx in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         anchors = [samples[i].anchor_ms for i in idx]
-        lacking = sum(1 for a in anchors if a is None or not a > 0)
-        if lacking:
+        found = anchored_ms([samples[i].measured_ms for i in idx], anchors)
+        if found is None:
+            lacking = sum(1 for a in anchors if a is None or not a > 0)
             how[group] = Anchoring(False, len(idx), None, f"raw: {lacking} of {len(idx)} timings have no "
                                                           f"{ANCHOR_BASELINE} time from their process")
             continue
-        level = statistics.median(a for a in anchors if a is not None)
-        for i in idx:
-            s = samples[i]
-            assert s.anchor_ms is not None
-            out[i] = replace(s, measured_ms=level * s.measured_ms / s.anchor_ms, raw_ms=s.measured_ms)
+        times, level = found
+        for i, ms in zip(idx, times, strict=True):
+            out[i] = replace(samples[i], measured_ms=ms, raw_ms=samples[i].measured_ms)
         how[group] = Anchoring(True, len(idx), level, f"anchored: each time / its process's {ANCHOR_BASELINE} time "
                                                       f"x {level:.4f} ms (their median)")
     return out, how

@@ -181,9 +181,7 @@ def figures(predicted: Sequence[float], measured: Sequence[float]) -> dict[str, 
             f"top{TOP_K}_regret": top_k_regret(predicted, measured, TOP_K)}
 
 
-def shape_tag(sample: Sample) -> str:
-    """The shape a sample was timed at: ranks are only comparable between runs timed at the same shape."""
-    return timing_shape(sample)
+shape_tag = timing_shape  # the shape a sample was timed at: ranks compare only between runs timed at one shape
 
 
 def by_shape(samples: Sequence[Sample], predicted: Sequence[float]) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 from cake.agents.cake_toolchain import Ranker
 from cake.ir.parser import parse
-from cost_data import ANCHOR_BASELINE
+from cost_data import ANCHOR_BASELINE, anchored_ms
 from fit_cost_model import figures
 
 from cake.runs.store import CandidateRow, RunStore
@@ -63,11 +62,10 @@ def ranked_candidates(run: Path, *, static: bool = False) -> tuple[Ranker, list[
 
 def anchored(rows: list[Ranked]) -> list[Ranked]:
     """`rows` with their anchored times, when every row has its anchor (else unchanged: none is anchored)."""
-    anchors = [r.anchor_ms for r in rows]
-    if not rows or any(a is None or not a > 0 for a in anchors):
+    found = anchored_ms([r.measured_ms for r in rows], [r.anchor_ms for r in rows])
+    if found is None:
         return rows
-    level = statistics.median(a for a in anchors if a is not None)
-    return [replace(r, anchored_ms=r.measured_ms / r.anchor_ms * level) for r in rows if r.anchor_ms is not None]
+    return [replace(r, anchored_ms=ms) for r, ms in zip(rows, found[0], strict=True)]
 
 
 def agreement(rows: list[Ranked], which: str, against: str = "measured_ms") -> dict[str, Any] | None:

@@ -100,6 +100,7 @@ def test_repeatability_across_runs_is_read_raw_and_anchored(tmp_path: Path) -> N
     found = ar.spreads(cost_data.load_sources([fast, slow], anchored=False).samples)
     assert found["raw"] == pytest.approx([1.05] * len(RUN_A)) and found["anchored"] == pytest.approx([1.0] * len(RUN_A))
     assert ar.spreads(cost_data.load_sources([fast, bare], anchored=False).samples) == {"raw": [], "anchored": []}
+    assert ar.anchor_drift(cost_data.load_sources([fast, slow, bare], anchored=False).samples) == [1.0, 1.0]
 
 
 def test_a_replayed_run_is_also_ranked_against_its_anchored_times() -> None:
